@@ -1,0 +1,65 @@
+"""``gym``: the command line. Each verb lives in its own module; this one only dispatches.
+
+Whatever goes wrong, the user sees short lines, never a Python traceback (set GYM_DEBUG=1 to get
+one for a bug report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from typing import Callable, Sequence
+
+from nemo_gym.orchestration.errors import UserError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _print_problems(problems: list[str]) -> None:
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from nemo_gym.orchestration.cli import submit
+
+    parser = argparse.ArgumentParser(prog="gym", description="Run LLM evaluations on Slurm or locally.")
+    verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
+    eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    submit.register(eval_verbs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except UserError as exc:
+        _print_problems(exc.problems)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+        if os.environ.get("GYM_DEBUG"):
+            traceback.print_exc()
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        print(
+            f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and "
+            f"report the traceback",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

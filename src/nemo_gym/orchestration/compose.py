@@ -1,0 +1,140 @@
+"""YAML file + Hydra overrides -> a plain dict. Nothing is validated here beyond the YAML itself.
+
+Hydra composes the file (``defaults:`` lists and config groups work, overrides follow Hydra's
+grammar: ``a.b=v`` must name an existing key, ``+a.b=v`` adds one, ``++a.b=v`` does either,
+``~a.b`` deletes). Interpolations, ``${oc.env:...}`` included, resolve on the submitting machine.
+Root keys starting with ``_`` are scratch space for interpolation and are dropped afterwards.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nemo_gym.orchestration.errors import UserError
+
+TOP_LEVEL_KEYS = "services, compute, driver, job (and optionally otel)"
+
+
+def compose_config(config_path: str | Path, overrides: list[str]) -> dict[str, Any]:
+    path = _checked_config_path(config_path)
+    _precheck_yaml(path)
+    _reject_scratch_additions(overrides)
+    _check_override_syntax(overrides)
+    composed = _hydra_compose(path, overrides)
+    return {k: v for k, v in composed.items() if not str(k).startswith("_")}
+
+
+def _checked_config_path(config_path: str | Path) -> Path:
+    path = Path(config_path).expanduser().resolve()
+    if not path.exists():
+        raise UserError(f"{config_path}: no such file; check the path given to -c/--config")
+    if path.is_dir():
+        raise UserError(f"{config_path}: is a directory, not a file; pass the YAML file itself")
+    if path.suffix != ".yaml":
+        raise UserError(
+            f"{config_path}: the config file must end in .yaml (Hydra composes only .yaml files); rename it"
+        )
+    return path
+
+
+def _precheck_yaml(path: Path) -> None:
+    """Parse once with PyYAML for messages with line numbers; Hydra's own are vaguer."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot be read ({exc}); check its permissions and encoding") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: YAML syntax error: {problem}; fix the file at that line") from None
+    if data is None:
+        raise UserError(f"{path}: the file is empty; it needs the keys {TOP_LEVEL_KEYS}")
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        raise UserError(
+            f"{path}: the top level must be a mapping with the keys {TOP_LEVEL_KEYS}, but it is {kind}"
+        )
+
+
+def _reject_scratch_additions(overrides: list[str]) -> None:
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0]
+        if override.startswith("+") and key.startswith("_"):
+            raise UserError(
+                f"override {override!r}: scratch namespace {key.split('.')[0]!r} must be defined in the "
+                f"config file; add it there and override its keys without '+'"
+            )
+
+
+def _check_override_syntax(overrides: list[str]) -> None:
+    if not overrides:
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_overrides([override])
+        except OverrideParseException as exc:
+            detail = str(exc).splitlines()[0]
+            raise UserError(
+                f"override {override!r}: cannot be parsed ({detail}); write key=value, and quote values "
+                f"with spaces, commas or brackets: key='a, b'"
+            ) from None
+
+
+def _hydra_compose(path: Path, overrides: list[str]) -> dict[str, Any]:
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(version_base=None, config_dir=str(path.parent)):
+            cfg = compose(config_name=path.stem, overrides=list(overrides))
+        container = OmegaConf.to_container(cfg, resolve=True)
+    except MissingConfigException as exc:
+        raise UserError(f"{path}: {_first_line(exc)}; check the defaults list and the file names") from None
+    except HydraException as exc:
+        raise UserError(_override_problem(exc, overrides)) from None
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None)
+        where = f"{key}: " if key else ""
+        raise UserError(f"{path}: {where}{_first_line(exc)}; fix the interpolation or set what it reads") from None
+    assert isinstance(container, dict)
+    container.pop("hydra", None)
+    return container
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _override_problem(exc: BaseException, overrides: list[str]) -> str:
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    key = _quoted(lines[0]) if lines else None
+    culprit = next((o for o in overrides if key and o.lstrip("+~").split("=", 1)[0] == key), None)
+    label = f"override {culprit!r}" if culprit else "override"
+    if text.startswith("Could not override") and key:
+        return f"{label}: {key} is not in the config; write '+{culprit.lstrip('+') if culprit else key}' to add it"
+    if text.startswith("Could not append to config") and key:
+        return f"{label}: {key} already exists; drop the '+' to change it, or use '++' to add or change"
+    if text.startswith("Could not delete") and key:
+        return f"{label}: {key} is not in the config, so it cannot be deleted; check the key"
+    detail = "; ".join(lines) or type(exc).__name__
+    return f"{label}: {detail}"
+
+
+def _quoted(line: str) -> str | None:
+    """The first 'quoted' key in a Hydra message."""
+    parts = line.split("'")
+    return parts[1] if len(parts) >= 3 else None

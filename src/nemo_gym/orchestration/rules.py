@@ -1,0 +1,189 @@
+"""Value rules shared by the config models: each rejects what no user could mean.
+
+Field validators here take ``(cls, value)`` so they can be attached with ``field_validator``;
+pydantic adds the YAML path of the field, so the messages say only what is wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+BENCHMARK_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+SBATCH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Slurm's --time grammar: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+WALLTIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$")
+UNLIMITED_WALLTIMES = ("UNLIMITED", "INFINITE")
+
+# Ports the OTel collector listens on beside the driver (OTLP gRPC, OTLP HTTP, health).
+COLLECTOR_PORTS = (4317, 4318, 13133)
+
+
+def positive(cls: Any, v: int) -> int:
+    if v < 1:
+        raise ValueError(f"must be >= 1, got {v}")
+    return v
+
+
+def optional_non_negative(cls: Any, v: int | None) -> int | None:
+    if v is not None and v < 0:
+        raise ValueError(f"must be >= 0, got {v}")
+    return v
+
+
+def optional_gpus(cls: Any, v: int | None) -> int | None:
+    if v is not None and v < 1:
+        raise ValueError(f"must be >= 1, got {v}; leave gpus_per_node unset for nodes without GPUs")
+    return v
+
+
+def port(cls: Any, v: int) -> int:
+    if not 1 <= v <= 65535:
+        raise ValueError(f"{v} is not a TCP port; use a number from 1 to 65535")
+    return v
+
+
+def optional_port(cls: Any, v: int | None) -> int | None:
+    return v if v is None else port(cls, v)
+
+
+def single_line_nonempty(cls: Any, v: str) -> str:
+    if not v.strip():
+        raise ValueError("is empty; give a value")
+    if "\n" in v or "\r" in v:
+        raise ValueError("contains a line break; write it on one line")
+    return v
+
+
+def slurm_word(cls: Any, v: str) -> str:
+    """Account and partition names go into ``#SBATCH`` lines: one word, nothing else."""
+    if not v or any(c.isspace() for c in v):
+        raise ValueError(f"{v!r} is not a Slurm name; use one word without spaces")
+    return v
+
+
+def sbatch_options(cls: Any, v: dict[str, str]) -> dict[str, str]:
+    for key, value in v.items():
+        if key.startswith("-"):
+            raise ValueError(f"key {key!r}: write the option without dashes, e.g. {key.lstrip('-')!r}")
+        if not SBATCH_OPTION_RE.match(key):
+            raise ValueError(f"key {key!r} is not an sbatch option name (letters, digits, dashes)")
+        if "\n" in value or "\r" in value:
+            raise ValueError(f"{key}: the value contains a line break; write it on one line")
+    return v
+
+
+def optional_walltime(cls: Any, v: str | None) -> str | None:
+    if v is None or v.upper() in UNLIMITED_WALLTIMES or WALLTIME_RE.match(v):
+        return v
+    raise ValueError(
+        f"{v!r} is not a Slurm time; write it like '30' (minutes), '04:00:00' or '2-00:00:00'"
+    )
+
+
+def optional_hostname(cls: Any, v: str | None) -> str | None:
+    if v is not None and (not v or any(c.isspace() for c in v) or v.startswith("-")):
+        raise ValueError(f"{v!r} is not a host name; use the login node's name or an ssh alias")
+    return v
+
+
+def absolute_path(cls: Any, v: str) -> str:
+    if not v.startswith("/"):
+        raise ValueError(f"{v!r} is not an absolute path; give the full path, e.g. /scratch/you/gym-runs")
+    return single_line_nonempty(cls, v)
+
+
+def mount_list(cls: Any, v: list[str]) -> list[str]:
+    for mount in v:
+        parts = mount.split(":")
+        if len(parts) > 3 or not parts[0] or any(not p for p in parts[1:]):
+            raise ValueError(f"{mount!r} is not a mount; write 'SRC', 'SRC:DST' or 'SRC:DST:FLAGS'")
+        for path in parts[:2]:
+            if not path.startswith("/"):
+                raise ValueError(f"{mount!r}: {path!r} is not an absolute path; mounts need absolute paths")
+        if "\n" in mount or "," in mount:
+            raise ValueError(f"{mount!r}: a mount cannot contain a comma or a line break")
+    return v
+
+
+def named_entries(kind: str) -> Callable[[Any, dict[str, Any]], dict[str, Any]]:
+    """Names that become file names and shell variable suffixes in the job."""
+
+    def check(cls: Any, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not NAME_RE.match(name):
+                raise ValueError(
+                    f"{kind} name {name!r} cannot be used in file names; use letters, digits, '.', '_' "
+                    f"and '-', starting with a letter or digit"
+                )
+        return v
+
+    return check
+
+
+def benchmark_names(cls: Any, v: dict[str, Any]) -> dict[str, Any]:
+    if not v:
+        raise ValueError("no benchmark is declared; add at least one, e.g. benchmarks: {answer-judge: {}}")
+    for name in v:
+        if not BENCHMARK_NAME_RE.match(name) or name in (".", ".."):
+            raise ValueError(
+                f"benchmark name {name!r} cannot be a directory name; use letters, digits, '.', '_' and '-'"
+            )
+    return v
+
+
+def env_keys(cls: Any, env: dict[str, str]) -> None:
+    for key in env:
+        if not ENV_VAR_NAME_RE.match(key):
+            raise ValueError(
+                f"{key!r} is not a valid environment variable name; use letters, digits and "
+                f"underscores, not starting with a digit"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# cross-service rules
+
+
+def _scopes(service: Any, pool_names: list[str], driver_pool: str) -> Iterable[str]:
+    """Node pools on which the service listens on its ``port`` ('*' when there are no pools)."""
+    if not pool_names:
+        return ["*"]
+    if getattr(service, "type", None) == "ray":
+        return [driver_pool]  # only the head listens on the GCS port
+    if service.node_pool is not None:
+        return [service.node_pool]
+    return pool_names
+
+
+def driver_pool_name(services: dict[str, Any], policy_model: str | None, pool_names: list[str]) -> str:
+    """The pool holding the driver's node: the policy service's pool when pinned, else the first."""
+    policy = services.get(policy_model) if policy_model else None
+    pinned = getattr(policy, "node_pool", None)
+    if pinned:
+        return pinned
+    return pool_names[0] if pool_names else "*"
+
+
+def check_port_clashes(
+    services: dict[str, Any], pool_names: list[str], policy_model: str | None, otel_enabled: bool
+) -> None:
+    driver_pool = driver_pool_name(services, policy_model, pool_names)
+    taken: dict[tuple[str, int], str] = {}
+    if otel_enabled:
+        for p in COLLECTOR_PORTS:
+            taken[(driver_pool, p)] = "the OTel collector"
+    for name, service in services.items():
+        for scope in _scopes(service, pool_names, driver_pool):
+            key = (scope, service.port)
+            if key in taken:
+                where = "on the same node" if scope == "*" else f"on node pool '{scope}'"
+                other = taken[key]
+                owner = other if other.startswith("the ") else f"services.{other}.port"
+                raise ValueError(
+                    f"services.{name}.port and {owner} both use port {service.port} {where}; "
+                    f"give services.{name}.port another value"
+                )
+            taken[key] = name

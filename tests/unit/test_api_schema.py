@@ -1,0 +1,123 @@
+"""The spec's surface: classes, bases, fields, types and defaults of nemo_gym.orchestration.api."""
+
+from __future__ import annotations
+
+import re
+import typing
+
+import pytest
+from pydantic import BaseModel
+
+from nemo_gym.orchestration import api
+
+# (class, base, {field: (annotation, default)}); REQUIRED marks a field without default.
+REQUIRED = object()
+SPEC = {
+    "_StrictModel": ("BaseModel", {}),
+    "HealthCheckConfig": ("_StrictModel", {"path": (str, "/health"), "port": (int | None, None), "timeout_seconds": (int, 60)}),
+    "BaseServiceConfig": ("_StrictModel", {
+        "container": (str, REQUIRED), "env": (dict[str, str], {}), "health_check": (api.HealthCheckConfig | None, None),
+        "mounts": (list[str], []), "node_pool": (str | None, None), "placement": (str | None, None), "pre_command": (str, ""),
+    }),
+    "BaseModelServiceConfig": ("BaseServiceConfig", {"model": (str, REQUIRED), "port": (int, 8000), "served_model_name": (str | None, None)}),
+    "VllmServiceConfig": ("BaseModelServiceConfig", {
+        "extra_args": (str, ""), "number_of_instances": (int, 1), "pipeline_parallel_size": (int, 1),
+        "tensor_parallel_size": (int, 1), "trust_remote_code": (bool, False), "type": (typing.Literal["vllm"], REQUIRED),
+        "use_ray_serve": (bool, False),
+    }),
+    "RayServiceConfig": ("BaseServiceConfig", {
+        "extra_args": (str, ""), "node_pools": (list[str], []), "num_cpus": (int | None, None), "num_gpus": (int | None, None),
+        "port": (int, 6379), "resources": (dict[str, dict[str, float]], {}), "type": (typing.Literal["ray"], REQUIRED),
+    }),
+    "BaseComputeConfig": ("_StrictModel", {}),
+    "NodePool": ("_StrictModel", {
+        "extra_args": (dict[str, str], {}), "gpus_per_node": (int | None, None), "nodes": (int, 1),
+        "ntasks_per_node": (int, 1), "partition": (str, REQUIRED),
+    }),
+    "SlurmComputeConfig": ("BaseComputeConfig", {
+        "account": (str, REQUIRED), "extra_args": (dict[str, str], {}), "hostname": (str | None, None),
+        "node_pools": (dict[str, api.NodePool], {}), "type": (typing.Literal["slurm"], REQUIRED), "walltime": (str | None, None),
+    }),
+    "BenchmarkRunConfig": ("_StrictModel", {"prepare": (dict[str, typing.Any], {}), "run": (dict[str, typing.Any], {})}),
+    "GymInstallConfig": ("_StrictModel", {"ref": (str, REQUIRED), "repo": (str, "https://github.com/NVIDIA-NeMo/gym")}),
+    "DriverConfig": ("_StrictModel", {
+        "benchmarks": (dict[str, api.BenchmarkRunConfig], REQUIRED), "container": (str, "python:3.12"),
+        "env": (dict[str, str], {}), "gym_install": (api.GymInstallConfig | None, None), "mounts": (list[str], []),
+        "policy_model": (str | None, None), "policy_model_type": (str, "openai_model"),
+    }),
+    "JobConfig": ("_StrictModel", {"output_path": (str, REQUIRED)}),
+    "OtelConfig": ("_StrictModel", {
+        "binary": (str, "otelcol-contrib"), "component": (str, "gym-vllm"), "container": (str | None, None),
+        "enabled": (bool, True), "endpoint": (str | None, None), "gpu_metrics_port": (int | None, 9400),
+        "health_check_timeout_seconds": (int, 300), "node_metrics_port": (int | None, 9100),
+        "scrape_interval_seconds": (int, 15), "service_name": (str | None, None), "token_env": (str, "OTEL_TOKEN"),
+    }),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPEC))
+def test_class_base_and_fields_match_the_spec(name: str) -> None:
+    cls = getattr(api, name)
+    base_name, fields = SPEC[name]
+    assert cls.__bases__[0].__name__ == base_name
+    own = {k: f for k, f in cls.model_fields.items()}
+    for field, (annotation, default) in fields.items():
+        info = own[field]
+        assert info.annotation == annotation, field
+        if default is REQUIRED:
+            assert info.is_required(), field
+        else:
+            assert not info.is_required(), field
+            assert info.get_default(call_default_factory=True) == default, field
+
+
+def test_no_field_beyond_the_spec() -> None:
+    for name, (_, fields) in SPEC.items():
+        cls = getattr(api, name)
+        inherited = set()
+        for base in cls.__mro__[1:]:
+            if isinstance(base, type) and issubclass(base, BaseModel) and base.__name__ in SPEC:
+                inherited |= set(SPEC[base.__name__][1])
+        assert set(cls.model_fields) == set(fields) | inherited, name
+
+
+def test_submit_config_fields() -> None:
+    fields = api.SubmitConfig.model_fields
+    assert set(fields) == {"compute", "driver", "job", "otel", "services"}
+    assert fields["otel"].get_default() == api.OtelConfig()
+    assert api.SubmitConfig.__bases__[0] is api._StrictModel
+
+
+def test_strict_model_forbids_extra_keys() -> None:
+    assert api._StrictModel.model_config["extra"] == "forbid"
+
+
+def test_module_constants() -> None:
+    assert api.RUNTIME_ENV_PREFIX == "runtime:"
+    assert api._ENV_VAR_NAME_RE.pattern == "^[A-Za-z_][A-Za-z0-9_]*$"
+    assert isinstance(api._ENV_VAR_NAME_RE, re.Pattern)
+
+
+def test_service_union_is_discriminated_on_type() -> None:
+    from pydantic import TypeAdapter
+
+    ta = TypeAdapter(api.ServiceConfig)
+    assert isinstance(ta.validate_python({"type": "ray", "container": "c"}), api.RayServiceConfig)
+    assert isinstance(ta.validate_python({"type": "vllm", "container": "c", "model": "m"}), api.VllmServiceConfig)
+    compute = TypeAdapter(api.ComputeConfig).validate_python({"type": "slurm", "account": "a"})
+    assert isinstance(compute, api.SlurmComputeConfig)
+
+
+def test_spec_named_validators_exist() -> None:
+    for cls, name in [
+        (api.BaseServiceConfig, "_resolve_env_prefixes"),
+        (api.DriverConfig, "_resolve_env_prefixes"),
+        (api.OtelConfig, "_validate_positive"),
+        (api.OtelConfig, "_validate_token_env"),
+        (api.RayServiceConfig, "_validate_shape"),
+        (api.VllmServiceConfig, "_default_health_check"),
+        (api.VllmServiceConfig, "_validate_number_of_instances"),
+        (api.SubmitConfig, "_resolve_and_validate_placements"),
+        (api.SubmitConfig, "_validate_vllm_gpu_footprint"),
+    ]:
+        assert hasattr(cls, name), f"{cls.__name__}.{name}"
