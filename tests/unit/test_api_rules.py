@@ -217,11 +217,37 @@ def test_footprint_skipped_without_gpu_counts(base) -> None:
 
 def test_pinned_service_counts_only_its_pool(base) -> None:
     base["compute"]["cluster"]["node_pools"] = {
-        "small": {"partition": "p", "gpus_per_node": 2},
-        "big": {"partition": "p", "gpus_per_node": 8},
+        "small": {"partition": "p", "gpus_per_node": 8},
+        "big": {"partition": "p", "gpus_per_node": 8, "nodes": 2},
     }
-    base["services"]["policy"].update(node_pool="small", tensor_parallel_size=4)
-    assert "which exceeds the node pool's gpus_per_node (2)" in errors_of(base)
+    base["services"]["policy"].update(node_pool="small", tensor_parallel_size=16)
+    assert "which exceeds the node pool's gpus_per_node (8)" in errors_of(base)
+
+
+def test_pools_must_agree_on_allocation_wide_values(base) -> None:
+    base["compute"]["cluster"]["node_pools"] = {
+        "a": {"partition": "p", "gpus_per_node": 2},
+        "b": {"partition": "p", "gpus_per_node": 8},
+    }
+    assert "node_pools disagree on gpus_per_node (a=2, b=8)" in errors_of(base)
+
+
+def test_pool_extra_args_must_not_conflict(base) -> None:
+    base["compute"]["cluster"]["node_pools"] = {
+        "a": {"partition": "p", "extra_args": {"constraint": "h100"}},
+        "b": {"partition": "p", "extra_args": {"constraint": "a100"}},
+    }
+    assert "node_pools.b.extra_args['constraint']='a100' conflicts with node_pools.a's 'h100'" in errors_of(base)
+
+
+def test_extra_args_must_split(base) -> None:
+    base["services"]["policy"]["extra_args"] = "--chat-template '{{x}}"
+    assert "cannot be split into arguments (No closing quotation); balance its quotes" in errors_of(base)
+
+
+def test_ray_health_check_needs_a_port(base) -> None:
+    base["services"]["envs"] = {"type": "ray", "container": "ray", "health_check": {"path": "/"}}
+    assert "A ray service has no HTTP endpoint of its own to probe" in errors_of(base)
 
 
 # -- effective_ray_serve ------------------------------------------------------------------------

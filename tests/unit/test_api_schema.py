@@ -71,14 +71,18 @@ def test_class_base_and_fields_match_the_spec(name: str) -> None:
             assert info.get_default(call_default_factory=True) == default, field
 
 
-def test_no_field_beyond_the_spec() -> None:
+# Fields added beyond the spec, each for an issue's requirement (documented in the README).
+EXTENSIONS = {"SlurmComputeConfig": {"container_runtime"}}
+
+
+def test_no_field_beyond_the_spec_except_documented_extensions() -> None:
     for name, (_, fields) in SPEC.items():
         cls = getattr(api, name)
         inherited = set()
         for base in cls.__mro__[1:]:
             if isinstance(base, type) and issubclass(base, BaseModel) and base.__name__ in SPEC:
                 inherited |= set(SPEC[base.__name__][1])
-        assert set(cls.model_fields) == set(fields) | inherited, name
+        assert set(cls.model_fields) == set(fields) | inherited | EXTENSIONS.get(name, set()), name
 
 
 def test_submit_config_fields() -> None:

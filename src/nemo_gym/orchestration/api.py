@@ -224,6 +224,7 @@ class VllmServiceConfig(BaseModelServiceConfig):
         return v
 
     _check_sizes = field_validator("pipeline_parallel_size", "tensor_parallel_size")(rules.positive)
+    _check_extra_args = field_validator("extra_args")(rules.shell_words)
 
     @model_validator(mode="after")
     def _default_health_check(self) -> VllmServiceConfig:
@@ -245,6 +246,7 @@ class RayServiceConfig(BaseServiceConfig):
 
     _check_port = field_validator("port")(rules.port)
     _check_counts = field_validator("num_cpus", "num_gpus")(rules.optional_non_negative)
+    _check_extra_args = field_validator("extra_args")(rules.shell_words)
 
     @field_validator("resources")
     @classmethod
@@ -268,6 +270,11 @@ class RayServiceConfig(BaseServiceConfig):
         if duplicates:
             raise ValueError(
                 f"A ray service's node_pools lists a pool more than once: {duplicates}; list each once."
+            )
+        if self.health_check is not None and self.health_check.port is None:
+            raise ValueError(
+                "A ray service has no HTTP endpoint of its own to probe; set health_check.port to the "
+                "port of what it serves (e.g. 8265 for the Ray dashboard) or drop health_check."
             )
         unspanned = [p for p in self.resources if p not in self.node_pools]
         if unspanned:
@@ -327,12 +334,20 @@ class SlurmComputeConfig(BaseComputeConfig):
     hostname: str | None = None
     node_pools: dict[str, NodePool] = {}
     walltime: str | None = None
+    # Extension beyond the spec: how steps get their container. Pyxis (``srun --container-image``)
+    # is the default; most academic clusters have Apptainer instead; ``none`` runs on the host.
+    container_runtime: Literal["pyxis", "apptainer", "none"] = "pyxis"
 
     _check_account = field_validator("account")(rules.slurm_word)
     _check_extra_args = field_validator("extra_args")(rules.sbatch_options)
     _check_walltime = field_validator("walltime")(rules.optional_walltime)
     _check_hostname = field_validator("hostname")(rules.optional_hostname)
     _check_pool_names = field_validator("node_pools")(rules.named_entries("node pool"))
+
+    @model_validator(mode="after")
+    def _pools_share_one_allocation(self) -> SlurmComputeConfig:
+        rules.check_pools_agree(self.node_pools)
+        return self
 
 
 ComputeConfig = Annotated[

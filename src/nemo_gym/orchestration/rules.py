@@ -7,6 +7,7 @@ pydantic adds the YAML path of the field, so the messages say only what is wrong
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any, Callable, Iterable
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -73,6 +74,36 @@ def sbatch_options(cls: Any, v: dict[str, str]) -> dict[str, str]:
         if "\n" in value or "\r" in value:
             raise ValueError(f"{key}: the value contains a line break; write it on one line")
     return v
+
+
+def shell_words(cls: Any, v: str) -> str:
+    """Extra arguments are split like a shell command line, then passed as separate arguments."""
+    try:
+        shlex.split(v)
+    except ValueError as exc:
+        raise ValueError(f"{v!r} cannot be split into arguments ({exc}); balance its quotes") from None
+    return v
+
+
+def check_pools_agree(pools: dict[str, Any]) -> None:
+    """One Slurm job has one partition, tasks-per-node and GPUs-per-node for the whole allocation."""
+    for field in ("partition", "ntasks_per_node", "gpus_per_node"):
+        values = {name: getattr(pool, field) for name, pool in pools.items()}
+        if len(set(values.values())) > 1:
+            listing = ", ".join(f"{n}={v!r}" for n, v in values.items())
+            raise ValueError(
+                f"node_pools disagree on {field} ({listing}); one Slurm job takes a single value for "
+                f"the whole allocation, so make the pools agree or split the run"
+            )
+    seen: dict[str, tuple[str, str]] = {}
+    for name, pool in pools.items():
+        for key, value in pool.extra_args.items():
+            if key in seen and seen[key][1] != value:
+                raise ValueError(
+                    f"node_pools.{name}.extra_args[{key!r}]={value!r} conflicts with node_pools."
+                    f"{seen[key][0]}'s {seen[key][1]!r}; #SBATCH options apply to the whole allocation"
+                )
+            seen[key] = (name, value)
 
 
 def optional_walltime(cls: Any, v: str | None) -> str | None:

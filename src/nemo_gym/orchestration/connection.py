@@ -1,0 +1,132 @@
+"""Where commands run: this machine, or a login node over the system ``ssh``.
+
+Both run a bash script fed on standard input, so secrets in it never show in a process list or
+on disk. Over SSH, one master connection (ControlMaster) carries every command of a CLI call,
+so ``~/.ssh/config``, agents and ProxyJump work as they do for the user's own ssh.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nemo_gym.orchestration.errors import UserError
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class LocalConnection:
+    hostname: str | None = None
+    round_trips = 0
+
+    def __enter__(self) -> LocalConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run_script(self, script: str, timeout: float | None = None) -> Result:
+        self.round_trips += 1
+        proc = subprocess.run(
+            ["bash", "-s"], input=script, capture_output=True, text=True, timeout=timeout
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+class SSHConnection:
+    """One OpenSSH master per CLI call; every command reuses it."""
+
+    def __init__(self, hostname: str, ssh_options: list[str] | None = None):
+        self.hostname = hostname
+        self.round_trips = 0
+        self._options = ["-o", "BatchMode=yes", *(ssh_options or _env_ssh_options())]
+        self._dir = tempfile.mkdtemp(prefix="gym-ssh-")
+        self._socket = os.path.join(self._dir, "master.sock")
+        self._master: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> SSHConnection:
+        self._master = subprocess.Popen(
+            ["ssh", *self._options, "-o", "ControlMaster=yes", "-o", f"ControlPath={self._socket}",
+             "-o", "ControlPersist=no", "-N", self.hostname],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.round_trips += 1
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self._socket):
+            if self._master.poll() is not None:
+                err = (self._master.stderr.read() if self._master.stderr else b"").decode(errors="replace")
+                detail = " ".join(err.split()) or f"ssh exited with status {self._master.returncode}"
+                raise UserError(
+                    f"cannot connect to {self.hostname} over ssh ({detail}); check that "
+                    f"'ssh {self.hostname} true' works without a password prompt"
+                )
+            if time.monotonic() > deadline:
+                self.close()
+                raise UserError(f"ssh to {self.hostname} did not connect within 30 s; check the host and network")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._master is not None and self._master.poll() is None:
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={self._socket}", "-O", "exit", self.hostname],
+                capture_output=True,
+            )
+            try:
+                self._master.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._master.kill()
+        self._master = None
+        Path(self._socket).unlink(missing_ok=True)
+        try:
+            os.rmdir(self._dir)
+        except OSError:
+            pass
+
+    def run_script(self, script: str, timeout: float | None = None) -> Result:
+        self.round_trips += 1
+        proc = subprocess.run(
+            ["ssh", *self._options, "-o", "ControlMaster=no", "-o", f"ControlPath={self._socket}",
+             self.hostname, "bash -s"],
+            input=script, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        if proc.returncode == 255:
+            detail = " ".join(proc.stderr.split())[-300:]
+            raise UserError(
+                f"the ssh connection to {self.hostname} failed ({detail}); nothing after the failure "
+                f"ran; check the connection and retry"
+            )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _env_ssh_options() -> list[str]:
+    """Extra ssh options from GYM_SSH_OPTIONS (e.g. ``-F /path/config``), for tests and odd setups."""
+    return shlex.split(os.environ.get("GYM_SSH_OPTIONS", ""))
+
+
+def is_this_machine(hostname: str | None) -> bool:
+    if hostname is None:
+        return True
+    names = {socket.gethostname(), socket.getfqdn(), "localhost"}
+    return hostname in names
+
+
+def connect(hostname: str | None) -> LocalConnection | SSHConnection:
+    if is_this_machine(hostname):
+        return LocalConnection()
+    assert hostname is not None
+    return SSHConnection(hostname)

@@ -1,0 +1,89 @@
+"""The record of a submission: which job each benchmark became, where its files are.
+
+Written into the run directory (``gym-job.json``) and into a local index
+(``$XDG_CACHE_HOME/nemo-gym/jobs/<run id>.json``) that ``gym eval list/status`` read.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from nemo_gym.orchestration import __version__
+
+SCHEMA_VERSION = 1
+RECORD_NAME = "gym-job.json"
+
+
+class BenchmarkJob(BaseModel):
+    benchmark: str
+    job_dir: str
+    job_id: str | None  # None exactly when the job could not be queued
+    error: str | None = None
+
+
+class SubmissionRecord(BaseModel):
+    gym_job_id: str
+    gym_version: str = __version__
+    submitted_at: str
+    run_dir: str
+    cluster: str
+    executor: str
+    submitted_by: str
+    benchmarks: list[BenchmarkJob]
+    hostname: str | None = None
+    executor_metadata: dict[str, str] = {}
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def failed(self) -> list[BenchmarkJob]:
+        return [b for b in self.benchmarks if b.job_id is None]
+
+    def dumps(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name is not worth failing a submit
+        return "unknown"
+
+
+def index_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nemo-gym" / "jobs"
+
+
+def write_local_index(record: SubmissionRecord) -> Path | None:
+    """Best effort: the jobs are queued already, so a full disk here must not fail the submit."""
+    path = index_dir() / f"{record.gym_job_id}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(record.dumps())
+        tmp.replace(path)
+        return path
+    except OSError as exc:
+        print(f"warning: could not write the local index {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def load_record(text: str) -> SubmissionRecord:
+    data = json.loads(text)
+    version = data.get("schema_version")
+    if not isinstance(version, int):
+        raise ValueError("the record has no usable schema_version")
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"the record was written by a newer version (schema {version}); upgrade to read it")
+    return SubmissionRecord.model_validate(data)

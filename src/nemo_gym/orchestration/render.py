@@ -1,0 +1,194 @@
+"""``RunPlan`` -> the staged run directory: job scripts, step scripts and the resolved config.
+
+Pure: returns file contents; nothing is written or launched here. Templates are Jinja2 with
+undefined variables as errors; every user string is shell-quoted here, in Python, never by hand
+in a template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+import yaml
+
+from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.plan import DriverPlan, EnvVar, JobPlan, RunPlan, Step, shell_var
+from nemo_gym.orchestration.resolved import resolved_config_dict
+from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
+
+Launcher = Literal["slurm", "local"]
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    content: str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    """Files relative to the run directory, exactly as they are uploaded."""
+
+    plan: RunPlan
+    files: dict[str, StagedFile]
+
+    def job_script(self, benchmark: str) -> str:
+        return self.files[f"{benchmark}/job.sh"].content
+
+
+def _export_env(var: EnvVar) -> str:
+    if var.kind == "lit":
+        return f"export {var.key}={bash_quote(var.value)}"
+    # runtime: read where the step runs; host: carried by the submission's environment.
+    return f'export {var.key}="${{{var.value}-}}"'
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("nemo_gym.orchestration", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["q"] = lambda v: bash_quote(str(v))
+    env.filters["argv"] = bash_argv
+    env.filters["export_env"] = _export_env
+    return env
+
+
+def _apptainer_image(image: str) -> str:
+    if image.endswith(".sif") or image.startswith("/") or "://" in image:
+        return image
+    return "docker://" + image.replace("#", "/")
+
+
+def _step_launch(
+    launcher: Launcher, runtime: str, job: JobPlan, name: str, nodes_start: int, nodes_count: int,
+    container: str | None, mounts: tuple[str, ...], gpus: bool,
+) -> str:  # fmt: skip
+    script = f"{job.job_dir}/steps/{name}.sh"
+    if launcher == "local":
+        # Its own process group, so the job can stop everything the step started.
+        return f'setsid bash {bash_quote(script)} >"logs/{name}-$GYM_JOB_ID.log" 2>&1'
+    log = f"logs/{name}-%j.log" if nodes_count == 1 else f"logs/{name}-%j-%N.log"
+    # One task per node, whatever ntasks_per_node the allocation has: each step runs once a node.
+    parts = [
+        "srun --overlap",
+        f"--nodes={nodes_count} --ntasks={nodes_count} --ntasks-per-node=1",
+        f'--nodelist="$(gym_node_list {nodes_start} {nodes_count})"',
+        f"--output={bash_quote(log)}",
+    ]
+    all_mounts = (f"{job.job_dir}:{job.job_dir}", *[m for m in mounts if m != f"{job.job_dir}:{job.job_dir}"])
+    command = f"bash {bash_quote(script)}"
+    if runtime == "pyxis" and container:
+        parts += [
+            f"--container-image={bash_quote(container)}",
+            f"--container-mounts={bash_quote(','.join(all_mounts))}",
+            "--no-container-mount-home",
+            f"--container-workdir={bash_quote(job.job_dir)}",
+        ]
+    elif runtime == "apptainer" and container:
+        binds = ",".join(all_mounts)
+        nv = " --nv" if gpus else ""
+        command = f"apptainer exec{nv} --bind {bash_quote(binds)} {bash_quote(_apptainer_image(container))} {command}"
+    return " ".join(parts) + " " + command
+
+
+def _step_comment(step: Step) -> str:
+    what = {
+        "plain": "one process",
+        "vllm-dp": f"vLLM data parallel, {step.dp_local_size} rank(s) a node",
+        "vllm-ray": "one vLLM instance across nodes on a Ray cluster",
+        "ray-head": "Ray head",
+        "ray-worker": "Ray workers",
+    }[step.mode]
+    return f"service {step.service}, step {step.name}: {what}, nodes {step.nodes.start}..{step.nodes.start + step.nodes.count - 1}"
+
+
+def render_job(plan: RunPlan, job: JobPlan, launcher: Launcher, gpus: bool) -> dict[str, StagedFile]:
+    env = _environment()
+    service_steps: dict[str, list[str]] = {}
+    steps_ctx = []
+    health_checks = []
+    for step in job.steps:
+        service_steps.setdefault(step.service, []).append(step.name)
+        launch = _step_launch(
+            launcher, plan.runtime, job, step.name, step.nodes.start, step.nodes.count, step.container, step.mounts, gpus
+        )
+        steps_ctx.append({"name": step.name, "launch": launch, "comment": _step_comment(step)})
+        if step.health is not None:
+            host = "localhost" if launcher == "local" else f"$(gym_node_name {step.health.node})"
+            health_checks.append(
+                {
+                    "kind": step.health.kind,
+                    "service": step.service,
+                    "step": step.name,
+                    "host": host,
+                    "port": step.health.port,
+                    "path": step.health.path,
+                    "timeout": step.health.timeout_seconds,
+                }
+            )
+    driver: DriverPlan = job.driver
+    driver_launch = _step_launch(
+        launcher, plan.runtime, job, "driver", driver.node, 1, driver.container, driver.mounts, False
+    )
+    ray_addresses = [
+        {"service": s, "node": node, "port": port, "variable": f"GYM_RAY_ADDRESS_{shell_var(s)}"}
+        for s, node, port in job.ray_addresses
+    ]
+    common = {"run_id": plan.run_id, "job": job, "launcher": launcher, "runtime": plan.runtime}
+    files = {
+        "job.sh": StagedFile(
+            env.get_template("job.sh.j2").render(
+                **common,
+                service_steps=service_steps,
+                steps=steps_ctx,
+                health_checks=health_checks,
+                driver={"launch": driver_launch},
+                ray_addresses=ray_addresses,
+            ),
+            0o755,
+        ),
+        "steps/lib.sh": StagedFile(env.get_template("lib.sh.j2").render(run_id=plan.run_id)),
+        "steps/driver.sh": StagedFile(env.get_template("driver.sh.j2").render(**common, driver=driver), 0o755),
+    }
+    for step in job.steps:
+        ctx_step = {
+            **step.__dict__,
+            "ray_address_variable": f"GYM_RAY_ADDRESS_{shell_var(step.service)}",
+        }
+        files[f"steps/{step.name}.sh"] = StagedFile(
+            env.get_template("step.sh.j2").render(**common, step=_Obj(ctx_step)), 0o755
+        )
+    return files
+
+
+class _Obj(dict):
+    """Attribute access for template contexts built from dataclasses."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def render_run(config: SubmitConfig, plan: RunPlan, launcher: Launcher = "slurm") -> StagedRun:
+    compute = next(iter(config.compute.values()))
+    gpus = any(p.gpus_per_node for p in compute.node_pools.values())
+    files: dict[str, StagedFile] = {}
+    for job in plan.jobs:
+        for rel, staged in render_job(plan, job, launcher, gpus).items():
+            files[f"{job.benchmark}/{rel}"] = staged
+    files["resolved-config.yaml"] = StagedFile(
+        yaml.safe_dump(resolved_config_dict(config), sort_keys=False), 0o600
+    )
+    return StagedRun(plan=plan, files=files)

@@ -1,0 +1,25 @@
+#!/bin/bash
+# The benchmark driver for b2: NeMo Gym's gym eval prepare, then run.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin driver 1 1
+export RAY_ADDRESS="${GYM_RAY_ADDRESS_ENVS-}"
+mkdir -p "$GYM_JOB_DIR/artifacts"
+
+gym_log "driver: gym eval prepare"
+gym eval prepare '++split="test"' || exit 1
+
+run_cmd=(
+    gym
+    eval
+    run
+    ++output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/b2/artifacts/rollouts.jsonl
+    --model-type
+    openai_model
+    '++policy_base_url="http://localhost:8000/v1"'
+    '++policy_model_name="m"'
+    '++policy_api_key="dummy"'
+)
+gym_log "driver: ${run_cmd[*]}"
+gym_step_run "${run_cmd[@]}"

@@ -1,0 +1,15 @@
+#!/bin/bash
+# Step envs of service envs (ray-head) on 1 node(s), once per node.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin envs 1 1
+
+my_ip=$(gym_node_ip "$(gym_this_node)")
+gym_step_run ray start --head --port=6379 --num-cpus=8 '--resources={"gpu_node":1.5}' --include-dashboard false --port 6379 --node-ip-address="$my_ip" --block &
+until ray status --address "$my_ip:6379" >/dev/null 2>&1; do
+    kill -0 $! 2>/dev/null || exit 1
+    sleep 0.5
+done
+gym_mark_ready
+wait $!

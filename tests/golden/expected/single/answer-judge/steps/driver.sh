@@ -1,0 +1,26 @@
+#!/bin/bash
+# The benchmark driver for answer-judge: NeMo Gym's gym eval run.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin driver 0 1
+mkdir -p "$GYM_JOB_DIR/artifacts"
+
+run_cmd=(
+    gym
+    eval
+    run
+    ++output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl
+    --model-type
+    openai_model
+    ++limit=12
+    '++tags=["a","b c"]'
+    ++sampling.temperature=0.0
+    ++sampling.stop=null
+    $'++note="it\'s \\${x}"'
+    '++policy_base_url="http://localhost:8000/v1"'
+    '++policy_model_name="qwen"'
+    '++policy_api_key="dummy"'
+)
+gym_log "driver: ${run_cmd[*]}"
+gym_step_run "${run_cmd[@]}"

@@ -1,0 +1,194 @@
+# shellcheck shell=bash
+# Functions shared by the job script and its steps (sourced, never run on its own).
+# Rendered by gym orchestration for run gym-job-20260101T000000Z-000000.
+
+# Where this job keeps its markers: per Slurm job id, so a requeued job starts clean.
+gym_state_dir() {
+    printf '%s/.gym/%s' "$GYM_JOB_DIR" "$GYM_JOB_ID"
+}
+
+gym_now() {
+    date +%s.%N
+}
+
+gym_log() {
+    printf '[gym %s] %s\n' "$(date -u +%H:%M:%S)" "$*"
+}
+
+# The job's phase, for `gym eval status`: key=value lines replaced atomically.
+gym_phase() {
+    local state tmp
+    state="$(gym_state_dir)/state"
+    tmp="$state.$$"
+    {
+        printf 'phase=%s\n' "$1"
+        printf 'detail=%s\n' "${2:-}"
+        printf 'time=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    } >"$tmp" && mv -f "$tmp" "$state"
+}
+
+# The hostname of this node as Slurm knows it.
+gym_this_node() {
+    printf '%s' "${SLURMD_NODENAME:-$(hostname)}"
+}
+
+# An IPv4 address for a node name (what vLLM and Ray want to bind and dial).
+gym_node_ip() {
+    local ip
+    ip=$(getent ahostsv4 "$1" 2>/dev/null | awk '{print $1; exit}')
+    printf '%s' "${ip:-$1}"
+}
+
+# Comma-separated names of COUNT nodes starting at index START of the allocation.
+gym_node_list() {
+    local start=$1 count=$2
+    local -a nodes
+    IFS=, read -r -a nodes <<<"$GYM_NODES"
+    local IFS=,
+    printf '%s' "${nodes[*]:start:count}"
+}
+
+gym_node_name() {
+    local -a nodes
+    IFS=, read -r -a nodes <<<"$GYM_NODES"
+    printf '%s' "${nodes[$1]}"
+}
+
+# --- inside a step ------------------------------------------------------------------------------
+
+# Sets GYM_STEP_RANK: this node's position among the step's nodes (0 is the step's head).
+gym_step_begin() {
+    GYM_STEP_NAME=$1
+    local start=$2 count=$3 me i
+    me=$(gym_this_node)
+    GYM_STEP_RANK=-1
+    for ((i = 0; i < count; i++)); do
+        if [ "$(gym_node_name $((start + i)))" = "$me" ]; then
+            GYM_STEP_RANK=$i
+        fi
+    done
+    if [ "$GYM_STEP_RANK" -lt 0 ]; then
+        # Only possible when the allocation has one node per name, i.e. a local run.
+        GYM_STEP_RANK=0
+    fi
+    export GYM_STEP_NAME GYM_STEP_RANK
+    gym_log "step $GYM_STEP_NAME: node $me, rank $GYM_STEP_RANK of $count"
+}
+
+# Run a program, forward TERM/INT to it, and leave its exit status where the job can see it.
+gym_step_run() {
+    local child rc marker
+    "$@" &
+    child=$!
+    trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+    wait "$child"
+    rc=$?
+    # A trapped signal interrupts wait: wait again for the real exit status.
+    while kill -0 "$child" 2>/dev/null; do
+        wait "$child"
+        rc=$?
+    done
+    marker="$(gym_state_dir)/exit/$GYM_STEP_NAME@$(gym_this_node)"
+    printf '%s\n' "$rc" >"$marker"
+    gym_log "step $GYM_STEP_NAME: $1 exited with status $rc"
+    return "$rc"
+}
+
+gym_mark_ready() {
+    : >"$(gym_state_dir)/ready/$GYM_STEP_NAME@$(gym_this_node)"
+}
+
+# --- in the job script ------------------------------------------------------------------------
+
+# Print why a service is dead and return 1, or return 0 while all its steps live.
+gym_check_alive() {
+    local service=$1 step marker pid rc node log
+    for step in ${GYM_SERVICE_STEPS[$service]}; do
+        for marker in "$(gym_state_dir)/exit/$step@"*; do
+            [ -e "$marker" ] || continue
+            rc=$(cat "$marker")
+            node=${marker##*@}
+            gym_report_death "$service" "$step" "$node" "exit status $rc"
+            return 1
+        done
+        pid=${GYM_STEP_PID[$step]}
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" 2>/dev/null
+            rc=$?
+            # The launcher ended: a node failed or the step never started.
+            gym_report_death "$service" "$step" "" "launcher exit status $rc"
+            return 1
+        fi
+    done
+    return 0
+}
+
+gym_report_death() {
+    local service=$1 step=$2 node=$3 how=$4 log
+    gym_log "ERROR: service $service died${node:+ on node $node} ($how)"
+    for log in "logs/$step-$GYM_JOB_ID"*.log; do
+        [ -e "$log" ] || continue
+        case "$log" in
+            *"-$node.log" | "logs/$step-$GYM_JOB_ID.log") ;;
+            *) [ -n "$node" ] && continue ;;
+        esac
+        gym_log "last lines of $log:"
+        tail -n 20 "$log" | sed 's/^/    /'
+    done
+    gym_phase failed "service $service died${node:+ on node $node} ($how)"
+}
+
+# Poll a service until it answers, it dies, or its time is up. The first probe is immediate and
+# the interval grows from 0.1 s to 2 s, so a fast service is seen fast and a slow one costs little.
+gym_wait_http() {
+    local service=$1 url=$2 timeout=$3 start delay=0.1 elapsed
+    start=$(gym_now)
+    gym_phase starting "waiting for $service"
+    gym_log "waiting for $service at $url (up to ${timeout}s)"
+    while :; do
+        if curl -sf --max-time 5 -o /dev/null "$url"; then
+            elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
+            gym_log "$service is healthy after ${elapsed}s"
+            return 0
+        fi
+        gym_check_alive "$service" || return 1
+        if awk -v s="$start" -v n="$(gym_now)" -v t="$timeout" 'BEGIN{exit !(n-s >= t)}'; then
+            gym_log "ERROR: service $service not healthy within ${timeout}s ($url)"
+            gym_phase failed "service $service not healthy within ${timeout}s"
+            return 1
+        fi
+        sleep "$delay"
+        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>2) d=2; print d}')
+    done
+}
+
+# Like gym_wait_http, for steps that say they are ready with a marker file (Ray heads).
+gym_wait_marker() {
+    local service=$1 step=$2 timeout=$3 start delay=0.1
+    start=$(gym_now)
+    gym_phase starting "waiting for $service"
+    gym_log "waiting for $service to report ready (up to ${timeout}s)"
+    while :; do
+        if compgen -G "$(gym_state_dir)/ready/$step@*" >/dev/null; then
+            gym_log "$service is ready"
+            return 0
+        fi
+        gym_check_alive "$service" || return 1
+        if awk -v s="$start" -v n="$(gym_now)" -v t="$timeout" 'BEGIN{exit !(n-s >= t)}'; then
+            gym_log "ERROR: service $service not ready within ${timeout}s"
+            gym_phase failed "service $service not ready within ${timeout}s"
+            return 1
+        fi
+        sleep "$delay"
+        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>2) d=2; print d}')
+    done
+}
+
+# Stop every step still running (their process groups in a local run).
+gym_stop_steps() {
+    local step pid
+    for step in "${!GYM_STEP_PID[@]}"; do
+        pid=${GYM_STEP_PID[$step]}
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    done
+}

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Step policy of service policy (plain) on 1 node(s), once per node.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin policy 0 1
+export HF_HOME='/data/hf cache'
+export NODE_LOCAL="${TMPDIR-}"
+export HF_TOKEN="${GYM_HOST_POLICY__HF_TOKEN-}"
+
+# pre_command, as written in the config:
+set +u
+unset NCCL_SOCKET_IFNAME
+echo "pre $SLURM_JOB_ID"
+
+set -u
+
+gym_step_run vllm serve $'/models/Qwen3 8B (it\'s "quoted")' --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --served-model-name qwen --trust-remote-code --max-model-len 8192 --override-generation-config '{"temperature": 0.6}'

@@ -1,0 +1,20 @@
+#!/bin/bash
+# Step policy of service policy (vllm-ray) on 2 node(s), once per node.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin policy 0 2
+
+# One instance across 2 nodes: a Ray cluster of its own, vLLM on the first node.
+head_ip=$(gym_node_ip "$(gym_node_name 0)")
+my_ip=$(gym_node_ip "$(gym_this_node)")
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    ray start --head --port=6390 --node-ip-address="$my_ip" --disable-usage-stats || exit 1
+    until [ "$(ray list nodes --address "$head_ip:6390" --filter state=ALIVE 2>/dev/null | grep -c ALIVE)" -ge 2 ]; do
+        sleep 1
+    done
+    gym_step_run vllm serve big --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --distributed-executor-backend ray
+else
+    until ray status --address "$head_ip:6390" >/dev/null 2>&1; do sleep 1; done
+    gym_step_run ray start --address="$head_ip:6390" --node-ip-address="$my_ip" --block
+fi
