@@ -110,6 +110,9 @@ def test_service_union_is_discriminated_on_type() -> None:
     assert isinstance(ta.validate_python({"type": "vllm", "container": "c", "model": "m"}), api.VllmServiceConfig)
     compute = TypeAdapter(api.ComputeConfig).validate_python({"type": "slurm", "account": "a"})
     assert isinstance(compute, api.SlurmComputeConfig)
+    # Extension: the local compute type (same job on this machine).
+    local = TypeAdapter(api.ComputeConfig).validate_python({"type": "local"})
+    assert isinstance(local, api.LocalComputeConfig) and local.node_pools == {}
 
 
 def test_spec_named_validators_exist() -> None:

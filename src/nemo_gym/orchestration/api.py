@@ -37,6 +37,7 @@ __all__ = [
     "GymInstallConfig",
     "HealthCheckConfig",
     "JobConfig",
+    "LocalComputeConfig",
     "NodePool",
     "OtelConfig",
     "RayServiceConfig",
@@ -350,8 +351,30 @@ class SlurmComputeConfig(BaseComputeConfig):
         return self
 
 
+class LocalComputeConfig(BaseComputeConfig):
+    """Extension beyond the spec: the same job on this machine, each step a local process.
+
+    No scheduler, no containers, one node: for laptops, workstations and CI. Benchmarks of a run
+    go one after another, since they would share the machine's ports and GPUs.
+    """
+
+    type: Literal["local"]
+
+    @property
+    def node_pools(self) -> dict[str, NodePool]:
+        return {}
+
+    @property
+    def hostname(self) -> None:
+        return None
+
+    @property
+    def container_runtime(self) -> Literal["none"]:
+        return "none"
+
+
 ComputeConfig = Annotated[
-    Union[Annotated[SlurmComputeConfig, Tag("slurm")],],
+    Union[Annotated[SlurmComputeConfig, Tag("slurm")], Annotated[LocalComputeConfig, Tag("local")]],
     Discriminator("type"),
 ]
 
@@ -473,7 +496,7 @@ class SubmitConfig(_StrictModel):
 
     # -- placement ---------------------------------------------------------------------------
 
-    def _sole_compute(self) -> tuple[str, SlurmComputeConfig]:
+    def _sole_compute(self) -> tuple[str, SlurmComputeConfig | LocalComputeConfig]:
         if not self.compute:
             raise ValueError(
                 "compute: no compute resource is declared; add one, e.g. compute: {cluster: {type: slurm, account: ...}}"

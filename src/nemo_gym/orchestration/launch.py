@@ -23,7 +23,7 @@ from nemo_gym.orchestration.render import StagedRun
 
 JOB_MARKER = "__GYM_JOB:"
 MISSING_MARKER = "__GYM_MISSING:"
-_JOB_ID_RE = re.compile(r"^(\d+)(;\S+)?$")
+_JOB_ID_RE = re.compile(r"^(\d+|local-[0-9a-f]+-\d+)(;\S+)?$")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,13 @@ def submission_script(config: SubmitConfig, staged: StagedRun, secrets: dict[str
         _tarball(staged),
         "GYM_TAR_EOF",
     ]
+    if plan.launcher == "local":
+        # Detached from this command: the run goes on after `gym eval submit` returns.
+        runner = shlex.quote(plan.run_dir + "/run-local.sh")
+        lines.append(f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &")
+        for job in plan.jobs:
+            lines.append(f"printf '%s%s:0:%s\\n' {shlex.quote(JOB_MARKER)} {shlex.quote(job.benchmark)} {job.local_job_id}")
+        return "\n".join(lines) + "\n"
     for job in plan.jobs:
         bench = job.benchmark
         lines += [

@@ -19,6 +19,7 @@ from nemo_gym.orchestration.api import (
     BaseServiceConfig,
     DriverConfig,
     RayServiceConfig,
+    SlurmComputeConfig,
     SubmitConfig,
     VllmServiceConfig,
     effective_ray_serve,
@@ -104,6 +105,7 @@ class DriverPlan:
 @dataclass(frozen=True)
 class JobPlan:
     benchmark: str
+    local_job_id: str  # the job's id under the local launcher (Slurm assigns its own)
     job_dir: str
     directives: tuple[tuple[str, str | None], ...]  # (option, value); None for a bare flag
     node_count: int  # nodes in the allocation
@@ -119,6 +121,7 @@ class RunPlan:
     compute: str
     hostname: str | None
     runtime: Runtime
+    launcher: Literal["slurm", "local"]
     jobs: tuple[JobPlan, ...]
     # Carrier variable -> (owner label, env key): secrets the submission must export.
     secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -141,7 +144,8 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
     layout = _Layout.of(config)
     secrets: dict[str, tuple[str, str]] = {}
     jobs = tuple(
-        _job_plan(config, layout, name, f"{run_dir}/{name}", secrets) for name in config.driver.benchmarks
+        _job_plan(config, layout, name, f"{run_dir}/{name}", secrets, f"local-{run_id[-6:]}-{i}")
+        for i, name in enumerate(config.driver.benchmarks, start=1)
     )
     return RunPlan(
         run_id=run_id,
@@ -149,6 +153,7 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
         compute=compute_name,
         hostname=compute.hostname,
         runtime=compute.container_runtime,
+        launcher="slurm" if isinstance(compute, SlurmComputeConfig) else "local",
         jobs=jobs,
         secrets=secrets,
     )
@@ -182,6 +187,8 @@ class _Layout:
 
 def _directives(config: SubmitConfig, benchmark: str, job_dir: str) -> tuple[tuple[str, str | None], ...]:
     compute = next(iter(config.compute.values()))
+    if not isinstance(compute, SlurmComputeConfig):
+        return ()
     out: list[tuple[str, str | None]] = [
         ("job-name", f"gym-{benchmark}"),
         ("account", compute.account),
@@ -222,7 +229,7 @@ def _env(owner_label: str, owner: BaseServiceConfig | DriverConfig, secrets: dic
 
 
 def _job_plan(
-    config: SubmitConfig, layout: _Layout, benchmark: str, job_dir: str, secrets: dict
+    config: SubmitConfig, layout: _Layout, benchmark: str, job_dir: str, secrets: dict, local_job_id: str
 ) -> JobPlan:
     steps: list[Step] = []
     ray_addresses: list[tuple[str, int, int]] = []
@@ -236,6 +243,7 @@ def _job_plan(
             ray_addresses.append((name, layout.driver_node, service.port))
     return JobPlan(
         benchmark=benchmark,
+        local_job_id=local_job_id,
         job_dir=job_dir,
         directives=_directives(config, benchmark, job_dir),
         node_count=layout.node_count,

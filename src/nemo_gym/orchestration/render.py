@@ -181,13 +181,16 @@ class _Obj(dict):
             raise AttributeError(name) from None
 
 
-def render_run(config: SubmitConfig, plan: RunPlan, launcher: Launcher = "slurm") -> StagedRun:
+def render_run(config: SubmitConfig, plan: RunPlan) -> StagedRun:
     compute = next(iter(config.compute.values()))
+    launcher = plan.launcher
     gpus = any(p.gpus_per_node for p in compute.node_pools.values())
     files: dict[str, StagedFile] = {}
     for job in plan.jobs:
         for rel, staged in render_job(plan, job, launcher, gpus).items():
             files[f"{job.benchmark}/{rel}"] = staged
+    if launcher == "local":
+        files["run-local.sh"] = StagedFile(_environment().get_template("run-local.sh.j2").render(plan=plan), 0o755)
     files["resolved-config.yaml"] = StagedFile(
         yaml.safe_dump(resolved_config_dict(config), sort_keys=False), 0o600
     )

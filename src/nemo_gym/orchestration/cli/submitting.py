@@ -39,7 +39,7 @@ def submit_staged(config: SubmitConfig, staged: StagedRun, args: argparse.Namesp
             submitted_at=now_utc(),
             run_dir=plan.run_dir,
             cluster=plan.compute,
-            executor="slurm",
+            executor=plan.launcher,
             submitted_by=current_user(),
             hostname=plan.hostname,
             benchmarks=[
@@ -67,7 +67,8 @@ def _report(record: SubmissionRecord, as_json: bool) -> int:
         print(f"Run {record.gym_job_id}: {record.run_dir}")
         for job in record.benchmarks:
             if job.job_id:
-                print(f"  submitted {job.benchmark} -> Slurm job {job.job_id}")
+                kind = "local job" if record.executor == "local" else "Slurm job"
+                print(f"  submitted {job.benchmark} -> {kind} {job.job_id}")
             else:
                 print(f"  failed {job.benchmark}: {job.error}")
     if record.failed:

@@ -1,0 +1,116 @@
+"""Fixtures for tests on the real local Slurm cluster (scripts/local-slurm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STANDINS = REPO / "tests" / "standins"
+STANDIN_PATH = f"lit:{STANDINS}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+
+
+def _cluster_env() -> dict[str, str] | None:
+    proc = subprocess.run([str(REPO / "scripts" / "local-slurm"), "env"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    env = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export ") :].split("=", 1)
+            env[key] = value.strip("'\"")
+    return env
+
+
+@pytest.fixture(scope="session")
+def slurm() -> dict[str, str]:
+    env = _cluster_env()
+    up = env is not None and subprocess.run(
+        [str(REPO / "scripts" / "local-slurm"), "status"], capture_output=True
+    ).returncode == 0
+    if not up or shutil.which("sbatch") is None:
+        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("the local Slurm cluster is not up, but GYM_REQUIRE_CLUSTER=1 (scripts/test starts it)")
+        pytest.skip("no local Slurm cluster (start it with scripts/local-slurm up)")
+    os.environ.update(env)
+    return env
+
+
+class ClusterRun:
+    """Submit a config through the real CLI and wait for its jobs."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.output = tmp_path / "runs"
+        self.output.mkdir()
+
+    def config(self, services: dict, pools: dict | None = None, benchmarks: dict | None = None,
+               driver: dict | None = None, compute: dict | None = None) -> dict[str, Any]:  # fmt: skip
+        for service in services.values():
+            service.setdefault("env", {}).setdefault("PATH", STANDIN_PATH)
+            service.setdefault("container", "standin:latest")
+        drv = {"benchmarks": benchmarks or {"bench": {}}, "env": {"PATH": STANDIN_PATH}, **(driver or {})}
+        return {
+            "services": services,
+            "compute": {"local": {"type": "slurm", "account": "acct", "walltime": "00:05:00",
+                                  "node_pools": pools or {}, **(compute or {})}},
+            "driver": drv,
+            "job": {"output_path": str(self.output)},
+            "otel": {"enabled": False},
+        }  # fmt: skip
+
+    def submit(self, config: dict[str, Any], *extra: str, expect_rc: int = 0) -> dict[str, Any]:
+        path = self.tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        proc = subprocess.run(
+            [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json", *extra],
+            capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(self.tmp_path / "cache")},
+        )  # fmt: skip
+        assert proc.returncode == expect_rc, proc.stderr
+        self.last_stderr = proc.stderr
+        return json.loads(proc.stdout)
+
+    def wait(self, job_id: str, timeout: float = 120) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            fields = job_fields(job_id)
+            if fields.get("JobState") in FINAL_STATES:
+                return fields
+            if time.monotonic() > deadline:
+                subprocess.run(["scancel", job_id])
+                raise AssertionError(f"job {job_id} did not end within {timeout}s: {fields}")
+            time.sleep(0.3)
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
+    fields = {}
+    for token in out.split():
+        if "=" in token:
+            key, value = token.split("=", 1)
+            fields[key] = value
+    return fields
+
+
+def standin_records(job_dir: str | Path, tool: str) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(Path(job_dir, "standin").glob(f"{tool}-*.json"))]
+
+
+def state_of(job_dir: str | Path) -> dict[str, str]:
+    [state] = list(Path(job_dir, ".gym").glob("*/state"))
+    return dict(line.split("=", 1) for line in state.read_text().splitlines() if "=" in line)
+
+
+@pytest.fixture
+def cluster_run(slurm, tmp_path: Path) -> ClusterRun:
+    return ClusterRun(tmp_path)

@@ -1,0 +1,184 @@
+"""Every deployment mode really run on the local Slurm cluster (3 nodes in network namespaces,
+4 fake GPUs each, a fake Pyxis SPANK plugin). The model server, Ray and the gym driver are
+stand-ins (tests/standins: there is no GPU and no container image here) that record what each
+node received, so the tests assert addresses, ranks, ports and placement as the nodes saw them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import standin_records, state_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def test_two_pools_dp_vllm_and_ray_two_benchmarks_complete(cluster_run) -> None:
+    config = cluster_run.config(
+        services={
+            "policy": {"type": "vllm", "model": "/models/tiny", "served_model_name": "tiny",
+                       "node_pool": "serve", "number_of_instances": 4, "tensor_parallel_size": 2},
+            "envs": {"type": "ray", "node_pools": ["workers"], "resources": {"workers": {"sandbox": 4}}},
+        },
+        pools={"serve": {"partition": "debug", "nodes": 2, "gpus_per_node": 4},
+               "workers": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}},
+        benchmarks={"first": {"run": {"limit": 3}}, "second": {}},
+        driver={"policy_model": "policy", "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
+                                                  "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS"}},
+    )  # fmt: skip
+    record = cluster_run.submit(config)
+    jobs = {b["benchmark"]: b for b in record["benchmarks"]}
+    assert set(jobs) == {"first", "second"} and all(b["job_id"] for b in jobs.values())
+    assert len({b["job_id"] for b in jobs.values()}) == 2
+    on_disk = json.loads(Path(record["run_dir"], "gym-job.json").read_text())
+    assert on_disk == record
+    for job in jobs.values():
+        fields = cluster_run.wait(job["job_id"])
+        assert fields["JobState"] == "COMPLETED", Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
+        assert state_of(job["job_dir"])["phase"] == "succeeded"
+        vllm = {r["host"]: r for r in standin_records(job["job_dir"], "vllm")}
+        assert set(vllm) == {"n1", "n2"}  # the serve pool: the first two nodes
+        head, worker = vllm["n1"]["argv"], vllm["n2"]["argv"]
+        head_ip = head[head.index("--data-parallel-address") + 1]
+        assert worker[worker.index("--data-parallel-address") + 1] == head_ip
+        assert head_ip.startswith("198.18.0.")  # the head's real address, not localhost
+        assert "--headless" not in head and "--headless" in worker
+        assert worker[worker.index("--data-parallel-start-rank") + 1] == "2"
+        assert head[head.index("--data-parallel-size-local") + 1] == "2"
+        ray = {r["host"]: r["argv"] for r in standin_records(job["job_dir"], "ray")}
+        assert set(ray) == {"n1", "n3"}  # head on the driver's node, a worker on the workers pool
+        assert "--head" in ray["n1"]
+        assert '--resources={"sandbox":4}' in ray["n3"]
+        assert any(a.startswith(f"--address={head_ip}:6379") for a in ray["n3"])
+        [driver] = standin_records(job["job_dir"], "gym-run")
+        assert driver["host"] == "n1"
+        assert driver["policy_models"]["data"][0]["id"] == "tiny"
+        assert driver["env"]["RAY_ADDRESS"] == f"{head_ip}:6379"
+        assert Path(job["job_dir"], "artifacts", "rollouts.jsonl").read_text().count("\n") == 3
+        logs = {p.name for p in Path(job["job_dir"], "logs").iterdir()}
+        jid = job["job_id"]
+        assert {f"policy-{jid}-n1.log", f"policy-{jid}-n2.log", f"envs-{jid}.log", f"driver-{jid}.log"} <= logs
+
+
+def test_each_step_runs_once_per_node_whatever_ntasks_per_node(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "number_of_instances": 3}},
+        pools={"all": {"partition": "debug", "nodes": 3, "ntasks_per_node": 4}},
+        driver={"policy_model": "policy"},
+    )
+    [job] = cluster_run.submit(config)["benchmarks"]
+    assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
+    hosts = sorted(r["host"] for r in standin_records(job["job_dir"], "vllm"))
+    assert hosts == ["n1", "n2", "n3"]
+    assert len(standin_records(job["job_dir"], "gym-run")) == 1
+
+
+def test_pyxis_options_reach_the_step_and_env_is_read_on_the_node(cluster_run, monkeypatch) -> None:
+    monkeypatch.setenv("GYM_TEST_SECRET_VALUE", "s3cret-from-the-submit-host")
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/models/Qwen 8B (it's)", "container": "nvcr.io#nvidia/vllm:25.09",
+                             "mounts": ["/tmp:/data:ro"], "extra_args": "--chat-template '{{ x }}' --seed 1",
+                             "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
+                                     "GYM_WHERE": "runtime:SLURMD_NODENAME",
+                                     "HF_TOKEN": "host:GYM_TEST_SECRET_VALUE"}}},
+    )  # fmt: skip
+    record = cluster_run.submit(config)
+    [job] = record["benchmarks"]
+    assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
+    [vllm] = standin_records(job["job_dir"], "vllm")
+    assert vllm["argv"][:2] == ["serve", "/models/Qwen 8B (it's)"]
+    assert vllm["argv"][-4:] == ["--chat-template", "{{ x }}", "--seed", "1"]
+    assert vllm["env"]["PYXIS_CONTAINER_IMAGE"] == "nvcr.io#nvidia/vllm:25.09"
+    assert "/tmp:/data:ro" in vllm["env"]["PYXIS_CONTAINER_MOUNTS"]
+    assert vllm["env"]["GYM_WHERE"] == vllm["host"]
+    assert vllm["env"]["HF_TOKEN"] == "sha256:" + hashlib.sha256(b"s3cret-from-the-submit-host").hexdigest()
+    for path in Path(record["run_dir"]).rglob("*"):
+        if path.is_file():
+            assert b"s3cret-from-the-submit-host" not in path.read_bytes(), path
+
+
+def test_one_instance_across_nodes_runs_on_its_own_ray_cluster(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "big", "tensor_parallel_size": 4, "pipeline_parallel_size": 2}},
+        pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
+        driver={"policy_model": "policy"},
+        compute={"container_runtime": "none"},
+    )
+    [job] = cluster_run.submit(config)["benchmarks"]
+    fields = cluster_run.wait(job["job_id"])
+    assert fields["JobState"] == "COMPLETED", Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
+    [vllm] = standin_records(job["job_dir"], "vllm")
+    assert vllm["host"] == "n1" and "--distributed-executor-backend" in vllm["argv"]
+    ray = {r["host"]: r["argv"] for r in standin_records(job["job_dir"], "ray")}
+    assert "--head" in ray["n1"] and any(a.startswith("--address=") for a in ray["n2"])
+
+
+def slurm_out(job: dict) -> str:
+    return Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
+
+
+def test_service_failing_at_start_fails_the_job_fast_with_its_name(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "/models/FAIL_AT_START"}},
+                                driver={"policy_model": "policy"})
+    [job] = cluster_run.submit(config)["benchmarks"]
+    start = time.monotonic()
+    fields = cluster_run.wait(job["job_id"], timeout=60)
+    assert fields["JobState"] == "FAILED"
+    assert time.monotonic() - start < 20
+    out = slurm_out(job)
+    assert "service policy died on node n1 (exit status 3)" in out
+    assert "cannot load model '/models/FAIL_AT_START'" in out  # the end of its log, in the job log
+    assert state_of(job["job_dir"])["phase"] == "failed"
+    assert standin_records(job["job_dir"], "gym-run") == []  # the driver never started
+
+
+def test_service_dying_mid_run_stops_the_driver(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "env": {
+            "PATH": cluster_run.config({})["driver"]["env"]["PATH"], "STANDIN_DIE_AFTER": "lit:3"}}},
+        driver={"policy_model": "policy", "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
+                                                  "STANDIN_DRIVER_SECONDS": "lit:120"}},
+    )  # fmt: skip
+    [job] = cluster_run.submit(config)["benchmarks"]
+    start = time.monotonic()
+    fields = cluster_run.wait(job["job_id"], timeout=60)
+    assert fields["JobState"] == "FAILED"
+    assert time.monotonic() - start < 30  # not the driver's 120 s, nor the walltime
+    assert "service policy died on node n1 (exit status 7)" in slurm_out(job)
+    assert "service policy died" in state_of(job["job_dir"])["detail"]
+
+
+def test_health_timeout_names_the_service(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "health_check": {"path": "/never", "timeout_seconds": 2}}},
+    )
+    [job] = cluster_run.submit(config)["benchmarks"]
+    assert cluster_run.wait(job["job_id"], timeout=60)["JobState"] == "FAILED"
+    assert "service policy not healthy within 2s" in slurm_out(job)
+
+
+def test_driver_failure_is_the_job_failure(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        driver={"policy_model": "policy", "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
+                                                  "STANDIN_DRIVER_FAIL": "lit:1"}},
+    )  # fmt: skip
+    [job] = cluster_run.submit(config)["benchmarks"]
+    fields = cluster_run.wait(job["job_id"], timeout=60)
+    assert fields["JobState"] == "FAILED" and fields["ExitCode"].startswith("5:")
+    assert "the driver failed with exit status 5" in slurm_out(job)
+    assert "stand-in gym: failing as asked" in slurm_out(job)
+
+
+def test_sbatch_refusal_is_parsed_per_benchmark(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
+                                pools={"gpu": {"partition": "nosuchpartition"}},
+                                benchmarks={"a": {}, "b": {}})
+    record = cluster_run.submit(config, expect_rc=1)
+    for job in record["benchmarks"]:
+        assert job["job_id"] is None and "invalid partition" in job["error"].lower()
+    assert "2 benchmark(s) failed to submit: a, b" in cluster_run.last_stderr

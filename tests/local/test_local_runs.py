@@ -1,0 +1,101 @@
+"""The `local` compute type: the same job scripts run on this machine without a scheduler.
+
+The model server and the driver are stand-ins (tests/standins; no GPU here) that record what they
+received; the job script, its health checks and its liveness watch are the real ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+STANDINS = Path(__file__).resolve().parents[1] / "standins"
+PATH = f"lit:{STANDINS}:/usr/local/bin:/usr/bin:/bin"
+
+pytestmark = pytest.mark.slow
+
+
+def submit(tmp_path: Path, services: dict, benchmarks: dict | None = None, driver_env: dict | None = None,
+           expect_rc: int = 0) -> dict:  # fmt: skip
+    for service in services.values():
+        service.setdefault("container", "unused")
+        service.setdefault("env", {}).setdefault("PATH", PATH)
+    config = {
+        "services": services,
+        "compute": {"here": {"type": "local"}},
+        "driver": {"policy_model": next(iter(services)), "benchmarks": benchmarks or {"bench": {}},
+                   "env": {"PATH": PATH, **(driver_env or {})}},
+        "job": {"output_path": str(tmp_path / "runs")},
+        "otel": {"enabled": False},
+    }  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"],
+        capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert proc.returncode == expect_rc, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def wait_state(job: dict, timeout: float = 60) -> dict[str, str]:
+    state = Path(job["job_dir"], ".gym", job["job_id"], "state")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state.exists():
+            fields = dict(line.split("=", 1) for line in state.read_text().splitlines() if "=" in line)
+            if fields.get("phase") in ("succeeded", "failed"):
+                return fields
+        time.sleep(0.2)
+    raise AssertionError(f"{job['benchmark']} did not finish within {timeout}s")
+
+
+def job_log(job: dict) -> str:
+    return Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
+
+
+def test_local_run_serves_checks_and_drives_each_benchmark_in_turn(tmp_path) -> None:
+    record = submit(tmp_path, {"policy": {"type": "vllm", "model": "/m/tiny", "served_model_name": "tiny", "port": 18231}},
+                    benchmarks={"a": {"run": {"limit": 2}}, "b": {}})
+    assert record["executor"] == "local"
+    for job in record["benchmarks"]:
+        assert wait_state(job)["phase"] == "succeeded", job_log(job)
+        [driver] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
+        assert driver["policy_models"]["data"][0]["id"] == "tiny"
+        assert driver["overrides"]["policy_base_url"] == "http://localhost:18231/v1"
+        assert Path(job["job_dir"], "artifacts", "rollouts.jsonl").exists()
+        assert Path(job["job_dir"], "logs", f"policy-{job['job_id']}.log").exists()
+        assert Path(job["job_dir"], "logs", f"driver-{job['job_id']}.log").exists()
+    a, b = record["benchmarks"]
+    first_end = Path(a["job_dir"], ".gym", a["job_id"], "state").stat().st_mtime
+    [b_vllm] = [json.loads(p.read_text()) for p in Path(b["job_dir"], "standin").glob("vllm-*.json")]
+    assert b_vllm["time"] >= first_end - 1  # one after the other: they share the port
+    assert Path(record["run_dir"], "gym-job.json").exists()
+
+
+def test_local_service_failing_at_start_fails_fast(tmp_path) -> None:
+    [job] = submit(tmp_path, {"policy": {"type": "vllm", "model": "/FAIL_AT_START", "port": 18232}})["benchmarks"]
+    start = time.monotonic()
+    state = wait_state(job, timeout=30)
+    assert state["phase"] == "failed" and time.monotonic() - start < 15
+    assert "service policy died" in state["detail"]
+    assert "cannot load model '/FAIL_AT_START'" in job_log(job)
+
+
+def test_local_service_death_stops_the_driver(tmp_path) -> None:
+    services = {"policy": {"type": "vllm", "model": "m", "port": 18233, "env": {"PATH": PATH, "STANDIN_DIE_AFTER": "lit:2"}}}
+    [job] = submit(tmp_path, services, driver_env={"STANDIN_DRIVER_SECONDS": "lit:300"})["benchmarks"]
+    start = time.monotonic()
+    state = wait_state(job, timeout=60)
+    assert state["phase"] == "failed" and time.monotonic() - start < 20
+    assert state["detail"].startswith("service policy died on node") and "exit status 7" in state["detail"]
+    assert "service policy died on node" in job_log(job) and "(exit status 7)" in job_log(job)
+    time.sleep(0.5)
+    leftovers = subprocess.run(["pgrep", "-f", "STANDIN_NEVER_MATCHES|standins/gym eval run"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""  # the driver was stopped, not left running

@@ -1,0 +1,49 @@
+"""Submission: each benchmark's sbatch result parsed on its own; secrets only on stdin."""
+
+from __future__ import annotations
+
+import warnings
+
+from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.launch import parse_sbatch_results, submission_script
+from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.render import render_run
+
+
+def test_each_benchmark_parsed_on_its_own() -> None:
+    stdout = "\n".join(
+        [
+            "some login banner",
+            "__GYM_JOB:a:1:sbatch: error: Batch job submission failed: Invalid partition name specified",
+            "__GYM_JOB:b:0:sbatch: warning: this is a warning 123 1234",
+            "__GYM_JOB:c:0:sbatch: Warning: x 4242;cluster2",
+            "__GYM_JOB:d:0:sbatch: warning only",
+            "__GYM_JOB:e:0:",
+        ]
+    )
+    results = {r.benchmark: r for r in parse_sbatch_results(stdout, ["a", "b", "c", "d", "e", "f"])}
+    assert results["a"].job_id is None and "Invalid partition" in results["a"].error
+    assert results["b"].job_id == "1234"
+    assert results["c"].job_id == "4242"
+    assert results["d"].job_id is None and results["d"].error == "sbatch: warning only"
+    assert results["e"].error == "sbatch exited 0 with no job id"
+    assert results["f"].error == "sbatch produced no result for this benchmark"
+
+
+def test_a_failure_never_shifts_another_benchmarks_id() -> None:
+    stdout = "__GYM_JOB:b:0:222\n__GYM_JOB:a:1:refused\n__GYM_JOB:c:0:333\n"
+    ids = [r.job_id for r in parse_sbatch_results(stdout, ["a", "b", "c"])]
+    assert ids == [None, "222", "333"]
+
+
+def test_secrets_are_in_the_script_on_stdin_not_in_staged_files(base, monkeypatch) -> None:
+    monkeypatch.setenv("GYM_TEST_SECRET", "abc'def")
+    base["services"]["policy"]["env"] = {"TOKEN": "host:GYM_TEST_SECRET"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = SubmitConfig.model_validate(base)
+    staged = render_run(config, build_plan(config, "gym-job-20260101T000000Z-abcdef"))
+    carrier = next(iter(staged.plan.secrets))
+    script = submission_script(config, staged, {carrier: "abc'def"})
+    assert f"export {carrier}='abc'\"'\"'def'" in script
+    assert all("abc'def" not in f.content for f in staged.files.values())
