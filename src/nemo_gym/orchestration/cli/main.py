@@ -25,13 +25,14 @@ def _print_problems(problems: list[str]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nemo_gym.orchestration.cli import submit
+    from nemo_gym.orchestration.cli import observe_cmds, submit
 
     parser = argparse.ArgumentParser(prog="gym", description="Run LLM evaluations on Slurm or locally.")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     submit.register(eval_verbs)
+    observe_cmds.register(eval_verbs)
     return parser
 
 

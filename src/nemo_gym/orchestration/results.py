@@ -1,0 +1,91 @@
+"""Collect every benchmark's aggregate metrics of a run into one table, marking what is missing."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nemo_gym.orchestration.connection import connect
+from nemo_gym.orchestration.record import SubmissionRecord
+
+MARKER = "__GYM_RESULT:"
+# Metric names shown in the table, most telling first; the JSON has every metric.
+PREFERRED = ("mean/reward", "reward", "accuracy", "pass@1", "mean_reward", "avg_reward")
+
+
+@dataclass
+class BenchmarkResult:
+    benchmark: str
+    samples: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    missing: str | None = None  # why there are no results
+
+
+def _script(record: SubmissionRecord) -> str:
+    lines = []
+    for job in record.benchmarks:
+        d = shlex.quote(job.job_dir)
+        b = shlex.quote(job.benchmark)
+        lines.append(
+            f"n=$(cat {d}/artifacts/rollouts.jsonl 2>/dev/null | wc -l); "
+            f"for f in {d}/artifacts/*aggregate_metrics*.json; do [ -f \"$f\" ] || continue; "
+            f"printf '%s%s\\x1f%s\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$n\" \"$f\" \"$(base64 -w0 <\"$f\")\"; done; "
+            f"printf '%s%s\\x1f%s\\x1f\\x1f\\n' {shlex.quote(MARKER)} {b} \"$n\""
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            out.update(_numbers(value, f"{prefix}{key}/" if isinstance(value, (dict, list)) else f"{prefix}{key}"))
+    elif isinstance(data, list):
+        for i, value in enumerate(data[:20]):
+            out.update(_numbers(value, f"{prefix}{i}/"))
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        out[prefix.rstrip("/")] = float(data)
+    return out
+
+
+def collect_results(record: SubmissionRecord, states: dict[str, str]) -> list[BenchmarkResult]:
+    found: dict[str, BenchmarkResult] = {
+        b.benchmark: BenchmarkResult(b.benchmark, 0) for b in record.benchmarks
+    }
+    with connect(record.hostname) as conn:
+        out = conn.run_script(_script(record)).stdout
+    for line in out.splitlines():
+        if not line.startswith(MARKER):
+            continue
+        bench, n, path, payload = (line[len(MARKER) :].split("\x1f") + [""] * 4)[:4]
+        result = found.get(bench)
+        if result is None:
+            continue
+        result.samples = int(n.strip() or 0)
+        if path and payload:
+            try:
+                result.metrics.update(_numbers(json.loads(base64.b64decode(payload))))
+                result.files.append(path)
+            except ValueError:
+                result.missing = f"unreadable metrics file {path}"
+    for job in record.benchmarks:
+        result = found[job.benchmark]
+        if not result.files and result.missing is None:
+            state = states.get(job.benchmark, "unknown")
+            result.missing = (
+                f"no aggregate metrics yet (job {state})" if state != "succeeded" else "the job wrote no aggregate metrics"
+            )
+    return list(found.values())
+
+
+def headline(metrics: dict[str, float]) -> list[tuple[str, float]]:
+    chosen = [(k, v) for k, v in metrics.items() if any(k.endswith(p) for p in PREFERRED)]
+    return (chosen or list(metrics.items()))[:4]
+
+
+def results_json(record: SubmissionRecord, results: list[BenchmarkResult]) -> str:
+    return json.dumps({"run": record.gym_job_id, "benchmarks": [asdict(r) for r in results]}, indent=2)

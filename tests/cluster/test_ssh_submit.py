@@ -1,0 +1,93 @@
+"""Submission over the system ssh to the loopback sshd (scripts/local-sshd): one multiplexed
+connection, the run staged in one transfer, every benchmark queued in the same round trip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import standin_records
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+@pytest.fixture
+def ssh_env(slurm, tmp_path):
+    config = os.environ.get("GYM_TEST_SSH_CONFIG")
+    if not config:
+        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("the loopback sshd is not up (scripts/local-sshd up)")
+        pytest.skip("no loopback sshd (scripts/local-sshd up)")
+    # A recording wrapper in front of the real ssh, to count connections and round trips.
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    log = tmp_path / "ssh-calls.log"
+    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
+    (shim / "ssh").chmod(0o755)
+    env = {**os.environ, "GYM_SSH_OPTIONS": f"-F {config}", "PATH": f"{shim}:{os.environ['PATH']}",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    return env, log
+
+
+def test_submit_status_over_ssh_in_constant_round_trips(cluster_run, ssh_env) -> None:
+    env, log = ssh_env
+    benchmarks = {f"b{i}": {} for i in range(5)}
+    # Each job takes all 4 GPUs of a node, so no two jobs share a node (and the model's port).
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m", "tensor_parallel_size": 4}},
+                                pools={"gpu": {"partition": "debug", "gpus_per_node": 4}}, benchmarks=benchmarks,
+                                driver={"policy_model": "policy"}, compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})  # fmt: skip
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["hostname"] == "gym-loopback"
+    calls = log.read_text().splitlines()
+    masters = [c for c in calls if "ControlMaster=yes" in c]
+    commands = [c for c in calls if "ControlMaster=no" in c]
+    assert len(masters) == 1
+    assert len(commands) == 2  # stage + sbatch for all 5 benchmarks, then the record
+    for job in record["benchmarks"]:
+        assert job["job_id"]
+        assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
+        assert len(standin_records(job["job_dir"], "gym-run")) == 1
+    log.write_text("")
+    status = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last", "--json"],
+                            capture_output=True, text=True, env=env)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert {j["state"] for j in json.loads(status.stdout)["jobs"]} == {"succeeded"}
+    assert len([c for c in log.read_text().splitlines() if "ControlMaster=no" in c]) == 1
+
+
+def test_unreachable_host_is_one_clear_line(cluster_run, ssh_env) -> None:
+    env, _ = ssh_env
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
+                                compute={"hostname": "nosuchhost.invalid"})  # fmt: skip
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 1
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("error: cannot connect to nosuchhost.invalid over ssh")
+    assert not list(Path(env["XDG_CACHE_HOME"]).glob("nemo-gym/jobs/*.json"))
+
+
+def test_missing_mount_source_stops_before_anything_is_staged(cluster_run, ssh_env) -> None:
+    env, _ = ssh_env
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m", "mounts": ["/no/such/dir:/data"]}},
+                                compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})  # fmt: skip
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: services.policy.mounts: source '/no/such/dir' does not exist on the submit host; create it or fix the mount"
+    assert list(cluster_run.output.iterdir()) == []
