@@ -35,3 +35,25 @@ def write_config(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def slurm() -> dict[str, str]:
+    """The local Slurm cluster's environment; skips (or fails under scripts/test) when it is down."""
+    import os
+    import shutil
+    import subprocess
+
+    script = REPO / "scripts" / "local-slurm"
+    up = subprocess.run([str(script), "status"], capture_output=True).returncode == 0
+    if not up or shutil.which("sbatch") is None:
+        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("the local Slurm cluster is not up, but GYM_REQUIRE_CLUSTER=1 (scripts/test starts it)")
+        pytest.skip("no local Slurm cluster (start it with scripts/local-slurm up)")
+    env = {}
+    for line in subprocess.run([str(script), "env"], capture_output=True, text=True).stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export ") :].split("=", 1)
+            env[key] = value.strip("'\"")
+    os.environ.update(env)
+    return env

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,32 +17,6 @@ REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
 STANDIN_PATH = f"lit:{STANDINS}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
-
-
-def _cluster_env() -> dict[str, str] | None:
-    proc = subprocess.run([str(REPO / "scripts" / "local-slurm"), "env"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    env = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("export ") and "=" in line:
-            key, value = line[len("export ") :].split("=", 1)
-            env[key] = value.strip("'\"")
-    return env
-
-
-@pytest.fixture(scope="session")
-def slurm() -> dict[str, str]:
-    env = _cluster_env()
-    up = env is not None and subprocess.run(
-        [str(REPO / "scripts" / "local-slurm"), "status"], capture_output=True
-    ).returncode == 0
-    if not up or shutil.which("sbatch") is None:
-        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
-            pytest.fail("the local Slurm cluster is not up, but GYM_REQUIRE_CLUSTER=1 (scripts/test starts it)")
-        pytest.skip("no local Slurm cluster (start it with scripts/local-slurm up)")
-    os.environ.update(env)
-    return env
 
 
 class ClusterRun:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -221,10 +222,10 @@ def test_resolve_only_round_trips_and_hides_host_secrets(capsys, write_config, b
     assert env == {"TOKEN": "host:GYM_TEST_SECRET", "LIT": "lit:runtime:X", "RT": "runtime:HOME"}
 
 
-def test_examples_validate(capsys) -> None:
-    from conftest import EXAMPLES
-
-    paths = sorted(EXAMPLES.glob("*.yaml"))
+def test_examples_validate(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("GYM_ENVS_DIR", "/opt/gym-envs")  # the quickstart reads where its environments are
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    paths = sorted(examples.glob("*.yaml"))
     assert len(paths) >= 3
     for path in paths:
         code, _, err = run_cli(capsys, "-c", str(path), "--resolve-only")

@@ -37,7 +37,7 @@ def test_structures_survive() -> None:
 
 
 def test_nested_dicts_become_dotted_keys() -> None:
-    assert flatten_overrides({"a": {"b": {"c": 1}}}) == ["++a.b.c=1"]
+    assert flatten_overrides({"a": {"b": {"c": 1}}}) == ["+a.b.c=1"]
 
 
 def test_keys_that_hydra_cannot_take_are_refused() -> None:

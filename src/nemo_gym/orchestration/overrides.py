@@ -51,9 +51,10 @@ def _checked_key(key: str, path: str) -> str:
 
 
 def flatten_overrides(config: dict[str, Any], where: str = "") -> list[str]:
-    """``{a: {b: 1}, c: [x]}`` -> ``["++a.b=1", "++c=['x']"]``; nested dicts become dotted keys.
+    """``{a: {b: 1}, c: [x]}`` -> ``["+a.b=1", "+c=['x']"]``; nested dicts become dotted keys.
 
-    ``++`` sets a key whether or not the benchmark's own config already has it.
+    A single ``+`` adds each key, as gym documents its overrides; gym merges every
+    ``+config_paths=[...]`` token (its own --model-type and --benchmark included) into one.
     """
     tokens: list[str] = []
 
@@ -63,7 +64,7 @@ def flatten_overrides(config: dict[str, Any], where: str = "") -> list[str]:
             if isinstance(value, dict) and value:
                 walk(value, dotted + ".")
             else:
-                tokens.append(f"++{dotted}={hydra_value(value)}")
+                tokens.append(f"+{dotted}={hydra_value(value)}")
 
     walk(config, "")
     return tokens

@@ -417,7 +417,7 @@ def _driver_plan(
     prepare = None
     if bench.prepare:
         prepare = ("gym", "eval", "prepare", *flatten_overrides(bench.prepare, "prepare."))
-    run_argv = ["gym", "eval", "run", f"++output_jsonl_fpath={rollouts}"]
+    run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
     if driver.policy_model and driver.policy_model_type:
         run_argv += ["--model-type", driver.policy_model_type]
     run_argv += flatten_overrides(bench.run, "run.")

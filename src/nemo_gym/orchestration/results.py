@@ -13,7 +13,7 @@ from nemo_gym.orchestration.record import SubmissionRecord
 
 MARKER = "__GYM_RESULT:"
 # Metric names shown in the table, most telling first; the JSON has every metric.
-PREFERRED = ("mean/reward", "reward", "accuracy", "pass@1", "mean_reward", "avg_reward")
+PREFERRED = ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
 
 
 @dataclass
@@ -83,8 +83,11 @@ def collect_results(record: SubmissionRecord, states: dict[str, str]) -> list[Be
 
 
 def headline(metrics: dict[str, float]) -> list[tuple[str, float]]:
-    chosen = [(k, v) for k, v in metrics.items() if any(k.endswith(p) for p in PREFERRED)]
-    return (chosen or list(metrics.items()))[:4]
+    """The few metrics worth a table column: gym's key metrics when it reports them."""
+    key = {k.split("key_metrics/", 1)[1]: v for k, v in metrics.items() if "key_metrics/" in k}
+    pool = key or metrics
+    chosen = [(k, v) for k, v in pool.items() if any(k.endswith(p) for p in PREFERRED)]
+    return (chosen or list(pool.items()))[:4]
 
 
 def results_json(record: SubmissionRecord, results: list[BenchmarkResult]) -> str:

@@ -17,17 +17,17 @@ PATH="$gym_src/venv/bin:$PATH"
 cd "$gym_src/gym" || exit 1
 
 gym_log "driver: gym eval prepare"
-gym eval prepare '++split="validation"' || exit 1
+gym eval prepare '+split="validation"' || exit 1
 
 run_cmd=(
     gym
     eval
     run
-    ++output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/b/artifacts/rollouts.jsonl
-    ++num_repeats=2
-    '++policy_base_url="http://localhost:8100/v1"'
-    '++policy_model_name="m"'
-    '++policy_api_key="dummy"'
+    +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/b/artifacts/rollouts.jsonl
+    +num_repeats=2
+    '+policy_base_url="http://localhost:8100/v1"'
+    '+policy_model_name="m"'
+    '+policy_api_key="dummy"'
 )
 gym_log "driver: ${run_cmd[*]}"
 gym_step_run "${run_cmd[@]}"

@@ -6,20 +6,22 @@ source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin driver 1 1
 export RAY_ADDRESS="${GYM_RAY_ADDRESS_ENVS-}"
 mkdir -p "$GYM_JOB_DIR/artifacts"
+# gym writes Hydra outputs and prepared data into its working directory: keep them in the job.
+mkdir -p "$GYM_JOB_DIR/work" && cd "$GYM_JOB_DIR/work" || exit 1
 
 gym_log "driver: gym eval prepare"
-gym eval prepare '++split="test"' || exit 1
+gym eval prepare '+split="test"' || exit 1
 
 run_cmd=(
     gym
     eval
     run
-    ++output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/b2/artifacts/rollouts.jsonl
+    +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/b2/artifacts/rollouts.jsonl
     --model-type
     openai_model
-    '++policy_base_url="http://localhost:8000/v1"'
-    '++policy_model_name="m"'
-    '++policy_api_key="dummy"'
+    '+policy_base_url="http://localhost:8000/v1"'
+    '+policy_model_name="m"'
+    '+policy_api_key="dummy"'
 )
 gym_log "driver: ${run_cmd[*]}"
 gym_step_run "${run_cmd[@]}"

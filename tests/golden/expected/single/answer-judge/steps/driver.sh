@@ -5,22 +5,24 @@ set -uo pipefail
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin driver 0 1
 mkdir -p "$GYM_JOB_DIR/artifacts"
+# gym writes Hydra outputs and prepared data into its working directory: keep them in the job.
+mkdir -p "$GYM_JOB_DIR/work" && cd "$GYM_JOB_DIR/work" || exit 1
 
 run_cmd=(
     gym
     eval
     run
-    ++output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl
+    +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl
     --model-type
     openai_model
-    ++limit=12
-    '++tags=["a","b c"]'
-    ++sampling.temperature=0.0
-    ++sampling.stop=null
-    $'++note="it\'s \\${x}"'
-    '++policy_base_url="http://localhost:8000/v1"'
-    '++policy_model_name="qwen"'
-    '++policy_api_key="dummy"'
+    +limit=12
+    '+tags=["a","b c"]'
+    +sampling.temperature=0.0
+    +sampling.stop=null
+    $'+note="it\'s \\${x}"'
+    '+policy_base_url="http://localhost:8000/v1"'
+    '+policy_model_name="qwen"'
+    '+policy_api_key="dummy"'
 )
 gym_log "driver: ${run_cmd[*]}"
 gym_step_run "${run_cmd[@]}"

@@ -72,7 +72,21 @@ gym_step_begin() {
         GYM_STEP_RANK=0
     fi
     export GYM_STEP_NAME GYM_STEP_RANK
+    # However the step ends (its program exits, a setup command fails, a signal), the job sees it.
+    trap 'gym_step_end $?' EXIT
     gym_log "step $GYM_STEP_NAME: node $me, rank $GYM_STEP_RANK of $count"
+}
+
+gym_step_end() {
+    local rc=$1 marker pids
+    marker="$(gym_state_dir)/exit/$GYM_STEP_NAME@$(gym_this_node)"
+    [ -e "$marker" ] || printf '%s\n' "$rc" >"$marker"
+    # Helpers started in the background (a Ray head under vLLM) end with the step.
+    pids=$(jobs -p)
+    if [ -n "$pids" ]; then
+        # shellcheck disable=SC2086  # one pid per word
+        kill $pids 2>/dev/null
+    fi
 }
 
 # Run a program, forward TERM/INT to it, and leave its exit status where the job can see it.

@@ -9,7 +9,13 @@ gym_step_begin policy 0 2
 head_ip=$(gym_node_ip "$(gym_node_name 0)")
 my_ip=$(gym_node_ip "$(gym_this_node)")
 if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    ray start --head --port=6390 --node-ip-address="$my_ip" --disable-usage-stats || exit 1
+    # Blocking, in the background: the Ray head belongs to this step and ends with it.
+    ray start --head --port=6390 --node-ip-address="$my_ip" --disable-usage-stats --block &
+    ray_head=$!
+    until ray status --address "$head_ip:6390" >/dev/null 2>&1; do
+        kill -0 "$ray_head" 2>/dev/null || exit 1
+        sleep 0.5
+    done
     until [ "$(ray list nodes --address "$head_ip:6390" --filter state=ALIVE 2>/dev/null | grep -c ALIVE)" -ge 2 ]; do
         sleep 1
     done
