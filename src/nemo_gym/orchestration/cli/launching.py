@@ -13,6 +13,12 @@ from nemo_gym.orchestration.stage import write_staged
 
 
 def submit_or_dry_run(config: SubmitConfig, args: argparse.Namespace) -> int:
+    if config.otel.enabled:
+        print(
+            "warning: otel: this version does not start the OpenTelemetry collector yet, so the jobs run "
+            "without telemetry; set otel.enabled: false to silence this",
+            file=sys.stderr,
+        )
     plan = build_plan(config, new_run_id())
     staged = render_run(config, plan)
     if args.dry_run:

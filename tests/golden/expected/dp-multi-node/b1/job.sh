@@ -22,6 +22,7 @@ cd "$GYM_JOB_DIR" || exit 1
 source "$GYM_JOB_DIR/steps/lib.sh"
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
 
 declare -A GYM_STEP_PID=()
 declare -A GYM_SERVICE_STEPS=(
@@ -39,6 +40,7 @@ gym_finish() {
         gym_phase failed "$detail"
     fi
     gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
     exit "$rc"
 }
 trap 'gym_finish 143 "cancelled or out of time (SIGTERM)"' TERM
@@ -52,18 +54,22 @@ export GYM_RAY_ADDRESS_ENVS
 # service policy, step policy: vLLM data parallel, 2 rank(s) a node, nodes 1..2
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 2)" --output=logs/policy-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b1:/lustre/runs/gym-job-20260101T000000Z-000000/b1 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b1 bash /lustre/runs/gym-job-20260101T000000Z-000000/b1/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
 
 # service envs, step envs: Ray head, nodes 1..1
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 1)" --output=logs/envs-%j.log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b1:/lustre/runs/gym-job-20260101T000000Z-000000/b1 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b1 bash /lustre/runs/gym-job-20260101T000000Z-000000/b1/steps/envs.sh &
 GYM_STEP_PID[envs]=$!
+gym_event "launched envs"
 
 # service envs, step envs_serve_workers: Ray workers, nodes 2..2
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 1)" --output=logs/envs_serve_workers-%j.log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b1:/lustre/runs/gym-job-20260101T000000Z-000000/b1 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b1 bash /lustre/runs/gym-job-20260101T000000Z-000000/b1/steps/envs_serve_workers.sh &
 GYM_STEP_PID[envs_serve_workers]=$!
+gym_event "launched envs_serve_workers"
 
 # service envs, step envs_workers_workers: Ray workers, nodes 0..0
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/envs_workers_workers-%j.log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b1:/lustre/runs/gym-job-20260101T000000Z-000000/b1 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b1 bash /lustre/runs/gym-job-20260101T000000Z-000000/b1/steps/envs_workers_workers.sh &
 GYM_STEP_PID[envs_workers_workers]=$!
+gym_event "launched envs_workers_workers"
 
 gym_wait_http policy "http://$(gym_node_name 1):8000/health" 60 || gym_finish 1 "service policy did not start"
 
@@ -73,6 +79,7 @@ gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start"
 gym_phase running "driver"
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b1:/lustre/runs/gym-job-20260101T000000Z-000000/b1 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b1 bash /lustre/runs/gym-job-20260101T000000Z-000000/b1/steps/driver.sh &
 GYM_DRIVER_PID=$!
+gym_event "driver-start"
 while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
     for service in "${!GYM_SERVICE_STEPS[@]}"; do
         if ! gym_check_alive "$service"; then
@@ -85,6 +92,7 @@ while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
 done
 wait "$GYM_DRIVER_PID"
 driver_rc=$?
+gym_event "driver-end $driver_rc"
 if [ "$driver_rc" -ne 0 ]; then
     gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
     tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'

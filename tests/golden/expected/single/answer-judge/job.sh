@@ -25,6 +25,7 @@ cd "$GYM_JOB_DIR" || exit 1
 source "$GYM_JOB_DIR/steps/lib.sh"
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
 
 declare -A GYM_STEP_PID=()
 declare -A GYM_SERVICE_STEPS=(
@@ -41,6 +42,7 @@ gym_finish() {
         gym_phase failed "$detail"
     fi
     gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
     exit "$rc"
 }
 trap 'gym_finish 143 "cancelled or out of time (SIGTERM)"' TERM
@@ -50,6 +52,7 @@ gym_phase starting "launching services"
 # service policy, step policy: one process, nodes 0..0
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image='nvcr.io#nvidia/vllm:25.09' --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge,/data:/data:ro,/scratch --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
 
 gym_wait_http policy "http://$(gym_node_name 0):8000/v1/models" 900 || gym_finish 1 "service policy did not start"
 
@@ -57,6 +60,7 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/v1/models" 900 || gym_finis
 gym_phase running "driver"
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
 GYM_DRIVER_PID=$!
+gym_event "driver-start"
 while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
     for service in "${!GYM_SERVICE_STEPS[@]}"; do
         if ! gym_check_alive "$service"; then
@@ -69,6 +73,7 @@ while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
 done
 wait "$GYM_DRIVER_PID"
 driver_rc=$?
+gym_event "driver-end $driver_rc"
 if [ "$driver_rc" -ne 0 ]; then
     gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
     tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'

@@ -15,6 +15,11 @@ gym_log() {
     printf '[gym %s] %s\n' "$(date -u +%H:%M:%S)" "$*"
 }
 
+# A timestamped event (epoch seconds), for benchmarks and post-mortems: <job state>/events.
+gym_event() {
+    printf '%s %s\n' "$(date +%s.%N)" "$*" >>"$(gym_state_dir)/events"
+}
+
 # The job's phase, for `gym eval status`: key=value lines replaced atomically.
 gym_phase() {
     local state tmp
@@ -153,7 +158,7 @@ gym_report_death() {
 }
 
 # Poll a service until it answers, it dies, or its time is up. The first probe is immediate and
-# the interval grows from 0.1 s to 2 s, so a fast service is seen fast and a slow one costs little.
+# the interval grows from 0.1 s to 1 s, so a fast service is seen fast and a slow one costs little.
 gym_wait_http() {
     local service=$1 url=$2 timeout=$3 start delay=0.1 elapsed
     start=$(gym_now)
@@ -163,6 +168,7 @@ gym_wait_http() {
         if curl -sf --max-time 5 -o /dev/null "$url"; then
             elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
             gym_log "$service is healthy after ${elapsed}s"
+            gym_event "healthy $service"
             return 0
         fi
         gym_check_alive "$service" || return 1
@@ -172,7 +178,7 @@ gym_wait_http() {
             return 1
         fi
         sleep "$delay"
-        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>2) d=2; print d}')
+        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>1) d=1; print d}')
     done
 }
 
@@ -185,6 +191,7 @@ gym_wait_marker() {
     while :; do
         if compgen -G "$(gym_state_dir)/ready/$step@*" >/dev/null; then
             gym_log "$service is ready"
+            gym_event "healthy $service"
             return 0
         fi
         gym_check_alive "$service" || return 1
@@ -194,7 +201,7 @@ gym_wait_marker() {
             return 1
         fi
         sleep "$delay"
-        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>2) d=2; print d}')
+        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>1) d=1; print d}')
     done
 }
 
