@@ -35,8 +35,11 @@ class ClusterRun:
         drv = {"benchmarks": benchmarks or {"bench": {}}, "env": {"PATH": STANDIN_PATH}, **(driver or {})}
         return {
             "services": services,
+            # By default a job takes all 4 GPUs of one node, so that jobs never share a node
+            # (and a model port) unless a test asks for it.
             "compute": {"local": {"type": "slurm", "account": "acct", "walltime": "00:05:00",
-                                  "node_pools": pools or {}, **(compute or {})}},
+                                  "node_pools": pools or {"gpu": {"partition": "debug", "gpus_per_node": 4}},
+                                  **(compute or {})}},
             "driver": drv,
             "job": {"output_path": str(self.output)},
             "otel": {"enabled": False},
@@ -52,6 +55,29 @@ class ClusterRun:
         assert proc.returncode == expect_rc, proc.stderr
         self.last_stderr = proc.stderr
         return json.loads(proc.stdout)
+
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Run `gym eval ARGS` with the same local index as submit."""
+        return subprocess.run(
+            [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
+            capture_output=True, text=True, timeout=timeout,
+            env={**os.environ, "XDG_CACHE_HOME": str(self.tmp_path / "cache")},
+        )  # fmt: skip
+
+    def status(self) -> dict[str, dict]:
+        proc = self.cli("status", "--last", "--json")
+        assert proc.returncode == 0, proc.stderr
+        return {j["benchmark"]: j for j in json.loads(proc.stdout)["jobs"]}
+
+    def wait_for(self, benchmark: str, states: set[str], timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.status()[benchmark]
+            if job["state"] in states:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{benchmark} never reached {states}: {job}")
+            time.sleep(0.3)
 
     def wait(self, job_id: str, timeout: float = 120) -> dict[str, str]:
         deadline = time.monotonic() + timeout

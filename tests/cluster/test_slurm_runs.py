@@ -182,3 +182,34 @@ def test_sbatch_refusal_is_parsed_per_benchmark(cluster_run) -> None:
     for job in record["benchmarks"]:
         assert job["job_id"] is None and "invalid partition" in job["error"].lower()
     assert "2 benchmark(s) failed to submit: a, b" in cluster_run.last_stderr
+
+
+def test_otel_collector_starts_first_is_checked_and_stopped_gracefully(cluster_run, monkeypatch) -> None:
+    monkeypatch.setenv("OTEL_TOKEN", "otel-token-never-on-disk")
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "number_of_instances": 2}},
+        pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
+        driver={"policy_model": "policy"},
+    )
+    config["otel"] = {"endpoint": "https://otel.example.com", "service_name": "gym-tests",
+                      "binary": str(Path(__file__).resolve().parents[1] / "standins" / "otelcol-contrib")}  # fmt: skip
+    record = cluster_run.submit(config)
+    [job] = record["benchmarks"]
+    assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED", slurm_out(job)
+    [collector] = standin_records(job["job_dir"], "otelcol")
+    assert collector["host"] == "n1" and collector["config_exists"]
+    assert collector["env"]["OTEL_TOKEN"] == "sha256:" + hashlib.sha256(b"otel-token-never-on-disk").hexdigest()
+    assert sorted(collector["node_vars"]) == ["GYM_NODE_0", "GYM_NODE_1"]
+    assert all(v.startswith("198.18.0.") for v in collector["node_vars"].values())
+    events = Path(job["job_dir"], ".gym", job["job_id"], "events").read_text().split("\n")
+    names = [line.split(" ", 1)[1] for line in events if line]
+    assert names.index("healthy otel_collector") < names.index("launched policy")  # first, and checked
+    assert names.index("driver-end 0") < names.index("collector-stopped") < names.index("job-end 0")
+    flushed = float(Path(job["job_dir"], "otel", "flushed").read_text())
+    stopped = float(next(line.split()[0] for line in events if line.endswith("collector-stopped")))
+    assert flushed <= stopped  # it wrote its data before the job went on
+    [driver] = standin_records(job["job_dir"], "gym-run")
+    assert driver["env"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://localhost:4318"
+    for path in Path(record["run_dir"]).rglob("*"):
+        if path.is_file():
+            assert b"otel-token-never-on-disk" not in path.read_bytes(), path

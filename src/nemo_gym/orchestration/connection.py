@@ -43,6 +43,11 @@ class LocalConnection:
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
+    def stream_script(self, script: str) -> subprocess.Popen[str]:
+        """Start a script whose output is read as it comes (``logs -f``)."""
+        self.round_trips += 1
+        return subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
+
 
 class SSHConnection:
     """One OpenSSH master per CLI call; every command reuses it."""
@@ -104,13 +109,25 @@ class SSHConnection:
              self.hostname, "bash -s"],
             input=script, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
-        if proc.returncode == 255:
-            detail = " ".join(proc.stderr.split())[-300:]
+        self._check_transport(proc.returncode, proc.stderr)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def stream_script(self, script: str) -> subprocess.Popen[str]:
+        """Start a script on the host whose output is read as it comes (``logs -f``)."""
+        self.round_trips += 1
+        return subprocess.Popen(
+            ["ssh", *self._options, "-o", "ControlMaster=no", "-o", f"ControlPath={self._socket}",
+             self.hostname, "bash -c " + shlex.quote(script)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def _check_transport(self, returncode: int, stderr: str) -> None:
+        if returncode == 255:
+            detail = " ".join(stderr.split())[-300:]
             raise UserError(
                 f"the ssh connection to {self.hostname} failed ({detail}); nothing after the failure "
                 f"ran; check the connection and retry"
             )
-        return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 def _env_ssh_options() -> list[str]:

@@ -76,6 +76,7 @@ def _probe_script(record: SubmissionRecord) -> str:
         jid = shlex.quote(job.job_id)
         lines.append(
             f"st=$(cat {d}/.gym/{jid}/state 2>/dev/null | tr '\\n' '\\t'); "
+            f"[ -e {d}/.gym/{jid}/cancelled ] && st=\"$st\"$'\\t'cancelled_by_user=1; "
             f"n=$(cat {d}/artifacts/rollouts.jsonl 2>/dev/null | wc -l); "
             + (
                 f"sc=$(scontrol show job -o {jid} 2>/dev/null | tr '\\n' ' '); "
@@ -103,16 +104,24 @@ def _fields(text: str, sep: str) -> dict[str, str]:
     return out
 
 
+def slurm_state_of(slurm: dict[str, str], sacct: str) -> str:
+    state = slurm.get("JobState", "").split()[0] if slurm.get("JobState") else ""
+    if not state and sacct:
+        state = sacct.split("|")[0].split()[0]
+    return state
+
+
 def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, str], sacct: str, executor: str,
              runner_alive: bool) -> tuple[str, str]:  # fmt: skip
     phase, detail = own.get("phase"), own.get("detail", "")
-    slurm_state = slurm.get("JobState", "").split()[0] if slurm.get("JobState") else ""
-    if not slurm_state and sacct:
-        slurm_state = sacct.split("|")[0].split()[0]
+    slurm_state = slurm_state_of(slurm, sacct)
+    still_going = slurm_state in RUNNING_SLURM_STATES or (executor == "local" and runner_alive and phase in ("starting", "running"))
+    if own.get("cancelled_by_user") and phase != "succeeded" and not still_going:
+        return "cancelled", "cancelled by the user (gym eval cancel)"
     if slurm_state == "PENDING":
         return "queued", f"waiting in the Slurm queue ({slurm.get('Reason', 'no reason given')})"
     if slurm_state.startswith("CANCELLED"):
-        return "cancelled", "cancelled" + (f" ({detail})" if detail and phase != "failed" else "")
+        return "cancelled", "cancelled (scancel, by the user or an administrator)"
     if slurm_state == "TIMEOUT":
         return "timed out", f"walltime reached ({slurm.get('TimeLimit', 'its limit')})"
     if slurm_state in ("NODE_FAIL", "BOOT_FAIL"):
@@ -123,6 +132,8 @@ def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, s
         return "succeeded", detail
     if phase == "failed":
         return "failed", detail
+    if phase == "cancelled":
+        return "cancelled", detail
     if slurm_state == "FAILED":
         return "failed", f"the job failed (exit code {slurm.get('ExitCode', '?')}) before it recorded a reason"
     if slurm_state == "COMPLETED":

@@ -7,7 +7,7 @@ in a template.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -15,6 +15,7 @@ import yaml
 
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.plan import DriverPlan, EnvVar, JobPlan, RunPlan, Step, shell_var
+from nemo_gym.orchestration.otel import collector_config_path, driver_otel_env, render_collector_config
 from nemo_gym.orchestration.resolved import resolved_config_dict
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
 
@@ -33,6 +34,7 @@ class StagedRun:
 
     plan: RunPlan
     files: dict[str, StagedFile]
+    otel_token_env: str | None = None  # the variable whose value the submission must export
 
     def job_script(self, benchmark: str) -> str:
         return self.files[f"{benchmark}/job.sh"].content
@@ -112,8 +114,28 @@ def _step_comment(step: Step) -> str:
     return f"service {step.service}, step {step.name}: {what}, nodes {step.nodes.start}..{step.nodes.start + step.nodes.count - 1}"
 
 
-def render_job(plan: RunPlan, job: JobPlan, launcher: Launcher, gpus: bool) -> dict[str, StagedFile]:
+def _otel_context(config: SubmitConfig, plan: RunPlan, job: JobPlan, launcher: Launcher) -> dict | None:
+    if not config.otel.enabled:
+        return None
+    otel = config.otel
+    launch = _step_launch(
+        launcher, plan.runtime, job, "otel_collector", job.driver.node, 1, otel.container, (), False
+    )
+    return {
+        "launch": launch,
+        "node_count": job.node_count,
+        "token_env": otel.token_env,
+        "timeout": otel.health_check_timeout_seconds,
+        "host": "localhost" if launcher == "local" else f"$(gym_node_name {job.driver.node})",
+        "argv": [otel.binary, "--config", collector_config_path(job)],
+    }
+
+
+def render_job(
+    config: SubmitConfig, plan: RunPlan, job: JobPlan, launcher: Launcher, gpus: bool
+) -> dict[str, StagedFile]:
     env = _environment()
+    otel = _otel_context(config, plan, job, launcher)
     service_steps: dict[str, list[str]] = {}
     steps_ctx = []
     health_checks = []
@@ -154,12 +176,20 @@ def render_job(plan: RunPlan, job: JobPlan, launcher: Launcher, gpus: bool) -> d
                 health_checks=health_checks,
                 driver={"launch": driver_launch},
                 ray_addresses=ray_addresses,
+                otel=otel,
             ),
             0o755,
         ),
         "steps/lib.sh": StagedFile(env.get_template("lib.sh.j2").render(run_id=plan.run_id)),
-        "steps/driver.sh": StagedFile(env.get_template("driver.sh.j2").render(**common, driver=driver), 0o755),
+        "steps/driver.sh": StagedFile(
+            env.get_template("driver.sh.j2").render(**common, driver=_with_otel_env(config, plan, job, driver)), 0o755
+        ),
     }
+    if otel is not None:
+        files["otel/collector.yaml"] = StagedFile(render_collector_config(config, plan, job))
+        files["steps/otel_collector.sh"] = StagedFile(
+            env.get_template("collector.sh.j2").render(node=job.driver.node, argv=otel["argv"]), 0o755
+        )
     for step in job.steps:
         ctx_step = {
             **step.__dict__,
@@ -169,6 +199,15 @@ def render_job(plan: RunPlan, job: JobPlan, launcher: Launcher, gpus: bool) -> d
             env.get_template("step.sh.j2").render(**common, step=_Obj(ctx_step)), 0o755
         )
     return files
+
+
+def _with_otel_env(config: SubmitConfig, plan: RunPlan, job: JobPlan, driver: DriverPlan) -> DriverPlan:
+    """The driver sends its own telemetry to the collector beside it; driver.env still wins."""
+    if not config.otel.enabled:
+        return driver
+    own = {var.key for var in driver.env}
+    extra = tuple(EnvVar(k, "lit", v) for k, v in driver_otel_env(config, plan, job).items() if k not in own)
+    return replace(driver, env=extra + driver.env)
 
 
 class _Obj(dict):
@@ -187,11 +226,11 @@ def render_run(config: SubmitConfig, plan: RunPlan) -> StagedRun:
     gpus = any(p.gpus_per_node for p in compute.node_pools.values())
     files: dict[str, StagedFile] = {}
     for job in plan.jobs:
-        for rel, staged in render_job(plan, job, launcher, gpus).items():
+        for rel, staged in render_job(config, plan, job, launcher, gpus).items():
             files[f"{job.benchmark}/{rel}"] = staged
     if launcher == "local":
         files["run-local.sh"] = StagedFile(_environment().get_template("run-local.sh.j2").render(plan=plan), 0o755)
     files["resolved-config.yaml"] = StagedFile(
         yaml.safe_dump(resolved_config_dict(config), sort_keys=False), 0o600
     )
-    return StagedRun(plan=plan, files=files)
+    return StagedRun(plan=plan, files=files, otel_token_env=config.otel.token_env if config.otel.enabled else None)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.otel import validate_destination
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
 from nemo_gym.orchestration.runid import new_run_id
@@ -13,12 +14,7 @@ from nemo_gym.orchestration.stage import write_staged
 
 
 def submit_or_dry_run(config: SubmitConfig, args: argparse.Namespace) -> int:
-    if config.otel.enabled:
-        print(
-            "warning: otel: this version does not start the OpenTelemetry collector yet, so the jobs run "
-            "without telemetry; set otel.enabled: false to silence this",
-            file=sys.stderr,
-        )
+    validate_destination(config)
     plan = build_plan(config, new_run_id())
     staged = render_run(config, plan)
     if args.dry_run:
@@ -32,9 +28,11 @@ def _print_dry_run(staged, stage_dir: str | None) -> int:
     plan = staged.plan
     where = plan.hostname or "this machine"
     print(f"[dry-run] would submit {len(plan.jobs)} job(s) on {where} into {plan.run_dir}")
-    if plan.secrets:
-        names = ", ".join(f"{owner}.env.{key}" for owner, key in plan.secrets.values())
-        print(f"[dry-run] secrets read at submit time, passed in the submission's environment: {names}")
+    names = [f"{owner}.env.{key}" for owner, key in plan.secrets.values()]
+    if staged.otel_token_env:
+        names.append(f"the OTel token (${staged.otel_token_env})")
+    if names:
+        print(f"[dry-run] read at submit time, passed in the submission's environment: {', '.join(names)}")
     if stage_dir:
         root = write_staged(staged, stage_dir)
         print(f"[dry-run] staged run directory written to {root}")

@@ -25,7 +25,7 @@ def _print_problems(problems: list[str]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nemo_gym.orchestration.cli import observe_cmds, submit
+    from nemo_gym.orchestration.cli import manage_cmds, observe_cmds, submit
 
     parser = argparse.ArgumentParser(prog="gym", description="Run LLM evaluations on Slurm or locally.")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     submit.register(eval_verbs)
     observe_cmds.register(eval_verbs)
+    manage_cmds.register(eval_verbs)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from nemo_gym.orchestration.api import SubmitConfig, env_sources_of
@@ -27,6 +28,14 @@ def secret_values(config: SubmitConfig, staged: StagedRun) -> dict[str, str]:
     for carrier, (owner, key) in staged.plan.secrets.items():
         values[carrier] = owners[owner].env[key]
         assert env_sources_of(owners[owner])[key].kind == "host"
+    if staged.otel_token_env:
+        token = os.environ.get(staged.otel_token_env, "")
+        if not token:
+            raise UserError(
+                f"otel: the collector's token is read from ${staged.otel_token_env} when you submit, but it is "
+                f"not set in this shell; export it, or set otel.enabled: false"
+            )
+        values[staged.otel_token_env] = token
     return values
 
 

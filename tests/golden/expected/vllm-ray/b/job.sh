@@ -23,6 +23,7 @@ source "$GYM_JOB_DIR/steps/lib.sh"
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
 
 declare -A GYM_STEP_PID=()
 declare -A GYM_SERVICE_STEPS=(
@@ -32,6 +33,7 @@ declare -A GYM_SERVICE_STEPS=(
 gym_finish() {
     local rc=$1 detail=$2
     trap - TERM INT
+    gym_stop_collector
     gym_stop_steps
     if [ "$rc" -eq 0 ]; then
         gym_phase succeeded "$detail"

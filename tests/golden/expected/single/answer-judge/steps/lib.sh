@@ -205,6 +205,20 @@ gym_wait_marker() {
     done
 }
 
+# Ask the collector to stop and give it time to flush (it is not killed before it writes).
+gym_stop_collector() {
+    local pid=${GYM_STEP_PID[otel_collector]:-} i
+    [ -n "$pid" ] || return 0
+    : >"$(gym_state_dir)/stop-collector"
+    for ((i = 0; i < 60; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    wait "$pid" 2>/dev/null
+    unset 'GYM_STEP_PID[otel_collector]'
+    gym_event "collector-stopped"
+}
+
 # Stop every step still running (their process groups in a local run).
 gym_stop_steps() {
     local step pid

@@ -1,0 +1,76 @@
+"""Logs and cancellation of a run's jobs, over the run's own connection (local or ssh)."""
+
+from __future__ import annotations
+
+import shlex
+
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.observe import FINAL, JobStatus
+from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+
+
+def select_jobs(record: SubmissionRecord, names: list[str]) -> list[BenchmarkJob]:
+    if not names:
+        return list(record.benchmarks)
+    known = {b.benchmark: b for b in record.benchmarks}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError(
+            f"run {record.gym_job_id} has no benchmark {', '.join(map(repr, unknown))}; it has: {', '.join(known)}"
+        )
+    return [known[n] for n in names]
+
+
+def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
+    if name is None:
+        if len(record.benchmarks) == 1:
+            return record.benchmarks[0]
+        raise UserError(
+            f"run {record.gym_job_id} has {len(record.benchmarks)} benchmarks; name one: "
+            f"{', '.join(b.benchmark for b in record.benchmarks)}"
+        )
+    return select_jobs(record, [name])[0]
+
+
+def log_patterns(job: BenchmarkJob, service: str | None, driver: bool) -> str:
+    """A shell glob for the wanted log files (quoted parts, glob characters left active)."""
+    if job.job_id is None:
+        raise UserError(f"{job.benchmark} was never queued ({job.error}); there are no logs")
+    d = shlex.quote(job.job_dir)
+    jid = shlex.quote(job.job_id)
+    if driver:
+        return f"{d}/logs/driver-{jid}.log"
+    if service:
+        # A service's steps: <service>, <service>_<pool>_workers; per node for multi-node steps.
+        s = shlex.quote(service)
+        return f"{d}/logs/{s}-{jid}.log {d}/logs/{s}-{jid}-*.log {d}/logs/{s}_*_workers-{jid}*.log"
+    return f"{d}/slurm-{jid}.out"
+
+
+def logs_script(patterns: str, lines: int | None, follow: bool) -> str:
+    n = "+1" if lines is None else str(lines)
+    return (
+        f"shopt -s nullglob; files=(); for f in {patterns}; do [ -e \"$f\" ] && files+=(\"$f\"); done; "
+        'if [ ${#files[@]} -eq 0 ]; then echo "__GYM_NO_LOGS__"; exit 3; fi; '
+        + (f'exec tail -n {n} -F "${{files[@]}}"' if follow else f'tail -n {n} "${{files[@]}}"')
+    )
+
+
+def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
+    lines = []
+    for job in jobs:
+        marker = shlex.quote(f"{job.job_dir}/.gym/{job.job_id}")
+        lines.append(f"mkdir -p {marker} && date -u +%Y-%m-%dT%H:%M:%SZ >{marker}/cancelled")
+        if record.executor == "slurm":
+            lines.append(f"scancel {shlex.quote(job.job_id or '')} || echo __GYM_CANCEL_FAILED:{job.benchmark}")
+        else:
+            # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
+            lines.append(f"[ -f {marker}/pid ] && kill -TERM \"$(cat {marker}/pid)\" 2>/dev/null; true")
+    return "\n".join(lines) + "\n"
+
+
+def cancellable(statuses: list[JobStatus], jobs: list[BenchmarkJob]) -> tuple[list[BenchmarkJob], list[JobStatus]]:
+    by_name = {s.benchmark: s for s in statuses}
+    live = [j for j in jobs if j.job_id and by_name[j.benchmark].state not in FINAL]
+    done = [by_name[j.benchmark] for j in jobs if j not in live]
+    return live, done

@@ -1,0 +1,100 @@
+"""`gym eval status | logs | cancel | results` on the real local cluster, with faults injected.
+The cluster runs without accounting (no sacct), as many do: status must stay true without it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import STANDIN_PATH
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def slow_driver(seconds: int) -> dict:
+    return {"policy_model": "policy", "env": {"PATH": STANDIN_PATH, "STANDIN_DRIVER_SECONDS": f"lit:{seconds}"}}
+
+
+def test_status_follows_a_job_from_queued_to_succeeded(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(4))
+    [job] = cluster_run.submit(config)["benchmarks"]
+    seen = {cluster_run.wait_for("bench", {"running"})["detail"]}
+    assert any("driver running" in d for d in seen)
+    final = cluster_run.wait_for("bench", {"succeeded", "failed"}, timeout=60)
+    assert final["state"] == "succeeded" and final["rollouts"] == 3
+    results = cluster_run.cli("results", "--last", "--json")
+    assert '"samples": 3' in results.stdout
+
+
+def test_cancel_while_starting(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "health_check": {"path": "/never", "timeout_seconds": 300}}}
+    )
+    cluster_run.submit(config)
+    job = cluster_run.wait_for("bench", {"starting"})
+    assert job["detail"] == "waiting for policy"
+    cancel = cluster_run.cli("cancel", "--last")
+    assert cancel.returncode == 0 and "cancelled bench" in cancel.stdout
+    job = cluster_run.wait_for("bench", {"cancelled", "failed", "unknown"}, timeout=30)
+    assert job["state"] == "cancelled", job
+
+
+def test_cancel_while_running_and_cancel_again(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(300))
+    cluster_run.submit(config)
+    cluster_run.wait_for("bench", {"running"})
+    assert cluster_run.cli("cancel", "--last", "bench").returncode == 0
+    job = cluster_run.wait_for("bench", {"cancelled", "failed", "unknown"}, timeout=30)
+    assert job["state"] == "cancelled", job
+    again = cluster_run.cli("cancel", "--last")
+    assert "already cancelled, nothing to cancel" in again.stdout
+
+
+def test_service_killed_mid_run_is_named_in_status(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:3"}}},
+        driver=slow_driver(300),
+    )
+    cluster_run.submit(config)
+    job = cluster_run.wait_for("bench", {"failed", "succeeded"}, timeout=60)
+    assert job["state"] == "failed"
+    assert job["detail"] == "service policy died on node n1 (exit status 7)"
+    log = cluster_run.cli("logs", "--last", "--service", "policy")
+    assert "dying as asked" in log.stdout
+
+
+def test_sbatch_refusal_shows_in_status(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
+                                pools={"gpu": {"partition": "nosuchpartition"}})  # fmt: skip
+    cluster_run.submit(config, expect_rc=1)
+    job = cluster_run.status()["bench"]
+    assert job["state"] == "failed" and job["detail"].startswith("sbatch refused:")
+    assert "invalid partition" in job["detail"].lower()
+
+
+def test_walltime_reached_is_timed_out(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(600),
+                                compute={"walltime": "1"})  # fmt: skip
+    cluster_run.submit(config)
+    job = cluster_run.wait_for("bench", {"timed out", "failed", "succeeded", "unknown"}, timeout=200)
+    assert job["state"] == "timed out", job
+    assert job["detail"] == "walltime reached (00:01:00)"
+
+
+def test_logs_follow_while_the_job_writes_them(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(5))
+    cluster_run.submit(config)
+    cluster_run.wait_for("bench", {"starting", "running"})
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "logs", "--last", "-f"],
+        capture_output=True, text=True, timeout=90,
+        env={**__import__("os").environ, "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "waiting for policy" in proc.stdout or "policy is healthy" in proc.stdout
+    assert "job finished with status 0" in proc.stdout  # it kept printing until the end
+    assert time.monotonic() - start < 60  # and then stopped by itself

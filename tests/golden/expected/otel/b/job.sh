@@ -1,0 +1,99 @@
+#!/bin/bash
+#SBATCH --job-name=gym-b
+#SBATCH --account=acct
+#SBATCH --chdir=/lustre/runs/gym-job-20260101T000000Z-000000/b
+#SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/b/slurm-%j.out
+#SBATCH --partition=batch
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=1
+# gym orchestration: benchmark b of run gym-job-20260101T000000Z-000000, slurm launcher, container runtime pyxis.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b
+GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+)
+
+gym_finish() {
+    local rc=$1 detail=$2
+    trap - TERM INT
+    gym_stop_collector
+    gym_stop_steps
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+trap 'gym_finish 143 "cancelled or out of time (SIGTERM)"' TERM
+trap 'gym_finish 130 "interrupted"' INT
+gym_phase starting "launching services"
+
+# The OpenTelemetry collector starts first, so it sees the services start. It scrapes every node
+# by the address exported here, and sends with the token the submission passed in $OTEL_TOKEN.
+for ((gym_i = 0; gym_i < 2; gym_i++)); do
+    export "GYM_NODE_${gym_i}=$(gym_node_ip "$(gym_node_name "$gym_i")")"
+done
+if [ -z "${OTEL_TOKEN:-}" ]; then
+    gym_log "ERROR: OTEL_TOKEN is not set in the job's environment; the collector cannot send"
+    gym_finish 1 "otel: OTEL_TOKEN is not set in the job's environment"
+fi
+mkdir -p otel
+GYM_SERVICE_STEPS[otel_collector]=otel_collector
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/otel_collector-%j.log --container-image=otel/opentelemetry-collector-contrib:0.135.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/otel_collector.sh &
+GYM_STEP_PID[otel_collector]=$!
+gym_event "launched otel_collector"
+gym_wait_http otel_collector "http://$(gym_node_name 0):13133/" 300 || gym_finish 1 "the OTel collector did not start"
+# Watched while it starts; a collector that dies later costs telemetry, not the evaluation.
+unset 'GYM_SERVICE_STEPS[otel_collector]'
+
+# service policy, step policy: vLLM data parallel, 1 rank(s) a node, nodes 0..1
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/policy-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy.sh &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start"
+
+# Driver: gym eval run, watched together with the services.
+gym_phase running "driver"
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh &
+GYM_DRIVER_PID=$!
+gym_event "driver-start"
+while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            kill -TERM "$GYM_DRIVER_PID" 2>/dev/null
+            wait "$GYM_DRIVER_PID" 2>/dev/null
+            gym_finish 1 "service $service died while the driver ran"
+        fi
+    done
+    sleep 1
+done
+wait "$GYM_DRIVER_PID"
+driver_rc=$?
+gym_event "driver-end $driver_rc"
+if [ "$driver_rc" -ne 0 ]; then
+    gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
+    tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'
+    gym_finish "$driver_rc" "driver failed with exit status $driver_rc"
+fi
+gym_finish 0 "driver finished"
