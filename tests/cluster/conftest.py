@@ -26,6 +26,7 @@ class ClusterRun:
         self.tmp_path = tmp_path
         self.output = tmp_path / "runs"
         self.output.mkdir()
+        self.job_ids: list[str] = []
 
     def config(self, services: dict, pools: dict | None = None, benchmarks: dict | None = None,
                driver: dict | None = None, compute: dict | None = None) -> dict[str, Any]:  # fmt: skip
@@ -54,7 +55,9 @@ class ClusterRun:
         )  # fmt: skip
         assert proc.returncode == expect_rc, proc.stderr
         self.last_stderr = proc.stderr
-        return json.loads(proc.stdout)
+        record = json.loads(proc.stdout)
+        self.job_ids += [b["job_id"] for b in record["benchmarks"] if b["job_id"]]
+        return record
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         """Run `gym eval ARGS` with the same local index as submit."""
@@ -111,5 +114,9 @@ def state_of(job_dir: str | Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def cluster_run(slurm, tmp_path: Path) -> ClusterRun:
-    return ClusterRun(tmp_path)
+def cluster_run(slurm, tmp_path: Path):
+    run = ClusterRun(tmp_path)
+    yield run
+    # A test that failed half-way must not leave jobs holding nodes (and ports) for the next.
+    if run.job_ids:
+        subprocess.run(["scancel", *run.job_ids], capture_output=True)
