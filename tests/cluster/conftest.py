@@ -46,12 +46,17 @@ class ClusterRun:
             "otel": {"enabled": False},
         }  # fmt: skip
 
-    def submit(self, config: dict[str, Any], *extra: str, expect_rc: int = 0) -> dict[str, Any]:
+    def submit(self, config: dict[str, Any], *extra: str, expect_rc: int = 0, path_prefix: str = "") -> dict[str, Any]:
+        """Submit through the CLI; ``path_prefix`` goes in front of PATH for the job's own shell
+        (what sbatch passes on), e.g. the stand-in apptainer."""
         path = self.tmp_path / "config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
+        env = {**os.environ, "XDG_CACHE_HOME": str(self.tmp_path / "cache")}
+        if path_prefix:
+            env["PATH"] = f"{path_prefix}:{env['PATH']}"
         proc = subprocess.run(
             [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json", *extra],
-            capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(self.tmp_path / "cache")},
+            capture_output=True, text=True, env=env,
         )  # fmt: skip
         assert proc.returncode == expect_rc, proc.stderr
         self.last_stderr = proc.stderr

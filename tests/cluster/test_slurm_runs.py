@@ -6,6 +6,8 @@ node received, so the tests assert addresses, ranks, ports and placement as the 
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import json
 import time
 from pathlib import Path
@@ -213,3 +215,78 @@ def test_otel_collector_starts_first_is_checked_and_stopped_gracefully(cluster_r
     for path in Path(record["run_dir"]).rglob("*"):
         if path.is_file():
             assert b"otel-token-never-on-disk" not in path.read_bytes(), path
+
+
+def test_two_node_config_dp_service_and_ray_service_two_benchmarks(cluster_run) -> None:
+    """The issue's own acceptance case: two nodes, a data-parallel vLLM service pinned to one
+    pool, a ray service on the other, two benchmarks: two jobs that complete, both recorded."""
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "node_pool": "serve", "number_of_instances": 2,
+                             "tensor_parallel_size": 2},
+                  "envs": {"type": "ray", "node_pools": ["workers"]}},
+        pools={"serve": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
+               "workers": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}},
+        benchmarks={"one": {}, "two": {}}, driver={"policy_model": "policy"},
+    )  # fmt: skip
+    record = cluster_run.submit(config)
+    assert [b["benchmark"] for b in record["benchmarks"]] == ["one", "two"]
+    on_disk = json.loads(Path(record["run_dir"], "gym-job.json").read_text())
+    assert [b["job_id"] for b in on_disk["benchmarks"]] == [b["job_id"] for b in record["benchmarks"]]
+    for job in record["benchmarks"]:
+        assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED", slurm_out(job)
+        [vllm] = standin_records(job["job_dir"], "vllm")  # data parallel on its one node
+        assert vllm["argv"][vllm["argv"].index("--data-parallel-size") + 1] == "2"
+        ray = {r["host"] for r in standin_records(job["job_dir"], "ray")}
+        assert len(ray) == 2  # head beside the driver, a worker on the workers pool
+
+
+def test_apptainer_runtime_runs_each_step_in_its_image(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "container": "nvcr.io#nvidia/vllm:25.09",
+                             "mounts": ["/tmp:/data:ro"]}},
+        driver={"policy_model": "policy", "container": "/images/gym.sif"},
+        compute={"container_runtime": "apptainer"},
+    )  # fmt: skip
+    [job] = cluster_run.submit(config, path_prefix=str(Path(__file__).resolve().parents[1] / "standins"))["benchmarks"]
+    assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED", slurm_out(job)
+    images = {r["image"]: r for r in standin_records(job["job_dir"], "apptainer")}
+    assert set(images) == {"docker://nvcr.io/nvidia/vllm:25.09", "/images/gym.sif"}
+    service = images["docker://nvcr.io/nvidia/vllm:25.09"]
+    assert service["binds"] == [f"{job['job_dir']}:{job['job_dir']},/tmp:/data:ro"]
+    assert "--nv" not in service["command"]  # options are apptainer's, the command is the step's
+    [vllm] = standin_records(job["job_dir"], "vllm")
+    assert vllm["env"].get("GYM_STEP_NAME") == "policy"
+
+
+def test_gym_install_from_a_local_repository(cluster_run, tmp_path) -> None:
+    """A cluster without internet: gym_install clones a local repository into a fresh venv."""
+    repo = tmp_path / "gym-mirror"
+    (repo / "fakegym").mkdir(parents=True)
+    standin = (Path(__file__).resolve().parents[1] / "standins" / "gym").read_text()
+    (repo / "fakegym" / "__init__.py").write_text("")
+    (repo / "fakegym" / "cli.py").write_text(
+        "import runpy, sys\n"
+        f"STANDIN = {str(Path(__file__).resolve().parents[1] / 'standins' / 'gym')!r}\n"
+        "def main():\n    sys.argv[0] = STANDIN\n    runpy.run_path(STANDIN, run_name='__main__')\n"
+    )
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "fakegym"\nversion = "0.0.1"\n[project.scripts]\ngym = "fakegym.cli:main"\n'
+    )
+    assert standin  # the installed `gym` runs the recording stand-in
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "mirror"], check=True)
+    subprocess.run([*git, "tag", "v0.7.0"], check=True)
+    python_bin = str(Path(sys.executable).resolve().parent)
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        driver={"policy_model": "policy", "gym_install": {"repo": str(repo), "ref": "v0.7.0"},
+                "env": {"PATH": f"lit:{python_bin}:/usr/local/bin:/usr/bin:/bin"}},
+    )  # fmt: skip
+    [job] = cluster_run.submit(config)["benchmarks"]
+    assert cluster_run.wait(job["job_id"], timeout=240)["JobState"] == "COMPLETED", slurm_out(job) + Path(
+        job["job_dir"], "logs", f"driver-{job['job_id']}.log").read_text()
+    [driver] = standin_records(job["job_dir"], "gym-run")
+    assert "/gym-install-" in driver["cwd"]  # ran from the fresh clone
