@@ -99,3 +99,17 @@ def test_local_service_death_stops_the_driver(tmp_path) -> None:
     time.sleep(0.5)
     leftovers = subprocess.run(["pgrep", "-f", "STANDIN_NEVER_MATCHES|standins/gym eval run"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""  # the driver was stopped, not left running
+
+
+def test_watch_in_a_terminal_redraws_in_place_and_exits_when_done(tmp_path) -> None:
+    record = submit(tmp_path, {"policy": {"type": "vllm", "model": "m", "port": 18234}},
+                    driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"})  # fmt: skip
+    cmd = f"{sys.executable} -m nemo_gym.orchestration.cli.main eval status --last --watch --interval 0.5"
+    start = time.monotonic()
+    proc = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "120"})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout
+    assert time.monotonic() - start < 30
+    screen = proc.stdout
+    assert "\x1b[2K\x1b[1A" in screen  # rich's Live: the table is redrawn in place, not appended
+    assert "succeeded" in screen and record["gym_job_id"] in screen

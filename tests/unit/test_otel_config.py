@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
 import re
 import warnings
 from pathlib import Path
@@ -389,3 +392,24 @@ def test_checker_finds_each_kind_of_problem(mutate, expected) -> None:
 def test_checker_rejects_non_yaml_and_an_empty_service() -> None:
     assert check_collector_config("a: [1")[0].startswith("not YAML")
     assert check_collector_config("receivers: {}\n") == ["service::pipelines: missing; the collector would do nothing"]
+
+
+# -- a real collector, where one exists ------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    shutil.which("otelcol-contrib") is None,
+    reason="no real otelcol-contrib on PATH: none can be had from PyPI, Debian or npm here "
+    "(the only PyPI wheel is a trimmed test build without prometheus/otlp/file components)",
+)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_real_collector_validates_the_rendered_config(name, tmp_path) -> None:
+    config = _example(name)
+    plan = build_plan(config, RUN_ID)
+    for job in plan.jobs:
+        path = tmp_path / f"{job.benchmark}.yaml"
+        path.write_text(render_collector_config(config, plan, job))
+        env = {**os.environ, **{v: "127.0.0.1" for v in collector_env_names(config, plan, job) if v.startswith("GYM_NODE_")},
+               "GYM_JOB_ID": "1", "SLURM_JOB_ID": "1", "USER": "ci"}  # fmt: skip
+        proc = subprocess.run(["otelcol-contrib", "validate", "--config", str(path)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
