@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.errors import ConnectionLost, UserError
 
 
 @dataclass
@@ -123,8 +123,8 @@ class SSHConnection:
 
     def _check_transport(self, returncode: int, stderr: str) -> None:
         if returncode == 255:
-            detail = " ".join(stderr.split())[-300:]
-            raise UserError(
+            detail = " ".join(stderr.split())[-300:] or "no message"
+            raise ConnectionLost(
                 f"the ssh connection to {self.hostname} failed ({detail}); nothing after the failure "
                 f"ran; check the connection and retry"
             )

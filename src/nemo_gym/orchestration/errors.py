@@ -18,6 +18,10 @@ class UserError(Exception):
         super().__init__("\n".join(self.problems))
 
 
+class ConnectionLost(UserError):
+    """The ssh connection broke while a command ran: what it did on the other side is unknown."""
+
+
 # Hints for required keys, by field name: what the value is.
 _MISSING_HINTS = {
     "model": "the model path or Hugging Face name to serve",

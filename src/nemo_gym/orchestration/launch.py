@@ -22,6 +22,8 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.render import StagedRun
 
 JOB_MARKER = "__GYM_JOB:"
+# Each sbatch result is also appended here, so a lost connection can be recovered from.
+SUBMITTED_LOG = ".gym-submitted"
 MISSING_MARKER = "__GYM_MISSING:"
 _JOB_ID_RE = re.compile(r"^(\d+|local-[0-9a-f]+-\d+)(;\S+)?$")
 
@@ -84,7 +86,9 @@ def submission_script(config: SubmitConfig, staged: StagedRun, secrets: dict[str
         lines += [
             f"mkdir -p {shlex.quote(job.job_dir + '/logs')}",
             f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/job.sh')} 2>&1); rc=$?",
-            f"printf '%s%s:%s:%s\\n' {shlex.quote(JOB_MARKER)} {shlex.quote(bench)} \"$rc\" \"$(printf '%s' \"$out\" | tr '\\n' ' ')\"",
+            f"line=$(printf '%s%s:%s:%s' {shlex.quote(JOB_MARKER)} {shlex.quote(bench)} \"$rc\" \"$(printf '%s' \"$out\" | tr '\\n' ' ')\")",
+            f"printf '%s\\n' \"$line\" >>{shlex.quote(plan.run_dir + '/' + SUBMITTED_LOG)}",
+            "printf '%s\\n' \"$line\"",
         ]
     return "\n".join(lines) + "\n"
 
@@ -122,6 +126,18 @@ def stage_and_submit(
         detail = " ".join(result.stderr.split())[-300:]
         raise UserError(f"could not write the run directory {staged.plan.run_dir} ({detail}); nothing was submitted")
     return parse_sbatch_results(result.stdout, [job.benchmark for job in staged.plan.jobs])
+
+
+def recover_results(conn: LocalConnection | SSHConnection, staged: StagedRun) -> list[SbatchResult]:
+    """After a lost connection: what the run directory says was queued (the sbatch log)."""
+    log = shlex.quote(f"{staged.plan.run_dir}/{SUBMITTED_LOG}")
+    result = conn.run_script(f"cat {log} 2>/dev/null; true\n")
+    recovered = parse_sbatch_results(result.stdout, [job.benchmark for job in staged.plan.jobs])
+    return [
+        r if r.job_id or r.error != "sbatch produced no result for this benchmark"
+        else SbatchResult(r.benchmark, None, "not submitted: the connection was lost before its sbatch ran")
+        for r in recovered
+    ]
 
 
 def write_remote_file(conn: LocalConnection | SSHConnection, path: str, content: str, mode: int = 0o644) -> None:

@@ -22,7 +22,8 @@ class BenchmarkResult:
     samples: int
     metrics: dict[str, float] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
-    missing: str | None = None  # why there are no results
+    missing: str | None = None  # why there are no (trustworthy) results
+    complete: bool = False  # the job succeeded: its files are final, not what a killed driver left
 
 
 def _script(record: SubmissionRecord) -> str:
@@ -74,8 +75,12 @@ def collect_results(record: SubmissionRecord, states: dict[str, str]) -> list[Be
                 result.missing = f"unreadable metrics file {path}"
     for job in record.benchmarks:
         result = found[job.benchmark]
+        state = states.get(job.benchmark, "unknown")
+        result.complete = state == "succeeded" and bool(result.files)
+        if result.files and state != "succeeded":
+            # A driver that died may have left partial files: never present them as results.
+            result.missing = f"incomplete: the job {state}; {result.samples} rollout(s) on disk are partial"
         if not result.files and result.missing is None:
-            state = states.get(job.benchmark, "unknown")
             result.missing = (
                 f"no aggregate metrics yet (job {state})" if state != "succeeded" else "the job wrote no aggregate metrics"
             )

@@ -1,0 +1,105 @@
+"""Faults during submission, injected on the real cluster and the loopback sshd: nothing queued
+is ever left without a record, and the user is told what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from nemo_gym.orchestration.observe import all_records
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def run_submit(cluster_run, config, env) -> subprocess.CompletedProcess:
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+
+
+def queued_for(run_dir: str) -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %Z"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if run_dir in line}
+
+
+def test_sbatch_refused_for_one_benchmark_of_several(cluster_run, tmp_path) -> None:
+    # An sbatch in front of the real one that refuses the job of benchmark b2 only (fault injection).
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    real = subprocess.run(["bash", "-c", "command -v sbatch"], capture_output=True, text=True).stdout.strip()
+    (shim / "sbatch").write_text(
+        f'#!/bin/bash\ncase "$*" in *"/b2/job.sh"*) echo "sbatch: error: Batch job submission failed: '
+        f'QOSMaxSubmitJobPerUserLimit" >&2; exit 1;; esac\nexec {real} "$@"\n'
+    )
+    (shim / "sbatch").chmod(0o755)
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
+                                benchmarks={"b1": {}, "b2": {}, "b3": {}})  # fmt: skip
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_submit(cluster_run, config, env)
+    assert proc.returncode == 1
+    assert "failed b2: sbatch: error: Batch job submission failed: QOSMaxSubmitJobPerUserLimit" in proc.stdout
+    assert "error: 1 benchmark(s) failed to submit: b2" in proc.stderr
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        [record] = all_records()
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    jobs = {b.benchmark: b for b in record.benchmarks}
+    assert jobs["b1"].job_id and jobs["b3"].job_id and jobs["b2"].job_id is None
+    cluster_run.job_ids += [jobs["b1"].job_id, jobs["b3"].job_id]
+    for name in ("b1", "b3"):
+        assert cluster_run.wait(jobs[name].job_id)["JobState"] == "COMPLETED"
+
+
+def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp_path) -> None:
+    config_file = os.environ.get("GYM_TEST_SSH_CONFIG")
+    if not config_file:
+        pytest.fail("the loopback sshd is not up (scripts/local-sshd up)") if os.environ.get(
+            "GYM_REQUIRE_CLUSTER") == "1" else pytest.skip("no loopback sshd")  # fmt: skip
+    # An ssh in front of the real one that breaks the submission's connection after the first
+    # benchmark's result has come back (the remote side gets SIGHUP, as on a dropped link).
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    flag = tmp_path / "cut-next-submission"
+    flag.write_text("")
+    (shim / "ssh").write_text(
+        "#!/bin/bash\n"
+        f'if [[ "$*" == *"bash -s"* && -e {flag} ]]; then\n'
+        f"    rm -f {flag}\n"
+        '    /usr/bin/ssh "$@" | while IFS= read -r line; do printf "%s\\n" "$line"; '
+        '[[ $line == __GYM_JOB:* ]] && exit 0; done\n'
+        "    exit 255\n"
+        "fi\n"
+        'exec /usr/bin/ssh "$@"\n'
+    )
+    (shim / "ssh").chmod(0o755)
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
+                                benchmarks={f"b{i}": {} for i in range(6)}, driver={"policy_model": "policy"},
+                                compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})  # fmt: skip
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "GYM_SSH_OPTIONS": f"-F {config_file}"}  # fmt: skip
+    proc = run_submit(cluster_run, config, env)
+    assert proc.returncode == 1
+    [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert "was lost during submission" in line and "benchmark(s) had been queued and are recorded in run" in line
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        [record] = all_records()
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    recorded = {b.job_id for b in record.benchmarks if b.job_id}
+    cluster_run.job_ids += sorted(recorded)
+    assert recorded  # at least the first benchmark was queued before the cut
+    assert queued_for(record.run_dir) <= recorded  # nothing queued is missing from the record
+    assert record.executor_metadata == {"submission": "interrupted"}
+    on_host = json.loads(open(f"{record.run_dir}/gym-job.json").read())
+    assert {b["job_id"] for b in on_host["benchmarks"] if b["job_id"]} == recorded
+    for b in record.benchmarks:
+        if not b.job_id:
+            assert b.error == "not submitted: the connection was lost before its sbatch ran"
