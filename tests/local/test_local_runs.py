@@ -113,3 +113,24 @@ def test_watch_in_a_terminal_redraws_in_place_and_exits_when_done(tmp_path) -> N
     screen = proc.stdout
     assert "\x1b[2K\x1b[1A" in screen  # rich's Live: the table is redrawn in place, not appended
     assert "succeeded" in screen and record["gym_job_id"] in screen
+
+
+def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> None:
+    """Someone else answers on the service's port; our server cannot bind and exits. The job must
+    fail naming the service, not report success from talking to the impostor."""
+    impostor = subprocess.Popen([sys.executable, "-c", (
+        "import http.server as h\n"
+        "class H(h.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.send_header('Content-Type','application/json'); self.end_headers()\n"
+        "        self.wfile.write(b'{\"data\": [{\"id\": \"impostor\"}]}')\n"
+        "    def log_message(self, *a): pass\n"
+        "h.HTTPServer(('0.0.0.0', 18235), H).serve_forever()\n")])  # fmt: skip
+    try:
+        time.sleep(0.5)
+        [job] = submit(tmp_path, {"policy": {"type": "vllm", "model": "m", "port": 18235}})["benchmarks"]
+        state = wait_state(job, timeout=30)
+    finally:
+        impostor.kill()
+    assert state["phase"] == "failed", job_log(job)
+    assert state["detail"].startswith("service policy died")

@@ -69,6 +69,11 @@ done
 wait "$GYM_DRIVER_PID"
 driver_rc=$?
 gym_event "driver-end $driver_rc"
+# A service that died between two looks of the watch still makes the results suspect (the driver
+# may have talked to something else on that port): check every service once more.
+for service in "${!GYM_SERVICE_STEPS[@]}"; do
+    gym_check_alive "$service" || gym_finish 1 "service $service died while the driver ran"
+done
 if [ "$driver_rc" -ne 0 ]; then
     gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
     tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'

@@ -166,6 +166,8 @@ gym_wait_http() {
     gym_log "waiting for $service at $url (up to ${timeout}s)"
     while :; do
         if curl -sf --max-time 5 -o /dev/null "$url"; then
+            # An answer while our own process is gone comes from someone else on that port.
+            gym_check_alive "$service" || return 1
             elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
             gym_log "$service is healthy after ${elapsed}s"
             gym_event "healthy $service"
