@@ -128,7 +128,10 @@ def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> No
         "h.HTTPServer(('0.0.0.0', 18235), H).serve_forever()\n")])  # fmt: skip
     try:
         time.sleep(0.5)
-        [job] = submit(tmp_path, {"policy": {"type": "vllm", "model": "m", "port": 18235}})["benchmarks"]
+        # Our server binds late (and fails), after the impostor has answered the health check and
+        # after the quick driver has finished: only a last look at the services catches it.
+        service = {"type": "vllm", "model": "m", "port": 18235, "env": {"PATH": PATH, "STANDIN_START_DELAY": "lit:0.6"}}
+        [job] = submit(tmp_path, {"policy": service})["benchmarks"]
         state = wait_state(job, timeout=30)
     finally:
         impostor.kill()
