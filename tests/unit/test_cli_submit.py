@@ -251,3 +251,26 @@ def test_no_traceback_for_any_input(tmp_path, text) -> None:
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: ")
     assert all(len(line) < 400 for line in proc.stderr.splitlines())
+
+
+def test_duplicate_keys_are_refused_with_the_line(capsys, write_config) -> None:
+    path = write_config("services: {}\njob: {output_path: /a}\njob: {output_path: /b}\n")
+    code, _, err = run_cli(capsys, "-c", str(path), "--resolve-only")
+    assert code == 1
+    assert error_lines(err) == [f"error: {path}:3: the key 'job' appears twice in the same mapping; keep one"]
+
+
+def test_fast_path_composes_like_hydra(monkeypatch) -> None:
+    """Without overrides or a defaults list the file is not run through Hydra; same result."""
+    from nemo_gym.orchestration.compose import _hydra_compose, compose_config
+
+    monkeypatch.setenv("GYM_ENVS_DIR", "/opt/gym-envs")
+    repo = Path(__file__).resolve().parents[2]
+    paths = [*repo.glob("examples/*.yaml"), *repo.glob("tests/golden/configs/*.yaml")]
+    checked = 0
+    for path in paths:
+        hydra = {k: v for k, v in _hydra_compose(path, []).items() if not k.startswith("_")}
+        hydra.pop("defaults", None)
+        assert compose_config(path, []) == hydra, path.name
+        checked += 1
+    assert checked >= 8

@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 
 class UserError(Exception):
@@ -95,6 +96,8 @@ def _tagged_variants(tp: Any) -> dict[str, Any] | None:
 
 
 def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, list[str]]:
+    from pydantic import BaseModel
+
     """Follow a pydantic error location through the schema.
 
     Returns the user-facing path parts (union tags removed), the type at the end, and for a
@@ -131,6 +134,8 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, 
 
 
 def _model_fields_at(node: Any) -> list[str]:
+    from pydantic import BaseModel
+
     if isinstance(node, type) and issubclass(node, BaseModel):
         return list(node.model_fields)
     return []

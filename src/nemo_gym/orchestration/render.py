@@ -11,13 +11,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
-import yaml
-
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.plan import DriverPlan, EnvVar, JobPlan, RunPlan, Step, shell_var
-from nemo_gym.orchestration.otel import collector_config_path, driver_otel_env, render_collector_config
 from nemo_gym.orchestration.resolved import resolved_config_dict
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
+from nemo_gym.orchestration.yamlio import dump_yaml
 
 Launcher = Literal["slurm", "local"]
 
@@ -47,12 +45,27 @@ def _export_env(var: EnvVar) -> str:
     return f'export {var.key}="${{{var.value}-}}"'
 
 
+def _bytecode_cache(jinja2: Any) -> Any:
+    """Compiled templates kept between runs: compiling them is most of a small render's time."""
+    import os
+    import tempfile
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.path.join(base, "gym-orchestration", "templates")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        directory = tempfile.gettempdir()
+    return jinja2.FileSystemBytecodeCache(directory)
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Any:
     import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("nemo_gym.orchestration", "templates"),
+        bytecode_cache=_bytecode_cache(jinja2),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -117,6 +130,8 @@ def _step_comment(step: Step) -> str:
 def _otel_context(config: SubmitConfig, plan: RunPlan, job: JobPlan, launcher: Launcher) -> dict | None:
     if not config.otel.enabled:
         return None
+    from nemo_gym.orchestration.otel import collector_config_path
+
     otel = config.otel
     launch = _step_launch(
         launcher, plan.runtime, job, "otel_collector", job.driver.node, 1, otel.container, (), False
@@ -186,6 +201,8 @@ def render_job(
         ),
     }
     if otel is not None:
+        from nemo_gym.orchestration.otel import render_collector_config
+
         files["otel/collector.yaml"] = StagedFile(render_collector_config(config, plan, job))
         files["steps/otel_collector.sh"] = StagedFile(
             env.get_template("collector.sh.j2").render(node=job.driver.node, argv=otel["argv"]), 0o755
@@ -205,6 +222,8 @@ def _with_otel_env(config: SubmitConfig, plan: RunPlan, job: JobPlan, driver: Dr
     """The driver sends its own telemetry to the collector beside it; driver.env still wins."""
     if not config.otel.enabled:
         return driver
+    from nemo_gym.orchestration.otel import driver_otel_env
+
     own = {var.key for var in driver.env}
     extra = tuple(EnvVar(k, "lit", v) for k, v in driver_otel_env(config, plan, job).items() if k not in own)
     return replace(driver, env=extra + driver.env)
@@ -231,6 +250,6 @@ def render_run(config: SubmitConfig, plan: RunPlan) -> StagedRun:
     if launcher == "local":
         files["run-local.sh"] = StagedFile(_environment().get_template("run-local.sh.j2").render(plan=plan), 0o755)
     files["resolved-config.yaml"] = StagedFile(
-        yaml.safe_dump(resolved_config_dict(config), sort_keys=False), 0o600
+        dump_yaml(resolved_config_dict(config)), 0o600
     )
     return StagedRun(plan=plan, files=files, otel_token_env=config.otel.token_env if config.otel.enabled else None)

@@ -7,14 +7,15 @@ shellcheck from flagging intentional literals.
 
 from __future__ import annotations
 
+import re
 import shlex
 
-_NEEDS_ANSI_C = set("'$`") | {chr(c) for c in range(32)} | {chr(127)}
+_NEEDS_ANSI_C = re.compile(r"['$`\x00-\x1f\x7f]")
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def bash_quote(value: str) -> str:
-    if not value or not any(ch in _NEEDS_ANSI_C for ch in value):
+    if not value or not _NEEDS_ANSI_C.search(value):
         return shlex.quote(value)
     out = []
     for ch in value:

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from nemo_gym.orchestration.api import SubmitConfig
-from nemo_gym.orchestration.otel import validate_destination
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
 from nemo_gym.orchestration.runid import new_run_id
@@ -14,7 +13,10 @@ from nemo_gym.orchestration.stage import write_staged
 
 
 def submit_or_dry_run(config: SubmitConfig, args: argparse.Namespace) -> int:
-    validate_destination(config)
+    if config.otel.enabled:
+        from nemo_gym.orchestration.otel import validate_destination
+
+        validate_destination(config)
     plan = build_plan(config, new_run_id())
     staged = render_run(config, plan)
     if args.dry_run:

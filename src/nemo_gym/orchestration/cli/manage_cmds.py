@@ -8,17 +8,7 @@ import threading
 import time
 
 from nemo_gym.orchestration.cli.observe_cmds import _run_selector
-from nemo_gym.orchestration.connection import connect
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.manage import (
-    cancel_script,
-    cancellable,
-    log_patterns,
-    logs_script,
-    one_job,
-    select_jobs,
-)
-from nemo_gym.orchestration.observe import FINAL, find_run, probe_run
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -47,6 +37,10 @@ def _shift_for_last(args: argparse.Namespace, names: list[str]) -> list[str]:
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.connection import connect
+    from nemo_gym.orchestration.manage import log_patterns, logs_script, one_job
+    from nemo_gym.orchestration.observe import find_run
+
     if args.last and args.run is not None and args.benchmark is None:
         args.benchmark, args.run = args.run, None
     record = find_run(args.run, args.last)
@@ -68,6 +62,8 @@ def _no_logs(benchmark: str, args: argparse.Namespace) -> str:
 
 
 def _follow(record, job, conn, script: str, args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.observe import FINAL, probe_run
+
     proc = conn.stream_script(script)
     done = threading.Event()
 
@@ -98,6 +94,10 @@ def _follow(record, job, conn, script: str, args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.connection import connect
+    from nemo_gym.orchestration.manage import cancel_script, cancellable, select_jobs
+    from nemo_gym.orchestration.observe import find_run
+
     names = _shift_for_last(args, args.benchmarks)
     record = find_run(None if args.last else args.run, args.last)
     jobs = select_jobs(record, names)

@@ -6,15 +6,11 @@ import argparse
 import sys
 import time
 
-from nemo_gym.orchestration.observe import (
-    JobStatus,
-    all_final,
-    all_records,
-    find_run,
-    probe_run,
-    statuses_json,
-)
-from nemo_gym.orchestration.record import SubmissionRecord
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.observe import JobStatus
+    from nemo_gym.orchestration.record import SubmissionRecord
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -48,6 +44,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.observe import all_records
+
     records = all_records()
     if args.json:
         import json
@@ -76,6 +74,8 @@ def _exit_code(statuses: list[JobStatus]) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.observe import find_run, probe_run, statuses_json
+
     record = find_run(args.run, args.last)
     if not args.watch:
         statuses = probe_run(record)
@@ -86,6 +86,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _watch(record: SubmissionRecord, interval: float, as_json: bool) -> int:
     from nemo_gym.orchestration.connection import connect
+    from nemo_gym.orchestration.observe import all_final, probe_run, statuses_json
 
     with connect(record.hostname) as conn:
         if as_json or not sys.stdout.isatty():
@@ -117,6 +118,7 @@ def _watch(record: SubmissionRecord, interval: float, as_json: bool) -> int:
 
 
 def run_results(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.observe import find_run, probe_run
     from nemo_gym.orchestration.results import collect_results, headline, results_json
 
     record = find_run(args.run, args.last)

@@ -6,12 +6,6 @@ import argparse
 import json
 import sys
 
-import yaml
-
-from nemo_gym.orchestration.compose import compose_config
-from nemo_gym.orchestration.resolved import resolved_config_dict
-from nemo_gym.orchestration.validate import validate_config
-
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser(
@@ -29,16 +23,22 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.compose import compose_config
+    from nemo_gym.orchestration.validate import validate_config
+
     data = compose_config(args.config, args.overrides)
     config, notes = validate_config(data)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     if args.resolve_only:
+        from nemo_gym.orchestration.resolved import resolved_config_dict
+        from nemo_gym.orchestration.yamlio import dump_yaml
+
         resolved = resolved_config_dict(config)
         if args.json:
             print(json.dumps(resolved, indent=2))
         else:
-            print(yaml.safe_dump(resolved, sort_keys=False), end="")
+            print(dump_yaml(resolved), end="")
         return 0
     from nemo_gym.orchestration.cli.launching import submit_or_dry_run
 

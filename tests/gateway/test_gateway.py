@@ -1,0 +1,331 @@
+"""The Ray gateway for real: a local Ray head (4 CPUs, 4 logical GPUs), the gateway in front of two
+stand-in vLLM replicas that join the cluster and take over the GPUs reserved for them.
+
+Needs a Python with `ray` and `aiohttp`, named by GYM_RAY_PYTHON (scripts/envs/ray-env.sh builds
+one); skipped otherwise. Every process started here is ended by its id in the fixtures.
+"""
+
+from __future__ import annotations
+
+import glob
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GATEWAY = REPO / "src" / "nemo_gym" / "orchestration" / "gateway" / "ray_serve_gateway.py"
+STREAMING_VLLM = Path(__file__).resolve().parent / "streaming_vllm"
+STOCK_VLLM = REPO / "tests" / "standins" / "vllm"
+LONG_REQUEST_SECONDS = 60
+
+pytestmark = pytest.mark.slow
+
+
+def _ray_python() -> str:
+    python = os.environ.get("GYM_RAY_PYTHON", "")
+    if not python:
+        pytest.skip("GYM_RAY_PYTHON is not set: no Python with ray and aiohttp to run the gateway (scripts/envs/ray-env.sh)")
+    probe = subprocess.run([python, "-c", "import ray, aiohttp"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"`ray`/`aiohttp` not importable by GYM_RAY_PYTHON={python}: {probe.stderr.strip()[-200:]}")
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_group(proc: subprocess.Popen, timeout: float = 15) -> None:
+    """End a process we started in its own session, and its process group."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    pids = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            if text in Path(cmdline).read_bytes().decode(errors="replace"):
+                pids.append(int(cmdline.split("/")[2]))
+        except OSError:
+            continue
+    return [p for p in pids if p != os.getpid()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A Ray head with its own temp dir, token auth (as a job sets it up) and 4 logical GPUs."""
+    python = _ray_python()
+    ray = str(Path(python).parent / "ray")
+    tmp = tempfile.mkdtemp(prefix="gw-", dir="/tmp")  # short: Ray's socket paths live under it
+    token = Path(tmp) / "auth_token"
+    token.write_text(os.urandom(24).hex())
+    token.chmod(0o600)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), "RAY_USAGE_STATS_ENABLED": "0",
+        "GYM_JOB_DIR": tmp, "STANDIN_RAY_GPUS": "2", "PATH": f"{Path(python).parent}:{os.environ['PATH']}",
+    }  # fmt: skip
+    log = open(Path(tmp) / "ray-head.log", "w")
+    head = subprocess.Popen(
+        [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=4",
+         "--num-gpus=4", "--include-dashboard=false", f"--dashboard-agent-listen-port={_free_port()}",
+         f"--ray-client-server-port={_free_port()}", f"--temp-dir={tmp}/ray", "--disable-usage-stats"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp,
+    )  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while subprocess.run([ray, "status", f"--address={address}"], env=env, capture_output=True).returncode:
+            assert head.poll() is None, Path(tmp, "ray-head.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the Ray head did not come up in 90 s"
+            time.sleep(1)
+        yield {"python": python, "address": address, "env": env, "dir": Path(tmp)}
+    finally:
+        _stop_group(head)
+        for pid in _pids_mentioning(tmp):  # Ray workers run in sessions of their own
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Gateway:
+    def __init__(self, head: dict, vllm: list[str], *options: str, instances: int = 2) -> None:
+        self.port = _free_port()
+        self.dir = head["dir"]
+        self.log_path = self.dir / f"gateway-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [head["python"], str(GATEWAY), "--address", head["address"], "--port", str(self.port),
+             "--instances", str(instances), "--log-dir", str(self.dir / f"logs-{self.port}"), *options,
+             "--", *vllm],
+            env=head["env"], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir,
+        )  # fmt: skip
+
+    def text(self) -> str:
+        return self.log_path.read_text()
+
+    def health(self) -> int:
+        try:
+            return self.get("/health")[0]
+        except OSError:
+            return 0
+
+    def get(self, path: str) -> tuple[int, dict, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def post(self, path: str, body: dict, timeout: float | None = 30) -> tuple[int, dict, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def wait_ready(self, timeout: float = 120) -> float:
+        deadline = time.monotonic() + timeout
+        while self.health() != 200:
+            assert self.proc.poll() is None, f"gateway exited {self.proc.returncode}:\n{self.text()[-4000:]}"
+            assert time.monotonic() < deadline, f"gateway not healthy in {timeout} s:\n{self.text()[-4000:]}"
+            time.sleep(0.5)
+        return time.monotonic() - self.started
+
+    def stop(self) -> None:
+        _stop_group(self.proc, timeout=60)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def gateway(ray_head):
+    """Two streaming stand-in replicas with 2 reserved GPUs each, behind one gateway."""
+    gw = Gateway(ray_head, [ray_head["python"], str(STREAMING_VLLM), "serve", "tiny-model", "--served-model-name",
+                            "tiny"], "--gpus-per-instance", "2", "--exit-grace", "4")  # fmt: skip
+    try:
+        gw.ready_seconds = gw.wait_ready()
+        records = [json.loads(Path(p).read_text()) for p in glob.glob(str(ray_head["dir"] / "standin" / "vllm-*.json"))]
+        gw.records = [r for r in records if r.get("ray_pg")]  # this gateway's replicas (the only ones so far)
+        yield gw
+    finally:
+        gw.stop()
+        for record in getattr(gw, "records", []):
+            if _alive(record["pid"]):
+                os.kill(record["pid"], signal.SIGKILL)
+
+
+def test_replicas_start_on_the_ray_cluster(gateway, ray_head):
+    assert gateway.ready_seconds < 60
+    assert len(gateway.records) == 2, gateway.text()
+    ports = set()
+    for record in gateway.records:
+        argv = record["argv"]
+        assert argv[:2] == ["serve", "tiny-model"]
+        assert argv[argv.index("--distributed-executor-backend") + 1] == "ray"
+        ports.add(argv[argv.index("--port") + 1])
+        assert record["env"]["RAY_ADDRESS"] == ray_head["address"]
+        # Its "Ray workers" joined the same cluster and got GPUs of the placement group it made.
+        assert record["ray_gcs"].endswith(":" + ray_head["address"].split(":")[1])
+        assert record["ray_worker_node"] == record["ray_node"]
+    assert len(ports) == 2
+    assert "took over its 2 GPU(s)" in gateway.text()
+    status, _, body = gateway.get("/health")
+    assert status == 200 and [r["healthy"] for r in json.loads(body)["replicas"]] == [True, True]
+
+
+def test_requests_are_spread_over_both_replicas(gateway):
+    seen = []
+    for _ in range(8):
+        status, headers, body = gateway.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "42"
+        seen.append(headers["X-Standin-Port"])
+    assert sorted(seen.count(p) for p in set(seen)) == [4, 4], seen
+
+
+def test_streamed_response_arrives_chunk_by_chunk(gateway):
+    body = json.dumps({"stream": True, "standin_chunks": 6, "standin_delay": 1.0}).encode()
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=60) as sock:
+        sent = time.monotonic()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        buffer, arrivals = b"", []
+        while chunk := sock.recv(65536):
+            now = time.monotonic() - sent
+            arrivals += [now] * chunk.count(b"data: ")
+            buffer += chunk
+    head, _, rest = buffer.partition(b"\r\n\r\n")
+    assert b" 200 " in head.split(b"\r\n")[0] and b"text/event-stream" in head.lower()
+    assert rest.count(b"data: {") == 6 and b"data: [DONE]" in rest
+    assert len(arrivals) == 7
+    # Five 1-s gaps on the replica: a buffering proxy would deliver everything at once after ~5 s.
+    assert arrivals[0] < 1.5, arrivals
+    assert arrivals[-1] - arrivals[0] > 4.0, arrivals
+
+
+def test_hop_by_hop_headers_are_dropped_both_ways(gateway):
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+    hop = {"Connection": "keep-alive, X-Hop-Req", "X-Hop-Req": "1", "Keep-Alive": "timeout=5", "TE": "trailers",
+           "Proxy-Authorization": "Basic eDp5", "Proxy-Connection": "keep-alive", "Trailer": "X-Sum",
+           "Upgrade": "websocket", "X-End-To-End": "kept"}  # fmt: skip
+    # A chunked request body: the proxy must not pass Transfer-Encoding on with a re-framed body.
+    conn.request("POST", "/standin/echo", body=iter([b"abc", b"defg"]), headers=hop, encode_chunked=True)
+    resp = conn.getresponse()
+    echoed = json.loads(resp.read())
+    conn.close()
+    received = {k.lower(): v for k, v in echoed["headers"]}
+    for name in ("connection", "x-hop-req", "keep-alive", "te", "proxy-authorization", "proxy-connection",
+                 "trailer", "transfer-encoding", "upgrade"):  # fmt: skip
+        assert name not in received, (name, received)
+    assert received["x-end-to-end"] == "kept"
+    assert echoed["body_length"] == 7 and received["content-length"] == "7"
+    assert "accept-encoding" not in received  # nothing the client did not send
+    got = {k.lower() for k, _ in resp.getheaders()}
+    for name in ("x-hop", "keep-alive", "proxy-authenticate", "upgrade"):
+        assert name not in got, (name, resp.getheaders())
+    assert "x-standin-port" in got
+
+
+def test_long_request_is_not_cut_and_others_go_to_the_idle_replica(gateway):
+    result: dict = {}
+
+    def long_request() -> None:
+        started = time.monotonic()
+        result["response"] = gateway.post("/v1/chat/completions", {"standin_sleep": LONG_REQUEST_SECONDS}, None)
+        result["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=long_request)
+    thread.start()
+    time.sleep(1)
+    quick = [gateway.post("/v1/chat/completions", {})[1]["X-Standin-Port"] for _ in range(4)]
+    thread.join(LONG_REQUEST_SECONDS + 60)
+    assert not thread.is_alive()
+    status, headers, body = result["response"]
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "42"
+    assert result["seconds"] >= LONG_REQUEST_SECONDS
+    # Least outstanding requests: while one replica is busy, the quick ones all go to the other.
+    assert len(set(quick)) == 1 and headers["X-Standin-Port"] not in quick, (quick, headers)
+
+
+def test_a_dead_replica_fails_health_and_the_gateway_exits(gateway):
+    victim, survivor = gateway.records
+    assert gateway.health() == 200
+    os.kill(victim["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    while gateway.health() != 503:
+        assert time.monotonic() - killed < 10, "/health still not 503 10 s after a replica died"
+        time.sleep(0.2)
+    rc = gateway.proc.wait(60)
+    assert rc == 3, gateway.text()[-3000:]
+    assert f"(pid {victim['pid']}) exited with status -9" in gateway.text()
+    deadline = time.monotonic() + 20
+    while _alive(survivor["pid"]):
+        assert time.monotonic() < deadline, "the other replica outlived the gateway"
+        time.sleep(0.5)
+
+
+def test_stock_standin_without_gpu_reservation(ray_head, gateway):
+    """The plain stand-in vllm behind the gateway, no GPU counts (SPREAD placement, no hand-over)."""
+    gw = Gateway(ray_head, [str(STOCK_VLLM), "serve", "stock-model"], "--exit-grace", "1")
+    try:
+        gw.wait_ready()
+        status, _, body = gw.get("/v1/models")
+        assert status == 200 and json.loads(body)["data"][0]["id"] == "stock-model"
+        records = [json.loads(Path(p).read_text()) for p in glob.glob(str(ray_head["dir"] / "standin" / "vllm-*.json"))]
+        stock = [r for r in records if r["argv"][1] == "stock-model"]
+        assert len(stock) == 2 and all(r["env"]["RAY_ADDRESS"] == ray_head["address"] for r in stock)
+        assert all("--distributed-executor-backend" in r["argv"] for r in stock)
+        assert "took over" not in gw.text()
+    finally:
+        gw.stop()
+        assert gw.proc.returncode == 128 + signal.SIGTERM, gw.text()[-2000:]
+
+
+def test_replica_failing_at_start_fails_the_gateway(ray_head, gateway):
+    gw = Gateway(ray_head, [str(STOCK_VLLM), "serve", "FAIL_AT_START"], "--exit-grace", "0")
+    try:
+        rc = gw.proc.wait(60)
+        assert rc == 3 and "exited with status 3 while starting" in gw.text(), gw.text()[-3000:]
+    finally:
+        gw.stop()
