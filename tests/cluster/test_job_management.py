@@ -3,6 +3,7 @@ The cluster runs without accounting (no sacct), as many do: status must stay tru
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -98,3 +99,19 @@ def test_logs_follow_while_the_job_writes_them(cluster_run) -> None:
     assert "waiting for policy" in proc.stdout or "policy is healthy" in proc.stdout
     assert "job finished with status 0" in proc.stdout  # it kept printing until the end
     assert time.monotonic() - start < 60  # and then stopped by itself
+
+
+def test_shared_deployment_on_the_cluster_one_job_each_benchmark_its_own_status(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(1),
+                                benchmarks={"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}})  # fmt: skip
+    config["job"].update(deployment="shared", benchmarks_at_once=2)
+    record = cluster_run.submit(config)
+    [job_id] = {b["job_id"] for b in record["benchmarks"]}
+    fields = cluster_run.wait(job_id)
+    assert fields["JobState"] == "FAILED"  # one benchmark failed, so the job says so...
+    status = cluster_run.status()
+    assert {b: j["state"] for b, j in status.items()} == {"a": "succeeded", "b": "failed", "c": "succeeded"}
+    assert status["c"]["rollouts"] == 3  # ...but the others ran to the end
+    results = cluster_run.cli("results", "--last", "--json")
+    samples = {b["benchmark"]: b["samples"] for b in json.loads(results.stdout)["benchmarks"]}
+    assert samples == {"a": 3, "b": 0, "c": 3}

@@ -137,3 +137,42 @@ def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> No
         impostor.kill()
     assert state["phase"] == "failed", job_log(job)
     assert state["detail"].startswith("service policy died")
+
+
+def test_shared_deployment_starts_the_model_once_for_every_benchmark(tmp_path) -> None:
+    services = {"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "port": 18236}}
+    for service in services.values():
+        service.setdefault("container", "unused")
+        service.setdefault("env", {}).setdefault("PATH", PATH)
+    config = {
+        "services": services,
+        "compute": {"here": {"type": "local"}},
+        "driver": {"policy_model": "policy", "env": {"PATH": PATH, "STANDIN_DRIVER_SECONDS": "lit:1"},
+                   "benchmarks": {"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}, "d": {}}},
+        "job": {"output_path": str(tmp_path / "runs"), "deployment": "shared", "benchmarks_at_once": 2},
+        "otel": {"enabled": False},
+    }  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
+    proc = subprocess.run([*cli, "submit", "-c", str(path), "--json"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert len({b["job_id"] for b in record["benchmarks"]}) == 1  # one job for all
+    watched = subprocess.run([*cli, "status", "--last", "--watch", "--json", "--interval", "0.5"],
+                             capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    states = {j["benchmark"]: j for j in json.loads(watched.stdout)["jobs"]}
+    assert {b: j["state"] for b, j in states.items()} == {"a": "succeeded", "b": "failed", "c": "succeeded", "d": "succeeded"}
+    assert states["b"]["detail"] == "driver failed with exit status 5"  # and it did not stop c and d
+    shared = Path(record["run_dir"], "shared-deployment")
+    assert len(list(shared.glob("standin/vllm-*.json"))) == 1  # the model started once
+    for name in "abcd":
+        [driver] = [json.loads(p.read_text()) for p in Path(record["run_dir"], name, "standin").glob("gym-run-*.json")]
+        assert driver["policy_models"]["data"][0]["id"] == "tiny"
+        assert Path(record["run_dir"], name, "logs", f"driver-{record['benchmarks'][0]['job_id']}.log").exists()
+    starts = sorted(json.loads(p.read_text())["time"] for p in Path(record["run_dir"]).glob("*/standin/gym-run-*.json"))
+    assert starts[1] - starts[0] < 0.9  # two at a time (each driver takes 1 s)
+    assert starts[2] - starts[0] >= 0.9  # but not more
+    logs = subprocess.run([*cli, "logs", "--last", "a", "--service", "policy"], capture_output=True, text=True, env=env)
+    assert "serving tiny" in logs.stdout

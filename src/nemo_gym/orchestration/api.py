@@ -417,10 +417,20 @@ class DriverConfig(_StrictModel):
     _check_benchmark_names = field_validator("benchmarks")(rules.benchmark_names)
 
 
+SHARED_DEPLOYMENT_DIR = "shared-deployment"
+
+
 class JobConfig(_StrictModel):
     output_path: str
+    # Extension beyond the spec: ``per_benchmark`` (one job, one deployment of the services per
+    # benchmark, as upstream) or ``shared`` (one job whose services are started once and serve
+    # every benchmark in turn, ``benchmarks_at_once`` drivers at a time: the model's start-up is
+    # paid once; each benchmark keeps its own artifacts, logs and status).
+    deployment: Literal["per_benchmark", "shared"] = "per_benchmark"
+    benchmarks_at_once: int = 1
 
     _check_output_path = field_validator("output_path")(rules.absolute_path)
+    _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
 
 
 class OtelConfig(_StrictModel):
@@ -491,6 +501,11 @@ class SubmitConfig(_StrictModel):
         rules.check_port_clashes(
             self.services, list(node_pools), self.driver.policy_model, self.otel.enabled
         )
+        if self.job.deployment == "shared" and SHARED_DEPLOYMENT_DIR in self.driver.benchmarks:
+            raise ValueError(
+                f"driver.benchmarks: with job.deployment: shared the name '{SHARED_DEPLOYMENT_DIR}' is the "
+                f"shared job's own directory; rename that benchmark"
+            )
         self._wire_policy_model()
         return self
 

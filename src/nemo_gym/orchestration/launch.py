@@ -78,10 +78,10 @@ def submission_script(config: SubmitConfig, staged: StagedRun, secrets: dict[str
         # Detached from this command: the run goes on after `gym eval submit` returns.
         runner = shlex.quote(plan.run_dir + "/run-local.sh")
         lines.append(f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &")
-        for job in plan.jobs:
+        for job in plan.submitted_jobs:
             lines.append(f"printf '%s%s:0:%s\\n' {shlex.quote(JOB_MARKER)} {shlex.quote(job.benchmark)} {job.local_job_id}")
         return "\n".join(lines) + "\n"
-    for job in plan.jobs:
+    for job in plan.submitted_jobs:
         bench = job.benchmark
         lines += [
             f"mkdir -p {shlex.quote(job.job_dir + '/logs')}",
@@ -125,14 +125,23 @@ def stage_and_submit(
     if result.returncode == 5:
         detail = " ".join(result.stderr.split())[-300:]
         raise UserError(f"could not write the run directory {staged.plan.run_dir} ({detail}); nothing was submitted")
-    return parse_sbatch_results(result.stdout, [job.benchmark for job in staged.plan.jobs])
+    return per_benchmark(staged, parse_sbatch_results(result.stdout, [j.benchmark for j in staged.plan.submitted_jobs]))
+
+
+def per_benchmark(staged: StagedRun, results: list[SbatchResult]) -> list[SbatchResult]:
+    """A shared deployment is one job: every benchmark gets its id (or its refusal)."""
+    if staged.plan.shared is None:
+        return results
+    [shared] = results
+    return [SbatchResult(job.benchmark, shared.job_id, shared.error) for job in staged.plan.jobs]
 
 
 def recover_results(conn: LocalConnection | SSHConnection, staged: StagedRun) -> list[SbatchResult]:
     """After a lost connection: what the run directory says was queued (the sbatch log)."""
     log = shlex.quote(f"{staged.plan.run_dir}/{SUBMITTED_LOG}")
     result = conn.run_script(f"cat {log} 2>/dev/null; true\n")
-    recovered = parse_sbatch_results(result.stdout, [job.benchmark for job in staged.plan.jobs])
+    names = [job.benchmark for job in staged.plan.submitted_jobs]
+    recovered = per_benchmark(staged, parse_sbatch_results(result.stdout, names))
     return [
         r if r.job_id or r.error != "sbatch produced no result for this benchmark"
         else SbatchResult(r.benchmark, None, "not submitted: the connection was lost before its sbatch ran")

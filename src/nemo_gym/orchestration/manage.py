@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+from nemo_gym.orchestration.api import SHARED_DEPLOYMENT_DIR
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import FINAL, JobStatus
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
@@ -32,19 +33,26 @@ def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
     return select_jobs(record, [name])[0]
 
 
-def log_patterns(job: BenchmarkJob, service: str | None, driver: bool) -> str:
-    """A shell glob for the wanted log files (quoted parts, glob characters left active)."""
+def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: str) -> str:
+    """Shell words for the wanted log files (quoted parts, glob characters left active).
+
+    With a shared deployment the services and the job's own log live in the shared job's
+    directory; each benchmark's driver log stays in its own.
+    """
     if job.job_id is None:
         raise UserError(f"{job.benchmark} was never queued ({job.error}); there are no logs")
-    d = shlex.quote(job.job_dir)
     jid = shlex.quote(job.job_id)
+    own = shlex.quote(job.job_dir)
     if driver:
-        return f"{d}/logs/driver-{jid}.log"
+        return f"{own}/logs/driver-{jid}.log"
+    dirs = [own, shlex.quote(f"{run_dir}/{SHARED_DEPLOYMENT_DIR}")]
     if service:
         # A service's steps: <service>, <service>_<pool>_workers; per node for multi-node steps.
         s = shlex.quote(service)
-        return f"{d}/logs/{s}-{jid}.log {d}/logs/{s}-{jid}-*.log {d}/logs/{s}_*_workers-{jid}*.log"
-    return f"{d}/slurm-{jid}.out"
+        return " ".join(
+            f"{d}/logs/{s}-{jid}.log {d}/logs/{s}-{jid}-*.log {d}/logs/{s}_*_workers-{jid}*.log" for d in dirs
+        )
+    return " ".join(f"{d}/slurm-{jid}.out" for d in dirs)
 
 
 def logs_script(patterns: str, lines: int | None, follow: bool) -> str:
@@ -57,6 +65,12 @@ def logs_script(patterns: str, lines: int | None, follow: bool) -> str:
 
 
 def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
+    shared = {b.job_id for b in record.benchmarks}
+    if len(shared) == 1 and len(record.benchmarks) > 1 and len(jobs) < len(record.benchmarks):
+        raise UserError(
+            f"the benchmarks of run {record.gym_job_id} share one deployment (one job); cancel them together "
+            f"with gym eval cancel {record.gym_job_id}"
+        )
     lines = []
     for job in jobs:
         marker = shlex.quote(f"{job.job_dir}/.gym/{job.job_id}")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nemo_gym.orchestration.api import (
+    SHARED_DEPLOYMENT_DIR,
     BaseServiceConfig,
     DriverConfig,
     RayServiceConfig,
@@ -125,6 +126,15 @@ class RunPlan:
     jobs: tuple[JobPlan, ...]
     # Carrier variable -> (owner label, env key): secrets the submission must export.
     secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # job.deployment: shared — the one job that starts the services and runs every benchmark's
+    # driver (from ``jobs``) against them, ``benchmarks_at_once`` at a time.
+    shared: JobPlan | None = None
+    benchmarks_at_once: int = 1
+
+    @property
+    def submitted_jobs(self) -> tuple[JobPlan, ...]:
+        """What is handed to the scheduler: one job per benchmark, or the one shared job."""
+        return (self.shared,) if self.shared is not None else self.jobs
 
 
 def shell_var(name: str) -> str:
@@ -147,6 +157,18 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
         _job_plan(config, layout, name, f"{run_dir}/{name}", secrets, f"local-{run_id[-6:]}-{i}")
         for i, name in enumerate(config.driver.benchmarks, start=1)
     )
+    shared = None
+    if config.job.deployment == "shared":
+        first = next(iter(config.driver.benchmarks))
+        shared_dir = f"{run_dir}/{SHARED_DEPLOYMENT_DIR}"
+        base = _job_plan(config, layout, first, shared_dir, secrets, f"local-{run_id[-6:]}-1")
+        shared = replace(
+            base,
+            benchmark=SHARED_DEPLOYMENT_DIR,
+            directives=_directives(config, SHARED_DEPLOYMENT_DIR, shared_dir),
+        )
+        # Every benchmark shares the one job (and its id) under the local launcher too.
+        jobs = tuple(replace(job, local_job_id=shared.local_job_id) for job in jobs)
     return RunPlan(
         run_id=run_id,
         run_dir=run_dir,
@@ -156,6 +178,8 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
         launcher="slurm" if isinstance(compute, SlurmComputeConfig) else "local",
         jobs=jobs,
         secrets=secrets,
+        shared=shared,
+        benchmarks_at_once=config.job.benchmarks_at_once,
     )
 
 

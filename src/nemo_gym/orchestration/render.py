@@ -71,6 +71,9 @@ def _environment() -> Any:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        # Bash's ${#array[@]} would open a Jinja comment; these templates use no comments.
+        comment_start_string="<#jinja#",
+        comment_end_string="#jinja#>",
     )
     env.filters["q"] = lambda v: bash_quote(str(v))
     env.filters["argv"] = bash_argv
@@ -86,13 +89,13 @@ def _apptainer_image(image: str) -> str:
 
 def _step_launch(
     launcher: Launcher, runtime: str, job: JobPlan, name: str, nodes_start: int, nodes_count: int,
-    container: str | None, mounts: tuple[str, ...], gpus: bool,
+    container: str | None, mounts: tuple[str, ...], gpus: bool, log_dir: str = "logs",
 ) -> str:  # fmt: skip
     script = f"{job.job_dir}/steps/{name}.sh"
     if launcher == "local":
         # Its own process group, so the job can stop everything the step started.
-        return f'setsid bash {bash_quote(script)} >"logs/{name}-$GYM_JOB_ID.log" 2>&1'
-    log = f"logs/{name}-%j.log" if nodes_count == 1 else f"logs/{name}-%j-%N.log"
+        return f'setsid bash {bash_quote(script)} >"{log_dir}/{name}-$GYM_JOB_ID.log" 2>&1'
+    log = f"{log_dir}/{name}-%j.log" if nodes_count == 1 else f"{log_dir}/{name}-%j-%N.log"
     # One task per node, whatever ntasks_per_node the allocation has: each step runs once a node.
     parts = [
         "srun --overlap",
@@ -146,6 +149,25 @@ def _otel_context(config: SubmitConfig, plan: RunPlan, job: JobPlan, launcher: L
     }
 
 
+def _shared_context(plan: RunPlan, launcher: Launcher, gpus: bool) -> dict | None:
+    if plan.shared is None:
+        return None
+    drivers = []
+    for bench in plan.jobs:
+        d = bench.driver
+        launch = _step_launch(
+            launcher, plan.runtime, bench, "driver", d.node, 1, d.container, d.mounts, False, f"{bench.job_dir}/logs"
+        )
+        drivers.append({"benchmark": bench.benchmark, "dir": bench.job_dir, "launch": launch})
+    return {"drivers": drivers, "at_once": plan.benchmarks_at_once}
+
+
+def _driver_file(config: SubmitConfig, plan: RunPlan, job: JobPlan) -> StagedFile:
+    common = {"run_id": plan.run_id, "job": job, "launcher": plan.launcher, "runtime": plan.runtime}
+    driver = _with_otel_env(config, plan, job, job.driver)
+    return StagedFile(_environment().get_template("driver.sh.j2").render(**common, driver=driver), 0o755)
+
+
 def render_job(
     config: SubmitConfig, plan: RunPlan, job: JobPlan, launcher: Launcher, gpus: bool
 ) -> dict[str, StagedFile]:
@@ -192,14 +214,14 @@ def render_job(
                 driver={"launch": driver_launch},
                 ray_addresses=ray_addresses,
                 otel=otel,
+                shared=_shared_context(plan, launcher, gpus) if job is plan.shared else None,
             ),
             0o755,
         ),
-        "steps/lib.sh": StagedFile(env.get_template("lib.sh.j2").render(run_id=plan.run_id)),
-        "steps/driver.sh": StagedFile(
-            env.get_template("driver.sh.j2").render(**common, driver=_with_otel_env(config, plan, job, driver)), 0o755
-        ),
+        "steps/lib.sh": _library(plan.run_id),
     }
+    if job is not plan.shared:
+        files["steps/driver.sh"] = _driver_file(config, plan, job)
     if otel is not None:
         from nemo_gym.orchestration.otel import render_collector_config
 
@@ -216,6 +238,12 @@ def render_job(
             env.get_template("step.sh.j2").render(**common, step=_Obj(ctx_step)), 0o755
         )
     return files
+
+
+@lru_cache(maxsize=4)
+def _library(run_id: str) -> StagedFile:
+    """The shell library is the same for every job of a run: render it once."""
+    return StagedFile(_environment().get_template("lib.sh.j2").render(run_id=run_id))
 
 
 def _with_otel_env(config: SubmitConfig, plan: RunPlan, job: JobPlan, driver: DriverPlan) -> DriverPlan:
@@ -244,9 +272,13 @@ def render_run(config: SubmitConfig, plan: RunPlan) -> StagedRun:
     launcher = plan.launcher
     gpus = any(p.gpus_per_node for p in compute.node_pools.values())
     files: dict[str, StagedFile] = {}
-    for job in plan.jobs:
+    for job in plan.submitted_jobs:
         for rel, staged in render_job(config, plan, job, launcher, gpus).items():
             files[f"{job.benchmark}/{rel}"] = staged
+    if plan.shared is not None:
+        for job in plan.jobs:  # each benchmark's driver, run by the shared job
+            files[f"{job.benchmark}/steps/driver.sh"] = _driver_file(config, plan, job)
+            files[f"{job.benchmark}/steps/lib.sh"] = _library(plan.run_id)
     if launcher == "local":
         files["run-local.sh"] = StagedFile(_environment().get_template("run-local.sh.j2").render(plan=plan), 0o755)
     files["resolved-config.yaml"] = StagedFile(

@@ -29,7 +29,7 @@ def submit_or_dry_run(config: SubmitConfig, args: argparse.Namespace) -> int:
 def _print_dry_run(staged, stage_dir: str | None) -> int:
     plan = staged.plan
     where = plan.hostname or "this machine"
-    print(f"[dry-run] would submit {len(plan.jobs)} job(s) on {where} into {plan.run_dir}")
+    print(f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len(plan.jobs)} benchmark(s) on {where} into {plan.run_dir}")
     names = [f"{owner}.env.{key}" for owner, key in plan.secrets.values()]
     if staged.otel_token_env:
         names.append(f"the OTel token (${staged.otel_token_env})")
@@ -39,7 +39,7 @@ def _print_dry_run(staged, stage_dir: str | None) -> int:
         root = write_staged(staged, stage_dir)
         print(f"[dry-run] staged run directory written to {root}")
         return 0
-    for job in plan.jobs:
+    for job in plan.submitted_jobs:
         print("=" * 72)
         print(f"[dry-run] {job.benchmark}: {job.job_dir}/job.sh")
         print("=" * 72)

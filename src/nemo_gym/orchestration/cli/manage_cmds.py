@@ -45,7 +45,7 @@ def run_logs(args: argparse.Namespace) -> int:
         args.benchmark, args.run = args.run, None
     record = find_run(args.run, args.last)
     job = one_job(record, args.benchmark)
-    script = logs_script(log_patterns(job, args.service, args.driver), args.lines, args.follow)
+    script = logs_script(log_patterns(job, args.service, args.driver, record.run_dir), args.lines, args.follow)
     with connect(record.hostname) as conn:
         if not args.follow:
             result = conn.run_script(script)

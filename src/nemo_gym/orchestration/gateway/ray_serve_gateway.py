@@ -70,7 +70,7 @@ HOP_BY_HOP = frozenset(
 _REQUEST_REPLACED = frozenset({"host", "content-length"})
 # aiohttp's client would add these when the client did not send them (gzip to a client that did
 # not ask for it, since the proxy forwards bodies undecoded).
-_NO_AUTO_HEADERS = ("Accept-Encoding", "User-Agent", "Content-Type")
+_NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 # Accelerator visibility variables an old Ray may blank in a 0-GPU actor; vLLM must not inherit "".
 _VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 # Set by Ray in its worker processes only; a new driver (vLLM) must pick its own.

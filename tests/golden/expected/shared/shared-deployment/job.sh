@@ -1,0 +1,126 @@
+#!/bin/bash
+#SBATCH --job-name=gym-shared-deployment
+#SBATCH --account=acct
+#SBATCH --chdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
+#SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/slurm-%j.out
+#SBATCH --partition=batch
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=1
+# gym orchestration: benchmark shared-deployment of run gym-job-20260101T000000Z-000000, slurm launcher, container runtime pyxis.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
+GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+)
+
+gym_finish() {
+    local rc=$1 detail=$2
+    trap - TERM INT
+    gym_stop_collector
+    gym_stop_steps
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+trap 'gym_finish 143 "cancelled or out of time (SIGTERM)"' TERM
+trap 'gym_finish 130 "interrupted"' INT
+gym_phase starting "launching services"
+
+# service policy, step policy: one process, nodes 0..0
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment:/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment bash /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/policy.sh &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start"
+
+# Shared deployment: every benchmark's driver against these services, 2 at a time.
+# Each benchmark keeps its own directory, log and state; one failing does not stop the others.
+declare -A GYM_BENCH_DIR=(
+    [a]=/lustre/runs/gym-job-20260101T000000Z-000000/a
+    [b]=/lustre/runs/gym-job-20260101T000000Z-000000/b
+    [c]=/lustre/runs/gym-job-20260101T000000Z-000000/c
+)
+gym_launch_driver() {
+    case "$1" in
+        a) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/a srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/a/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/a:/lustre/runs/gym-job-20260101T000000Z-000000/a --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/a bash /lustre/runs/gym-job-20260101T000000Z-000000/a/steps/driver.sh ;;
+        b) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/b/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh ;;
+        c) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/c srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/c/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/c:/lustre/runs/gym-job-20260101T000000Z-000000/c --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/c bash /lustre/runs/gym-job-20260101T000000Z-000000/c/steps/driver.sh ;;
+    esac
+}
+gym_bench_phase() {
+    local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
+    mkdir -p "$dir" && printf 'phase=%s\ndetail=%s\n' "$2" "$3" >"$dir/state.$$" && mv -f "$dir/state.$$" "$dir/state"
+}
+gym_queue=( a b c )
+declare -A gym_running=()
+gym_failed=0
+for bench in "${gym_queue[@]}"; do
+    mkdir -p "${GYM_BENCH_DIR[$bench]}/logs" "${GYM_BENCH_DIR[$bench]}/artifacts"
+    gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
+done
+gym_phase running "benchmarks"
+while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
+    while [ ${#gym_queue[@]} -gt 0 ] && [ ${#gym_running[@]} -lt 2 ]; do
+        bench=${gym_queue[0]}
+        gym_queue=("${gym_queue[@]:1}")
+        gym_bench_phase "$bench" running "driver"
+        gym_launch_driver "$bench" &
+        gym_running[$bench]=$!
+        gym_event "driver-start $bench"
+    done
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            for bench in "${!gym_running[@]}"; do
+                kill -TERM "${gym_running[$bench]}" 2>/dev/null
+                gym_bench_phase "$bench" failed "service $service died while the driver ran"
+            done
+            for bench in "${gym_queue[@]}"; do
+                gym_bench_phase "$bench" failed "service $service died before its turn"
+            done
+            wait
+            gym_finish 1 "service $service died"
+        fi
+    done
+    for bench in "${!gym_running[@]}"; do
+        pid=${gym_running[$bench]}
+        kill -0 "$pid" 2>/dev/null && continue
+        wait "$pid"
+        rc=$?
+        unset 'gym_running[$bench]'
+        gym_event "driver-end $bench $rc"
+        if [ "$rc" -eq 0 ]; then
+            gym_bench_phase "$bench" succeeded "driver finished"
+        else
+            gym_failed=$((gym_failed + 1))
+            gym_bench_phase "$bench" failed "driver failed with exit status $rc"
+            gym_log "ERROR: the driver of $bench failed with exit status $rc"
+        fi
+    done
+    sleep 1
+done
+if [ "$gym_failed" -ne 0 ]; then
+    gym_finish 1 "$gym_failed benchmark(s) failed"
+fi
+gym_finish 0 "every benchmark finished"
