@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,39 @@ def test_shared_deployment_on_the_cluster_one_job_each_benchmark_its_own_status(
     results = cluster_run.cli("results", "--last", "--json")
     samples = {b["benchmark"]: b["samples"] for b in json.loads(results.stdout)["benchmarks"]}
     assert samples == {"a": 3, "b": 0, "c": 3}
+
+
+def test_a_node_going_away_mid_run_is_reported_as_a_node_failure(cluster_run) -> None:
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m", "number_of_instances": 2}},
+                                pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
+                                driver=slow_driver(300))  # fmt: skip
+    [job] = cluster_run.submit(config)["benchmarks"]
+    cluster_run.wait_for("bench", {"running"})
+    nodes = subprocess.run(["squeue", "-h", "-j", job["job_id"], "-o", "%N"], capture_output=True, text=True).stdout
+    lost = subprocess.run(["scontrol", "show", "hostnames", nodes.strip()], capture_output=True, text=True).stdout.split()[-1]
+    subprocess.run(["scontrol", "update", f"nodename={lost}", "state=down", "reason=gym-test-node-lost"], check=True)
+    try:
+        # Slurm requeues a job whose node failed (the default); others would end it NODE_FAIL.
+        deadline = time.monotonic() + 60
+        while True:
+            status = cluster_run.status()["bench"]
+            if status["state"] in ("failed", "queued") and ("node" in status["detail"] or "requeued" in status["detail"]):
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={lost}", "state=resume"])
+    assert status["detail"].startswith("requeued by Slurm after a node failure") or status["detail"] == "a node failed (NODE_FAIL)"
+
+
+def test_a_requeued_job_starts_clean_and_succeeds(cluster_run) -> None:
+    """Same job id, second attempt: the first attempt's exit markers must not fail it."""
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(6))
+    [job] = cluster_run.submit(config)["benchmarks"]
+    cluster_run.wait_for("bench", {"running"})
+    subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
+    time.sleep(1)
+    final = cluster_run.wait_for("bench", {"succeeded", "failed"}, timeout=300)  # Slurm delays a requeue ~2 min
+    assert final["state"] == "succeeded", final
+    attempts = sorted(p.name for p in (Path(job["job_dir"]) / ".gym").iterdir())
+    assert attempts == [job["job_id"], f"{job['job_id']}.attempt-1"]

@@ -76,6 +76,22 @@ def _pids_mentioning(text: str) -> list[int]:
     return [p for p in pids if p != os.getpid()]
 
 
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -115,8 +131,9 @@ def ray_head():
             time.sleep(1)
         yield {"python": python, "address": address, "env": env, "dir": Path(tmp)}
     finally:
+        started = _descendants(head.pid)  # Ray workers run in sessions of their own
         _stop_group(head, timeout=5)
-        for pid in _pids_mentioning(tmp):  # Ray workers run in sessions of their own
+        for pid in set(started + _pids_mentioning(tmp)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -198,6 +215,7 @@ def gateway(ray_head):
 
 def test_replicas_start_on_the_ray_cluster(gateway, ray_head):
     assert gateway.ready_seconds < 60
+    print(f"gateway healthy {gateway.ready_seconds:.1f} s after it started")
     assert len(gateway.records) == 2, gateway.text()
     ports = set()
     for record in gateway.records:
@@ -239,6 +257,7 @@ def test_streamed_response_arrives_chunk_by_chunk(gateway):
     assert b" 200 " in head.split(b"\r\n")[0] and b"text/event-stream" in head.lower()
     assert rest.count(b"data: {") == 6 and b"data: [DONE]" in rest
     assert len(arrivals) == 7
+    print(f"SSE event arrivals (s after the request): {[round(a, 2) for a in arrivals]}")
     # Five 1-s gaps on the replica: a buffering proxy would deliver everything at once after ~5 s.
     assert arrivals[0] < 1.5, arrivals
     assert arrivals[-1] - arrivals[0] > 4.0, arrivals
@@ -297,7 +316,9 @@ def test_a_dead_replica_fails_health_and_the_gateway_exits(gateway):
     while gateway.health() != 503:
         assert time.monotonic() - killed < 10, "/health still not 503 10 s after a replica died"
         time.sleep(0.2)
+    unhealthy = time.monotonic() - killed
     rc = gateway.proc.wait(60)
+    print(f"replica killed: /health 503 after {unhealthy:.2f} s, gateway exit {rc} after {time.monotonic() - killed:.1f} s")
     assert rc == 3, gateway.text()[-3000:]
     assert f"(pid {victim['pid']}) exited with status -9" in gateway.text()
     deadline = time.monotonic() + 20

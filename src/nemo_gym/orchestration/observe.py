@@ -118,6 +118,12 @@ def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, s
     still_going = slurm_state in RUNNING_SLURM_STATES or (executor == "local" and runner_alive and phase in ("starting", "running"))
     if own.get("cancelled_by_user") and phase != "succeeded" and not still_going:
         return "cancelled", "cancelled by the user (gym eval cancel)"
+    restarts = int(slurm.get("Restarts", "0") or 0) if slurm.get("Restarts", "0").isdigit() else 0
+    if slurm_state == "PENDING" and restarts:
+        return "queued", (
+            f"requeued by Slurm after a node failure or preemption (attempt {restarts + 1}); "
+            f"waiting in the queue ({slurm.get('Reason', 'no reason given')})"
+        )
     if slurm_state == "PENDING":
         return "queued", f"waiting in the Slurm queue ({slurm.get('Reason', 'no reason given')})"
     if slurm_state.startswith("CANCELLED"):

@@ -20,6 +20,13 @@ export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
+if [ -d "$(gym_state_dir)" ]; then
+    # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
+    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
+    gym_attempt=1
+    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+fi
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
