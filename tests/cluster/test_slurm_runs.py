@@ -6,6 +6,7 @@ node received, so the tests assert addresses, ranks, ports and placement as the 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import json
@@ -290,3 +291,31 @@ def test_gym_install_from_a_local_repository(cluster_run, tmp_path) -> None:
         job["job_dir"], "logs", f"driver-{job['job_id']}.log").read_text()
     [driver] = standin_records(job["job_dir"], "gym-run")
     assert "/gym-install-" in driver["cwd"]  # ran from the fresh clone
+
+
+RAY_ENV = Path(os.environ.get("GYM_ENVS_DIR", Path.home() / ".cache" / "gym-orchestration" / "envs")) / "ray"
+
+
+@pytest.mark.skipif(not (RAY_ENV / "bin" / "ray").exists(), reason="no Ray environment (scripts/envs/ray-env.sh)")
+def test_ray_gateway_serves_replicas_across_nodes_with_real_ray(cluster_run) -> None:
+    """use_ray_serve: a real Ray cluster over two nodes, our gateway on the first, two replicas
+    (stand-in vLLM: no GPU here) behind one endpoint, the driver talking to the gateway."""
+    path = f"lit:{RAY_ENV / 'bin'}:{Path(__file__).resolve().parents[1] / 'standins'}:/usr/local/bin:/usr/bin:/bin"
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "use_ray_serve": True,
+                             "number_of_instances": 2, "health_check": {"timeout_seconds": 300},
+                             "env": {"PATH": path, "RAY_USAGE_STATS_ENABLED": "lit:0"}}},
+        pools={"gpu": {"partition": "debug", "nodes": 2}},
+        driver={"policy_model": "policy"},
+        compute={"walltime": "00:10:00"},
+    )  # fmt: skip
+    [job] = cluster_run.submit(config)["benchmarks"]
+    fields = cluster_run.wait(job["job_id"], timeout=400)
+    assert fields["JobState"] == "COMPLETED", slurm_out(job) + "".join(
+        p.read_text()[-3000:] for p in Path(job["job_dir"], "logs").glob("policy*"))
+    replicas = standin_records(job["job_dir"], "vllm")
+    assert len(replicas) == 2
+    for replica in replicas:
+        assert "--distributed-executor-backend" in replica["argv"] and replica["env"].get("RAY_ADDRESS")
+    [driver] = standin_records(job["job_dir"], "gym-run")
+    assert driver["policy_models"]["data"][0]["id"] == "tiny"  # through the gateway on port 8000

@@ -26,7 +26,6 @@ from nemo_gym.orchestration.api import (
     effective_ray_serve,
     env_sources_of,
 )
-from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.overrides import flatten_overrides
 
 # The rpc port vLLM's data-parallel ranks use to find the head.
@@ -38,7 +37,7 @@ VLLM_RAY_PORT = 6390
 DEFAULT_READY_TIMEOUT = 600
 
 Runtime = Literal["pyxis", "apptainer", "none"]
-StepMode = Literal["plain", "vllm-dp", "vllm-ray", "ray-head", "ray-worker"]
+StepMode = Literal["plain", "vllm-dp", "vllm-ray", "vllm-gateway", "ray-head", "ray-worker"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +87,9 @@ class Step:
     ray_port: int = 0
     ray_head_node: int = 0  # ray-worker: the node whose ray head the workers join
     health: HealthCheck | None = None
+    instances: int = 1  # vllm-gateway: replicas behind the gateway
+    gpus_per_instance: int = 0  # vllm-gateway: GPUs each replica reserves (0: unknown)
+    port: int = 0  # vllm-gateway: where the gateway serves
 
 
 @dataclass(frozen=True)
@@ -319,12 +321,6 @@ def _vllm_step(
     compute = next(iter(config.compute.values()))
     pools = [compute.node_pools[service.node_pool]] if service.node_pool else list(compute.node_pools.values())
     gpus = [p.gpus_per_node for p in pools if p.gpus_per_node is not None]
-    if effective_ray_serve(service, nodes.count, gpus):
-        raise UserError(
-            f"services.{name}: this deployment needs the Ray Serve gateway (use_ray_serve, or several "
-            f"instances each larger than a node), which this version cannot render yet; use one "
-            f"instance per node group or data parallelism instead"
-        )
     assert service.health_check is not None and service.health_check.port is not None
     health = HealthCheck(
         "http", service.health_check.timeout_seconds, service.health_check.port, service.health_check.path,
@@ -332,6 +328,15 @@ def _vllm_step(
     )  # fmt: skip
     base = _vllm_argv(service)
     n = service.number_of_instances
+    if effective_ray_serve(service, nodes.count, gpus):
+        # Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint.
+        without_port = [a for i, a in enumerate(base) if a != "--port" and (i == 0 or base[i - 1] != "--port")]
+        return Step(
+            name=name, service=name, nodes=nodes, container=service.container, mounts=tuple(service.mounts),
+            env=env, pre_command=service.pre_command, health=health, mode="vllm-gateway",
+            argv=tuple(without_port), ray_port=VLLM_RAY_PORT, instances=n, port=service.port,
+            gpus_per_instance=service.tensor_parallel_size * service.pipeline_parallel_size if gpus else 0,
+        )  # fmt: skip
     common = dict(
         name=name, service=name, nodes=nodes, container=service.container, mounts=tuple(service.mounts),
         env=env, pre_command=service.pre_command, health=health,

@@ -124,6 +124,7 @@ def _step_comment(step: Step) -> str:
         "plain": "one process",
         "vllm-dp": f"vLLM data parallel, {step.dp_local_size} rank(s) a node",
         "vllm-ray": "one vLLM instance across nodes on a Ray cluster",
+        "vllm-gateway": f"{step.instances} vLLM replicas behind the Ray gateway",
         "ray-head": "Ray head",
         "ray-worker": "Ray workers",
     }[step.mode]
@@ -229,6 +230,10 @@ def render_job(
         files["steps/otel_collector.sh"] = StagedFile(
             env.get_template("collector.sh.j2").render(node=job.driver.node, argv=otel["argv"]), 0o755
         )
+    if any(step.mode == "vllm-gateway" for step in job.steps):
+        from nemo_gym.orchestration.gateway import SCRIPT_NAME, script_text
+
+        files[f"steps/{SCRIPT_NAME}"] = StagedFile(script_text(), 0o644)
     for step in job.steps:
         ctx_step = {
             **step.__dict__,

@@ -96,7 +96,7 @@ def _follow(record, job, conn, script: str, args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.connection import connect
     from nemo_gym.orchestration.manage import cancel_script, cancellable, select_jobs
-    from nemo_gym.orchestration.observe import find_run
+    from nemo_gym.orchestration.observe import find_run, probe_run
 
     names = _shift_for_last(args, args.benchmarks)
     record = find_run(None if args.last else args.run, args.last)

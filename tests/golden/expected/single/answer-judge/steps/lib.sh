@@ -77,6 +77,11 @@ gym_step_begin() {
         GYM_STEP_RANK=0
     fi
     export GYM_STEP_NAME GYM_STEP_RANK
+    # Ray finds "the current cluster" through its temp dir (/tmp/ray): another job's or a stale
+    # cluster there would capture this step's Ray (gym's own included). Give each step its own.
+    if [ -z "${RAY_TMPDIR:-}" ]; then
+        RAY_TMPDIR=$(mktemp -d /tmp/gym-ray-XXXXXX) && export RAY_TMPDIR && GYM_OWN_RAY_TMPDIR=$RAY_TMPDIR
+    fi
     # However the step ends (its program exits, a setup command fails, a signal), the job sees it.
     trap 'gym_step_end $?' EXIT
     gym_log "step $GYM_STEP_NAME: node $me, rank $GYM_STEP_RANK of $count"
@@ -91,6 +96,9 @@ gym_step_end() {
     if [ -n "$pids" ]; then
         # shellcheck disable=SC2086  # one pid per word
         kill $pids 2>/dev/null
+    fi
+    if [ -n "${GYM_OWN_RAY_TMPDIR:-}" ]; then
+        rm -rf "$GYM_OWN_RAY_TMPDIR" 2>/dev/null
     fi
 }
 

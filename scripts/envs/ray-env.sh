@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the Python environment that runs the Ray gateway in tests (tests/gateway): a Python 3.11
+# venv with ray[default] (which brings aiohttp). Cached: a second run with the same spec does
+# nothing. Prints the line to export for the tests.
+#
+# usage: ray-env.sh
+#   env: GYM_ENVS_DIR (as in setup-envs; the venv goes to $GYM_ENVS_DIR/ray),
+#        RAY_PYTHON (interpreter, default /root/.pyenv/versions/3.11.7/bin/python3.11)
+# Cost on the CPU test machine: about 45 s and 380 MB.
+set -euo pipefail
+
+readonly RAY_VERSION=2.60.0
+envs=${GYM_ENVS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gym-orchestration/envs}
+venv="$envs/ray"
+python=${RAY_PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3.11}
+spec="ray[default]==$RAY_VERSION aiohttp python=$("$python" -c 'import sys; print(sys.version.split()[0])')"
+marker="$venv/.ray-env-done"
+
+if [[ -f $marker && $(cat "$marker") == "$spec" ]]; then
+    echo "ray-env: cached ($spec)" >&2
+else
+    rm -rf "$venv"
+    mkdir -p "$envs/logs"
+    echo "ray-env: building $venv ($spec)" >&2
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "ray[default]==$RAY_VERSION" aiohttp \
+        >"$envs/logs/ray-env.log" 2>&1 || { tail -20 "$envs/logs/ray-env.log" >&2; exit 1; }
+    "$venv/bin/python" -c 'import ray, aiohttp'
+    printf '%s\n' "$spec" >"$marker"
+fi
+echo "export GYM_RAY_PYTHON=$venv/bin/python"
