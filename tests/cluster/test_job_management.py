@@ -36,8 +36,11 @@ def test_cancel_while_starting(cluster_run) -> None:
         services={"policy": {"type": "vllm", "model": "m", "health_check": {"path": "/never", "timeout_seconds": 300}}}
     )
     cluster_run.submit(config)
-    job = cluster_run.wait_for("bench", {"starting"})
-    assert job["detail"] == "waiting for policy"
+    deadline = time.monotonic() + 60
+    while (job := cluster_run.status()["bench"])["detail"] != "waiting for policy":
+        assert time.monotonic() < deadline and job["state"] in ("queued", "starting"), job
+        time.sleep(0.3)
+    assert job["state"] == "starting"
     cancel = cluster_run.cli("cancel", "--last")
     assert cancel.returncode == 0 and "cancelled bench" in cancel.stdout
     job = cluster_run.wait_for("bench", {"cancelled", "failed", "unknown"}, timeout=30)

@@ -90,6 +90,7 @@ class Step:
     instances: int = 1  # vllm-gateway: replicas behind the gateway
     gpus_per_instance: int = 0  # vllm-gateway: GPUs each replica reserves (0: unknown)
     port: int = 0  # vllm-gateway: where the gateway serves
+    ray_nodes: int = 1  # ray-head: nodes of the whole Ray cluster (the head and every worker)
 
 
 @dataclass(frozen=True)
@@ -409,9 +410,10 @@ def _ray_steps(layout: _Layout, name: str, service: RayServiceConfig, env: tuple
         )
     else:
         health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, node=head)
+    worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
     steps = [
         Step(
-            name=name, mode="ray-head", nodes=NodeSlice(head, 1),
+            name=name, mode="ray-head", nodes=NodeSlice(head, 1), ray_nodes=1 + worker_count,
             argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
             health=health, **common,  # type: ignore[arg-type]
         )

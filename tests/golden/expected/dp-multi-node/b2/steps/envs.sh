@@ -7,9 +7,15 @@ gym_step_begin envs 1 1
 
 my_ip=$(gym_node_ip "$(gym_this_node)")
 gym_step_run ray start --head --port=6379 --num-cpus=8 '--resources={"gpu_node":1.5}' --include-dashboard false --port 6379 --node-ip-address="$my_ip" --block &
+ray_head=$!
 until ray status --address "$my_ip:6379" >/dev/null 2>&1; do
-    kill -0 $! 2>/dev/null || exit 1
+    kill -0 "$ray_head" 2>/dev/null || exit 1
+    sleep 0.5
+done
+# Ready when every worker node has joined: the driver may schedule onto any of them.
+until [ "$(ray list nodes --address "$my_ip:6379" --filter state=ALIVE 2>/dev/null | grep -c ALIVE)" -ge 3 ]; do
+    kill -0 "$ray_head" 2>/dev/null || exit 1
     sleep 0.5
 done
 gym_mark_ready
-wait $!
+wait "$ray_head"
