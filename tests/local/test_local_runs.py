@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def submit(tmp_path: Path, services: dict, benchmarks: dict | None = None, driver_env: dict | None = None,
-           expect_rc: int = 0) -> dict:  # fmt: skip
+           expect_rc: int = 0, job: dict | None = None) -> dict:  # fmt: skip
     for service in services.values():
         service.setdefault("container", "unused")
         service.setdefault("env", {}).setdefault("PATH", PATH)
@@ -31,7 +31,7 @@ def submit(tmp_path: Path, services: dict, benchmarks: dict | None = None, drive
         "compute": {"here": {"type": "local"}},
         "driver": {"policy_model": next(iter(services)), "benchmarks": benchmarks or {"bench": {}},
                    "env": {"PATH": PATH, **(driver_env or {})}},
-        "job": {"output_path": str(tmp_path / "runs")},
+        "job": {"output_path": str(tmp_path / "runs"), **(job or {})},
         "otel": {"enabled": False},
     }  # fmt: skip
     path = tmp_path / "config.yaml"
@@ -140,25 +140,13 @@ def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> No
 
 
 def test_shared_deployment_starts_the_model_once_for_every_benchmark(tmp_path) -> None:
-    services = {"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "port": 18236}}
-    for service in services.values():
-        service.setdefault("container", "unused")
-        service.setdefault("env", {}).setdefault("PATH", PATH)
-    config = {
-        "services": services,
-        "compute": {"here": {"type": "local"}},
-        "driver": {"policy_model": "policy", "env": {"PATH": PATH, "STANDIN_DRIVER_SECONDS": "lit:1"},
-                   "benchmarks": {"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}, "d": {}}},
-        "job": {"output_path": str(tmp_path / "runs"), "deployment": "shared", "benchmarks_at_once": 2},
-        "otel": {"enabled": False},
-    }  # fmt: skip
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    record = submit(
+        tmp_path, {"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "port": 18236}},
+        benchmarks={"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}, "d": {}},
+        driver_env={"STANDIN_DRIVER_SECONDS": "lit:1"}, job={"deployment": "shared", "benchmarks_at_once": 2},
+    )  # fmt: skip
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
-    proc = subprocess.run([*cli, "submit", "-c", str(path), "--json"], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr
-    record = json.loads(proc.stdout)
     assert len({b["job_id"] for b in record["benchmarks"]}) == 1  # one job for all
     watched = subprocess.run([*cli, "status", "--last", "--watch", "--json", "--interval", "0.5"],
                              capture_output=True, text=True, env=env, timeout=120)  # fmt: skip

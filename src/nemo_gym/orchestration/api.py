@@ -497,7 +497,7 @@ class SubmitConfig(_StrictModel):
             self._resolve_placement(name, service, compute_name)
             self._check_pools_exist(name, service, compute_name, node_pools)
             if isinstance(service, VllmServiceConfig):
-                self._check_vllm_shape(name, service, compute_name, node_pools, total_nodes)
+                self._check_vllm_shape(name, service, node_pools, total_nodes)
         rules.check_port_clashes(
             self.services, list(node_pools), self.driver.policy_model, self.otel.enabled
         )
@@ -555,7 +555,6 @@ class SubmitConfig(_StrictModel):
         self,
         name: str,
         service: VllmServiceConfig,
-        compute_name: str,
         node_pools: dict[str, NodePool],
         total_nodes: int,
     ) -> None:
@@ -571,7 +570,6 @@ class SubmitConfig(_StrictModel):
                 f"hosts an equal share of the data-parallel replicas."
             )
         self._validate_vllm_gpu_footprint(name, service, service_nodes, pools, gpus, is_ray_serve)
-        _ = compute_name
 
     def _validate_vllm_gpu_footprint(
         self,

@@ -298,21 +298,24 @@ def _vllm_argv(service: VllmServiceConfig) -> list[str]:
     return argv + shlex.split(service.extra_args)
 
 
-def _without_api_server_count(argv: list[str]) -> list[str]:
-    """Headless vLLM ranks refuse --api-server-count; only the head serves the API."""
+def _drop_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """``argv`` without the given options, written ``--flag value`` or ``--flag=value``."""
     out: list[str] = []
     skip = False
     for arg in argv:
         if skip:
             skip = False
             continue
-        if arg == "--api-server-count":
-            skip = True
-            continue
-        if arg.startswith("--api-server-count="):
+        flag, has_value, _ = arg.partition("=")
+        if flag in flags:
+            skip = not has_value
             continue
         out.append(arg)
     return out
+
+
+# Headless vLLM ranks refuse --api-server-count: only the head serves the API.
+_HEAD_ONLY_VLLM_FLAGS = ("--api-server-count",)
 
 
 def _vllm_step(
@@ -352,7 +355,7 @@ def _vllm_step(
         return Step(
             mode="vllm-dp",
             argv=tuple(base + dp),
-            worker_argv=tuple(_without_api_server_count(base) + dp + ["--headless"]),
+            worker_argv=tuple(_drop_flags(base, _HEAD_ONLY_VLLM_FLAGS) + dp + ["--headless"]),
             dp_local_size=local,
             **common,  # type: ignore[arg-type]
         )
@@ -378,21 +381,6 @@ def _ray_resource_flags(service: RayServiceConfig, pool: str | None) -> list[str
 
 
 _HEAD_ONLY_RAY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard", "--dashboard-host", "--dashboard-port")
-
-
-def _worker_extra(extra: list[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for arg in extra:
-        if skip:
-            skip = False
-            continue
-        flag = arg.split("=", 1)[0]
-        if flag in _HEAD_ONLY_RAY_FLAGS:
-            skip = "=" not in arg
-            continue
-        out.append(arg)
-    return out
 
 
 def _ray_steps(layout: _Layout, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...]) -> list[Step]:
@@ -429,7 +417,7 @@ def _ray_steps(layout: _Layout, name: str, service: RayServiceConfig, env: tuple
         steps.append(
             Step(
                 name=f"{name}_{pool}_workers", mode="ray-worker", nodes=nodes,
-                argv=tuple(["ray", "start", *flags, *_worker_extra(extra)]),
+                argv=tuple(["ray", "start", *flags, *_drop_flags(extra, _HEAD_ONLY_RAY_FLAGS)]),
                 **common,  # type: ignore[arg-type]
             )
         )  # fmt: skip
