@@ -142,6 +142,13 @@ def is_this_machine(hostname: str | None) -> bool:
     return hostname in names
 
 
+def using(conn: LocalConnection | SSHConnection | None, hostname: str | None):
+    """The caller's open connection (left open), or a new one for this use only."""
+    from contextlib import nullcontext
+
+    return nullcontext(conn) if conn is not None else connect(hostname)
+
+
 def connect(hostname: str | None) -> LocalConnection | SSHConnection:
     if is_this_machine(hostname):
         return LocalConnection()

@@ -12,7 +12,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from nemo_gym.orchestration.connection import LocalConnection, SSHConnection, connect
+from nemo_gym.orchestration.connection import LocalConnection, SSHConnection, using
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import SubmissionRecord, index_dir, load_record
 
@@ -118,7 +118,7 @@ def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, s
     still_going = slurm_state in RUNNING_SLURM_STATES or (executor == "local" and runner_alive and phase in ("starting", "running"))
     if own.get("cancelled_by_user") and phase != "succeeded" and not still_going:
         return "cancelled", "cancelled by the user (gym eval cancel)"
-    restarts = int(slurm.get("Restarts", "0") or 0) if slurm.get("Restarts", "0").isdigit() else 0
+    restarts = int(slurm["Restarts"]) if slurm.get("Restarts", "").isdigit() else 0
     if slurm_state == "PENDING" and restarts:
         return "queued", (
             f"requeued by Slurm after a node failure or preemption (attempt {restarts + 1}); "
@@ -164,15 +164,8 @@ def probe_run(record: SubmissionRecord, conn: LocalConnection | SSHConnection | 
     results: dict[str, tuple[str, str, int]] = {}
     runner_alive = False
     if queued:
-        own_conn = conn is None
-        conn = conn or connect(record.hostname)
-        try:
-            if own_conn:
-                conn.__enter__()
-            out = conn.run_script(_probe_script(record)).stdout
-        finally:
-            if own_conn:
-                conn.__exit__(None, None, None)
+        with using(conn, record.hostname) as c:
+            out = c.run_script(_probe_script(record)).stdout
         runner_alive = f"{PROBE_MARKER}__runner__alive" in out
         for line in out.splitlines():
             if not line.startswith(PROBE_MARKER) or "\x1f" not in line:

@@ -332,19 +332,19 @@ def _vllm_step(
     )  # fmt: skip
     base = _vllm_argv(service)
     n = service.number_of_instances
-    if effective_ray_serve(service, nodes.count, gpus):
-        # Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint.
-        without_port = [a for i, a in enumerate(base) if a != "--port" and (i == 0 or base[i - 1] != "--port")]
-        return Step(
-            name=name, service=name, nodes=nodes, container=service.container, mounts=tuple(service.mounts),
-            env=env, pre_command=service.pre_command, health=health, mode="vllm-gateway",
-            argv=tuple(without_port), ray_port=VLLM_RAY_PORT, instances=n, port=service.port,
-            gpus_per_instance=service.tensor_parallel_size * service.pipeline_parallel_size if gpus else 0,
-        )  # fmt: skip
     common = dict(
         name=name, service=name, nodes=nodes, container=service.container, mounts=tuple(service.mounts),
         env=env, pre_command=service.pre_command, health=health,
     )  # fmt: skip
+    if effective_ray_serve(service, nodes.count, gpus):
+        # Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
+        # replica gets its own port from the gateway.
+        return Step(
+            mode="vllm-gateway", argv=tuple(_drop_flags(base, ("--port",))), ray_port=VLLM_RAY_PORT,
+            instances=n, port=service.port,
+            gpus_per_instance=service.tensor_parallel_size * service.pipeline_parallel_size if gpus else 0,
+            **common,  # type: ignore[arg-type]
+        )  # fmt: skip
     if nodes.count == 1:
         argv = base + (["--data-parallel-size", str(n)] if n > 1 else [])
         return Step(mode="plain", argv=tuple(argv), **common)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nemo_gym.orchestration.connection import connect
+from nemo_gym.orchestration.connection import LocalConnection, SSHConnection, using
 from nemo_gym.orchestration.record import SubmissionRecord
 
 MARKER = "__GYM_RESULT:"
@@ -53,12 +53,14 @@ def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def collect_results(record: SubmissionRecord, states: dict[str, str]) -> list[BenchmarkResult]:
+def collect_results(
+    record: SubmissionRecord, states: dict[str, str], conn: LocalConnection | SSHConnection | None = None
+) -> list[BenchmarkResult]:
     found: dict[str, BenchmarkResult] = {
         b.benchmark: BenchmarkResult(b.benchmark, 0) for b in record.benchmarks
     }
-    with connect(record.hostname) as conn:
-        out = conn.run_script(_script(record)).stdout
+    with using(conn, record.hostname) as c:
+        out = c.run_script(_script(record)).stdout
     for line in out.splitlines():
         if not line.startswith(MARKER):
             continue

@@ -70,7 +70,7 @@ def _follow(record, job, conn, script: str, args: argparse.Namespace) -> int:
     def watch() -> None:
         # Stop following once the job has ended and its last lines had time to arrive.
         while not done.is_set():
-            [status] = [s for s in probe_run(record) if s.benchmark == job.benchmark]
+            [status] = [s for s in probe_run(record, conn) if s.benchmark == job.benchmark]
             if status.state in FINAL:
                 time.sleep(1.5)
                 proc.terminate()

@@ -121,9 +121,12 @@ def run_results(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.observe import find_run, probe_run
     from nemo_gym.orchestration.results import collect_results, headline, results_json
 
+    from nemo_gym.orchestration.connection import connect
+
     record = find_run(args.run, args.last)
-    states = {s.benchmark: s.state for s in probe_run(record)}
-    results = collect_results(record, states)
+    with connect(record.hostname) as conn:  # one connection for the states and the metrics
+        states = {s.benchmark: s.state for s in probe_run(record, conn)}
+        results = collect_results(record, states, conn)
     if args.json:
         print(results_json(record, results))
         return 0
