@@ -151,7 +151,7 @@ def test_a_requeued_job_starts_clean_and_succeeds(cluster_run) -> None:
     cluster_run.wait_for("bench", {"running"})
     subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
     time.sleep(1)
-    final = cluster_run.wait_for("bench", {"succeeded", "failed"}, timeout=300)  # Slurm delays a requeue ~2 min
+    final = cluster_run.wait_for("bench", {"succeeded", "failed"}, timeout=300)  # Slurm holds a requeue for cred_expire
     assert final["state"] == "succeeded", final
     attempts = sorted(p.name for p in (Path(job["job_dir"]) / ".gym").iterdir())
     assert attempts == [job["job_id"], f"{job['job_id']}.attempt-1"]

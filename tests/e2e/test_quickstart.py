@@ -83,3 +83,47 @@ def test_bad_model_path_fails_fast_naming_the_service(envs, tmp_path) -> None:
     assert time.monotonic() - start < 120  # not the 600 s health timeout
     out = (Path(job["job_dir"]) / f"slurm-{job['job_id']}.out").read_text()
     assert "service policy died" in out and "/nonexistent/model" in out
+
+
+def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(envs, slurm, tmp_path) -> None:
+    """The real vLLM and gym on Slurm: once rollouts appear, the job's time limit is lowered to what
+    it has already run (a real Slurm TIMEOUT, at a moment the test knows); the job queued behind it
+    resumes with gym's resume_from_cache and finishes the rest, each rollout once."""
+    repeats = 12  # 144 rollouts, one at a time: ~50 s of collection, longer than Slurm takes to cut
+    submitted = gym(tmp_path, "submit", "-c", str(REPO / "examples" / "quickstart-slurm.yaml"), "--json",
+                    "+driver.benchmarks.answer-judge.resumable=true",
+                    f"+driver.benchmarks.answer-judge.run.num_repeats={repeats}",
+                    "+driver.benchmarks.answer-judge.run.num_samples_in_parallel=1")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    record = json.loads(submitted.stdout)
+    [job] = record["benchmarks"]
+    job_dir = Path(job["job_dir"])
+    rollouts = job_dir / "artifacts" / "rollouts.jsonl"
+    deadline = time.monotonic() + 300
+    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < 5:
+        assert time.monotonic() < deadline, "no rollouts within 300 s"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"jobid={job['job_id']}", "TimeLimit=1"], check=True)
+    try:
+        watched = gym(tmp_path, "status", record["gym_job_id"], "--watch", "--json", "--interval", "2")
+        [final] = json.loads(watched.stdout)["jobs"]
+    finally:
+        ids = [line.split("\t")[1] for line in (job_dir / ".gym" / "chain").read_text().splitlines()
+               if line.split("\t")[0] in ("start", "successor")]  # fmt: skip
+        subprocess.run(["scancel", *ids], capture_output=True)
+    assert final["state"] == "succeeded", final
+    first, second = final["chain"]
+    assert subprocess.run(["scontrol", "show", "job", "-o", first], capture_output=True, text=True).stdout.count(
+        "JobState=TIMEOUT"
+    ) == 1
+    chain = [line.split("\t") for line in (job_dir / ".gym" / "chain").read_text().splitlines()]
+    [verdict] = [r for r in chain if r[0] == "verdict"]
+    kept = int(verdict[4])
+    assert verdict[2] == "timeout" and verdict[5] == "free" and 5 <= kept < 12 * repeats, verdict
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    keys = sorted((r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows)
+    assert keys == sorted({*keys}) and len(keys) == 12 * repeats  # each rollout once: nothing lost, nothing twice
+    second_log = (job_dir / "logs" / f"driver-{second}.log").read_text(errors="replace")
+    assert "Skipping resume_from_cache" not in second_log  # gym really resumed from the cache
+    metrics = json.loads((job_dir / "artifacts" / "rollouts_aggregate_metrics.json").read_text())
+    assert f"pass@1[avg-of-{repeats}]/accuracy" in metrics[0]["key_metrics"]  # over every repeat, both jobs'

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
+from nemo_gym.orchestration.rules import walltime_seconds
 from nemo_gym.orchestration.stage import write_staged
 from nemo_gym.orchestration.validate import validate_config
 
@@ -131,3 +132,43 @@ def test_any_invalid_config_fails_cleanly(data) -> None:
         _validated(data if isinstance(data, dict) else {"services": data})
     except UserError as exc:
         assert exc.problems and all(isinstance(p, str) and p and "\n" not in p for p in exc.problems)
+
+
+slurm_times = st.one_of(
+    st.integers(1, 10**6).map(str),
+    st.tuples(st.integers(0, 99), st.integers(0, 59), st.integers(0, 59)).map(lambda t: "%02d:%02d:%02d" % t),
+    st.tuples(st.integers(0, 30), st.integers(0, 23), st.integers(0, 59)).map(lambda t: "%d-%02d:%02d" % t),
+).filter(lambda t: walltime_seconds(t) > 0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    retries=st.integers(0, 10**6),
+    cap=st.none() | slurm_times,
+    flag=st.booleans(),
+    model=nasty.filter(lambda s: "\n" not in s and "\r" not in s),
+    run=st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True), run_values, max_size=3),
+)
+def test_any_valid_resumable_config_renders_sound_scripts(retries, cap, flag, model, run) -> None:
+    run = {k: v for k, v in run.items() if not k.startswith("policy_") and k != "resume_from_cache"}
+    resumable = True if flag else {"max_retries": retries, "max_walltime": cap}
+    data = {
+        "services": {"policy": {"type": "vllm", "container": "c", "model": model}},
+        "compute": {"c": {"type": "slurm", "account": "a", "walltime": "1"}},
+        "driver": {"policy_model": "policy", "benchmarks": {"b": {"run": run, "resumable": resumable}}},
+        "job": {"output_path": "/tmp/unused"},
+        "otel": {"enabled": False},
+    }
+    config = _validated(data)
+    plan = build_plan(config, "gym-job-20260101T000000Z-000001")
+    staged = render_run(config, plan)
+    resume = staged.files["b/steps/resume.sh"].content
+    assert f"GYM_MAX_RETRIES={3 if flag else retries}\n" in resume
+    assert f"GYM_MAX_WALLTIME_SECONDS={walltime_seconds(cap) if cap and not flag else 0}\n" in resume
+    assert "+resume_from_cache=true" in staged.files["b/steps/driver.sh"].content
+    for rel, f in staged.files.items():
+        if rel.endswith(".sh"):
+            assert subprocess.run(["bash", "-n"], input=f.content, text=True, capture_output=True).returncode == 0
+            if shutil.which("shellcheck"):
+                proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=f.content, text=True, capture_output=True)
+                assert proc.returncode == 0, proc.stdout

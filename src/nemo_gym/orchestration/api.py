@@ -32,6 +32,7 @@ __all__ = [
     "BaseModelServiceConfig",
     "BaseServiceConfig",
     "BenchmarkRunConfig",
+    "ResumeConfig",
     "ComputeConfig",
     "DriverConfig",
     "GymInstallConfig",
@@ -383,9 +384,50 @@ ComputeConfig = Annotated[
 # driver, job, telemetry
 
 
+class ResumeConfig(_StrictModel):
+    """Extension beyond the spec, as in NeMo Gym 0.7.0: how far a resumable benchmark's chain of
+    jobs may go. A job that times out or is preempted after writing new rollouts resumes for free
+    (within ``max_walltime``, summed over the chain); any other resume spends one of ``max_retries``
+    (a node failure, a service dying mid-run, a job that made no progress)."""
+
+    max_retries: int = 3
+    max_walltime: str | None = None
+
+    _check_retries = field_validator("max_retries")(rules.non_negative)
+    _check_walltime = field_validator("max_walltime")(rules.optional_time_cap)
+
+
+def _resume_shape(v: Any) -> str:
+    return "caps" if isinstance(v, (dict, ResumeConfig)) else "flag"
+
+
+# ``true``/``false``, or the caps as a mapping; tagged so an error names one shape, not both.
+Resumable = Annotated[
+    Union[Annotated[bool, Tag("flag")], Annotated[ResumeConfig, Tag("caps")]], Discriminator(_resume_shape)
+]
+
+
 class BenchmarkRunConfig(_StrictModel):
     prepare: dict[str, Any] = {}
     run: dict[str, Any] = {}
+    # Extension beyond the spec (NeMo Gym 0.7.0's field): requeue this benchmark's job when it
+    # times out, is preempted or loses a node, and continue from the rollouts already written.
+    resumable: Resumable = False
+
+    @property
+    def resume_config(self) -> ResumeConfig | None:
+        if self.resumable is False:
+            return None
+        return ResumeConfig() if self.resumable is True else self.resumable
+
+    @model_validator(mode="after")
+    def _check_resume_from_cache(self) -> BenchmarkRunConfig:
+        if self.resume_config is not None and self.run.get("resume_from_cache") in (False, "false", "False"):
+            raise ValueError(
+                "resumable needs gym to resume from its cache, but run.resume_from_cache is false; "
+                "drop run.resume_from_cache or drop resumable"
+            )
+        return self
 
 
 class GymInstallConfig(_StrictModel):
@@ -506,8 +548,25 @@ class SubmitConfig(_StrictModel):
                 f"driver.benchmarks: with job.deployment: shared the name '{SHARED_DEPLOYMENT_DIR}' is the "
                 f"shared job's own directory; rename that benchmark"
             )
+        self._check_resumable(compute_name, compute)
         self._wire_policy_model()
         return self
+
+    def _check_resumable(self, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig) -> None:
+        resumable = [name for name, bench in self.driver.benchmarks.items() if bench.resume_config is not None]
+        if not resumable:
+            return
+        names = ", ".join(f"driver.benchmarks.{name}.resumable" for name in resumable)
+        if isinstance(compute, LocalComputeConfig):
+            raise ValueError(
+                f"{names}: compute '{compute_name}' is local, which has no walltime, preemption or node "
+                f"failure to resume from; drop resumable or submit to a Slurm compute"
+            )
+        if self.job.deployment == "shared":
+            raise ValueError(
+                f"{names}: job.deployment: shared runs every benchmark in one job, and a job is resumed as "
+                f"a whole; use job.deployment: per_benchmark or drop resumable"
+            )
 
     # -- placement ---------------------------------------------------------------------------
 

@@ -116,6 +116,9 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, 
         if isinstance(node, type) and issubclass(node, BaseModel):
             field = node.model_fields.get(str(item))
             node = field.annotation if field is not None else None
+            if field is not None and field.metadata:
+                # pydantic keeps a field's own Annotated[Union, Discriminator] metadata apart.
+                node = typing.Annotated[(field.annotation, *field.metadata)]
             parts.append(str(item))
             continue
         origin = typing.get_origin(node)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from nemo_gym.orchestration.api import SHARED_DEPLOYMENT_DIR
+from nemo_gym.orchestration.chain import CHAIN_IDS_AWK, LATEST_STARTED_AWK
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import FINAL, JobStatus
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
@@ -34,14 +35,15 @@ def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
 
 
 def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: str) -> str:
-    """Shell words for the wanted log files (quoted parts, glob characters left active).
+    """Shell words for the wanted log files (quoted parts, glob characters left active), of the
+    job in ``$jid`` (see ``current_job_shell``).
 
     With a shared deployment the services and the job's own log live in the shared job's
     directory; each benchmark's driver log stays in its own.
     """
     if job.job_id is None:
         raise UserError(f"{job.benchmark} was never queued ({job.error}); there are no logs")
-    jid = shlex.quote(job.job_id)
+    jid = '"$jid"'
     own = shlex.quote(job.job_dir)
     if driver:
         return f"{own}/logs/driver-{jid}.log"
@@ -55,10 +57,17 @@ def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: 
     return " ".join(f"{d}/slurm-{jid}.out" for d in dirs)
 
 
-def logs_script(patterns: str, lines: int | None, follow: bool) -> str:
+def current_job_shell(job: BenchmarkJob) -> str:
+    """Sets ``jid``: the benchmark's job that ran last — of a resumable chain, its latest job."""
+    chain = shlex.quote(f"{job.job_dir}/.gym/chain")
+    return f"jid=$({LATEST_STARTED_AWK} {chain} 2>/dev/null); [ -n \"$jid\" ] || jid={shlex.quote(job.job_id or '')}; "
+
+
+def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: bool) -> str:
     n = "+1" if lines is None else str(lines)
     return (
-        f"shopt -s nullglob; files=(); for f in {patterns}; do [ -e \"$f\" ] && files+=(\"$f\"); done; "
+        current_job_shell(job)
+        + f"shopt -s nullglob; files=(); for f in {patterns}; do [ -e \"$f\" ] && files+=(\"$f\"); done; "
         'if [ ${#files[@]} -eq 0 ]; then echo "__GYM_NO_LOGS__"; exit 3; fi; '
         + (f'exec tail -n {n} -F "${{files[@]}}"' if follow else f'tail -n {n} "${{files[@]}}"')
     )
@@ -76,7 +85,18 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
         marker = shlex.quote(f"{job.job_dir}/.gym/{job.job_id}")
         lines.append(f"mkdir -p {marker} && date -u +%Y-%m-%dT%H:%M:%SZ >{marker}/cancelled")
         if record.executor == "slurm":
-            lines.append(f"scancel {shlex.quote(job.job_id or '')} || echo __GYM_CANCEL_FAILED:{job.benchmark}")
+            # A resumable benchmark is a chain: the job running now and the one queued to resume it
+            # both go, and the chain-wide marker stops any job of it that starts regardless.
+            chain = shlex.quote(f"{job.job_dir}/.gym/chain")
+            lines += [
+                f"date -u +%Y-%m-%dT%H:%M:%SZ >{shlex.quote(job.job_dir)}/.gym/cancelled",
+                f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {CHAIN_IDS_AWK} {chain} 2>/dev/null; }} | awk '!seen[$0]++'); do",
+                "  case $(scontrol show job -o \"$id\" 2>/dev/null | grep -o 'JobState=[A-Z_]*') in",
+                "    JobState=PENDING | JobState=RUNNING | JobState=CONFIGURING | JobState=SUSPENDED | JobState=REQUEUE*)",
+                f"      scancel \"$id\" || echo __GYM_CANCEL_FAILED:{job.benchmark} ;;",
+                "  esac",
+                "done",
+            ]
         else:
             # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
             lines.append(f"[ -f {marker}/pid ] && kill -TERM \"$(cat {marker}/pid)\" 2>/dev/null; true")

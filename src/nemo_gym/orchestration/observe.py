@@ -8,10 +8,12 @@ tell, the state is ``unknown`` with the reason.
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
+from nemo_gym.orchestration.chain import CHAIN_IDS_AWK, END_STATES, Chain, parse_chain
 from nemo_gym.orchestration.connection import LocalConnection, SSHConnection, using
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import SubmissionRecord, index_dir, load_record
@@ -28,6 +30,8 @@ class JobStatus:
     detail: str
     rollouts: int
     job_dir: str
+    # Every job of a resumable benchmark's chain, oldest first (just job_id otherwise).
+    chain: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -67,25 +71,48 @@ def find_run(name: str | None, last: bool) -> SubmissionRecord:
 # -- probing -----------------------------------------------------------------------------------------
 
 
+# Shell: one benchmark's probe. The chain is read again after Slurm is asked, and the whole probe
+# repeated if it names other jobs by then: a job that ended between the two reads has written its
+# records before Slurm could call it ended, so status never sees an ending the chain does not explain.
+_PROBE_FUNCTIONS = r"""
+gym_chain_ids() { { echo "$1"; CHAIN_IDS_AWK; } | awk '!seen[$0]++' | tail -n 4; }
+gym_probe() {
+    local b=$1 d=$2 first=$3 ids now ch out id st sc sa n try
+    for try in 1 2 3; do
+        ids=$(cat "$d/.gym/chain" 2>/dev/null | gym_chain_ids "$first")
+        out=""
+        for id in $ids; do
+            st=$(cat "$d/.gym/$id/state" 2>/dev/null | tr '\n' '\t')
+            { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
+            sc=''; sa=''
+            if [ "$gym_slurm" = 1 ]; then
+                sc=$(scontrol show job -o "$id" 2>/dev/null | tr '\n' ' ')
+                [ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$id" -o State,ExitCode 2>/dev/null | head -1)
+            fi
+            out+="$(printf 'MARKERJ\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$sc" "$sa")"$'\n'
+        done
+        ch=$(base64 -w0 "$d/.gym/chain" 2>/dev/null)
+        now=$(printf '%s' "$ch" | base64 -d 2>/dev/null | gym_chain_ids "$first")
+        [ "$ids" = "$now" ] && break
+    done
+    n=$(cat "$d/artifacts/rollouts.jsonl" 2>/dev/null | wc -l)
+    printf '%s' "$out"
+    printf 'MARKERB\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch"
+}
+"""
+
+
 def _probe_script(record: SubmissionRecord) -> str:
-    lines = ["have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1"]
+    """Per benchmark: its rollouts and resume chain, and per job of the chain (the last few): the
+    job's own state file, and what Slurm says of it."""
+    lines = [
+        "have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1",
+        f"gym_slurm={1 if record.executor == 'slurm' else 0}",
+        _PROBE_FUNCTIONS.replace("CHAIN_IDS_AWK", CHAIN_IDS_AWK).replace("MARKER", PROBE_MARKER),
+    ]
     for job in record.benchmarks:
-        if not job.job_id:
-            continue
-        d = shlex.quote(job.job_dir)
-        jid = shlex.quote(job.job_id)
-        lines.append(
-            f"st=$(cat {d}/.gym/{jid}/state 2>/dev/null | tr '\\n' '\\t'); "
-            f"[ -e {d}/.gym/{jid}/cancelled ] && st=\"$st\"$'\\t'cancelled_by_user=1; "
-            f"n=$(cat {d}/artifacts/rollouts.jsonl 2>/dev/null | wc -l); "
-            + (
-                f"sc=$(scontrol show job -o {jid} 2>/dev/null | tr '\\n' ' '); "
-                f"sa=''; [ \"$have_sacct\" = 1 ] && sa=$(sacct -X -n -P -j {jid} -o State,ExitCode 2>/dev/null | head -1); "
-                if record.executor == "slurm"
-                else "sc=''; sa=''; "
-            )
-            + f"printf '%s%s\\x1f%s\\x1f%s\\x1f%s\\x1f%s\\n' {shlex.quote(PROBE_MARKER)} {shlex.quote(job.benchmark)} \"$st\" \"$n\" \"$sc\" \"$sa\""
-        )
+        if job.job_id:
+            lines.append(f"gym_probe {shlex.quote(job.benchmark)} {shlex.quote(job.job_dir)} {shlex.quote(job.job_id)}")
     if record.executor == "local":
         runner = shlex.quote(record.run_dir + "/.gym-runner.pid")
         lines.append(
@@ -159,32 +186,99 @@ def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, s
     )
 
 
+@dataclass
+class _JobProbe:
+    own: dict[str, str]
+    slurm: dict[str, str]
+    sacct: str
+
+
+def _parse_probe(out: str) -> tuple[dict[str, tuple[int, Chain]], dict[tuple[str, str], _JobProbe]]:
+    benches: dict[str, tuple[int, Chain]] = {}
+    jobs: dict[tuple[str, str], _JobProbe] = {}
+    for line in out.splitlines():
+        if not line.startswith(PROBE_MARKER) or "\x1f" not in line:
+            continue
+        kind, *cols = line[len(PROBE_MARKER) :].split("\x1f")
+        if kind == "B":
+            bench, n, chain = (cols + ["", "", ""])[:3]
+            try:
+                text = base64.b64decode(chain).decode(errors="replace")
+            except ValueError:
+                text = ""
+            benches[bench] = (int(n.strip() or 0), parse_chain(text))
+        elif kind == "J":
+            bench, job_id, st, sc, sa = (cols + [""] * 5)[:5]
+            jobs[(bench, job_id)] = _JobProbe(_fields(st, "\t"), _fields(sc, " "), sa.strip())
+    return benches, jobs
+
+
+def _chain_status(
+    first_id: str, chain: Chain, probe: dict[str, _JobProbe], rollouts: int, executor: str, runner_alive: bool
+) -> tuple[str, str, str]:
+    """(state, detail, current job id) of a benchmark, following its resume chain."""
+
+    def combined(job_id: str) -> tuple[str, str]:
+        p = probe.get(job_id, _JobProbe({}, {}, ""))
+        return _combine(job_id, p.own, rollouts, p.slurm, p.sacct, executor, runner_alive)
+
+    latest = chain.latest
+    if latest is None:  # not resumable, or its first job has not started yet
+        state, detail = combined(first_id)
+        return state, detail, first_id
+    history = chain.summary()
+    if chain.end is not None:
+        end_state, why = chain.end
+        return END_STATES.get(end_state, "unknown"), why + (f" ({history})" if history else ""), latest
+    state, detail = combined(latest)
+    if state not in ("failed", "timed out", "unknown", "cancelled") or state == "cancelled" and _by_user(probe, latest):
+        return state, detail + (f" ({history})" if history and state != "queued" else ""), latest
+    successor = chain.successors.get(latest)
+    if successor is None:
+        why = chain.no_successor.get(latest)
+        return state, detail + (f"; not resumed: {why}" if why else ""), latest
+    after = f"job {latest} {state} ({detail})"
+    next_probe = probe.get(successor, _JobProbe({}, {}, ""))
+    next_state = slurm_state_of(next_probe.slurm, next_probe.sacct)
+    if next_state == "PENDING":
+        reason = next_probe.slurm.get("Reason", "no reason given")
+        return "queued", f"resuming: {after}; job {successor} waits in the queue ({reason})", successor
+    if next_state in RUNNING_SLURM_STATES:
+        return "starting", f"resuming in job {successor}: {after}", successor
+    if next_state.startswith("CANCELLED") and _by_user(probe, successor):
+        return "cancelled", "cancelled by the user (gym eval cancel)", successor
+    return state, f"{detail}; its resume job {successor} ended without starting ({next_state or 'Slurm forgot it'})", latest
+
+
+def _by_user(probe: dict[str, _JobProbe], job_id: str) -> bool:
+    return bool(probe.get(job_id, _JobProbe({}, {}, "")).own.get("cancelled_by_user"))
+
+
 def probe_run(record: SubmissionRecord, conn: LocalConnection | SSHConnection | None = None) -> list[JobStatus]:
     queued = [b for b in record.benchmarks if b.job_id]
-    results: dict[str, tuple[str, str, int]] = {}
+    benches: dict[str, tuple[int, Chain]] = {}
+    jobs: dict[tuple[str, str], _JobProbe] = {}
     runner_alive = False
     if queued:
         with using(conn, record.hostname) as c:
             out = c.run_script(_probe_script(record)).stdout
         runner_alive = f"{PROBE_MARKER}__runner__alive" in out
-        for line in out.splitlines():
-            if not line.startswith(PROBE_MARKER) or "\x1f" not in line:
-                continue
-            bench, st, n, sc, sa = (line[len(PROBE_MARKER) :].split("\x1f") + [""] * 5)[:5]
-            job = next(b for b in record.benchmarks if b.benchmark == bench)
-            rollouts = int(n.strip() or 0)
-            state, detail = _combine(
-                job.job_id or "", _fields(st, "\t"), rollouts, _fields(sc, " "), sa.strip(), record.executor,
-                runner_alive,
-            )  # fmt: skip
-            results[bench] = (state, detail, rollouts)
+        benches, jobs = _parse_probe(out)
     statuses = []
     for job in record.benchmarks:
         if not job.job_id:
             statuses.append(JobStatus(job.benchmark, None, "failed", f"sbatch refused: {job.error}", 0, job.job_dir))
             continue
-        state, detail, rollouts = results.get(job.benchmark, ("unknown", "no answer from the cluster", 0))
-        statuses.append(JobStatus(job.benchmark, job.job_id, state, detail, rollouts, job.job_dir))
+        if job.benchmark not in benches:
+            statuses.append(JobStatus(job.benchmark, job.job_id, "unknown", "no answer from the cluster", 0,
+                                      job.job_dir, [job.job_id]))  # fmt: skip
+            continue
+        rollouts, chain = benches[job.benchmark]
+        probe = {job_id: p for (bench, job_id), p in jobs.items() if bench == job.benchmark}
+        state, detail, current = _chain_status(job.job_id, chain, probe, rollouts, record.executor, runner_alive)
+        # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
+        ids = chain.job_ids(with_successor=state != "succeeded") or [job.job_id]
+        statuses.append(JobStatus(job.benchmark, current, state, detail, rollouts, job.job_dir, ids))
     return statuses
 
 

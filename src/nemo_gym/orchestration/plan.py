@@ -18,6 +18,7 @@ from typing import Literal
 from nemo_gym.orchestration.api import (
     SHARED_DEPLOYMENT_DIR,
     BaseServiceConfig,
+    BenchmarkRunConfig,
     DriverConfig,
     RayServiceConfig,
     SlurmComputeConfig,
@@ -27,6 +28,7 @@ from nemo_gym.orchestration.api import (
     env_sources_of,
 )
 from nemo_gym.orchestration.overrides import flatten_overrides
+from nemo_gym.orchestration.rules import walltime_seconds
 
 # The rpc port vLLM's data-parallel ranks use to find the head.
 VLLM_DP_RPC_PORT = 13345
@@ -106,6 +108,19 @@ class DriverPlan:
     rollouts_path: str
 
 
+# No resumable chain grows past this many jobs, whatever its caps say: the last guard against a loop.
+RESUME_CHAIN_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """A resumable benchmark's caps (see ``ResumeConfig``), in the units the job script uses."""
+
+    max_retries: int
+    max_walltime: str | None
+    max_walltime_seconds: int | None
+
+
 @dataclass(frozen=True)
 class JobPlan:
     benchmark: str
@@ -116,6 +131,7 @@ class JobPlan:
     steps: tuple[Step, ...]
     driver: DriverPlan
     ray_addresses: tuple[tuple[str, int, int], ...] = ()  # (service, head node, port)
+    resume: ResumePlan | None = None  # resumable: the job queues its own successor (Slurm only)
 
 
 @dataclass(frozen=True)
@@ -277,7 +293,16 @@ def _job_plan(
         steps=tuple(steps),
         driver=_driver_plan(config, layout, benchmark, job_dir, secrets),
         ray_addresses=tuple(ray_addresses),
+        resume=_resume_plan(config.driver.benchmarks[benchmark]),
     )
+
+
+def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:
+    caps = bench.resume_config
+    if caps is None:
+        return None
+    cap = caps.max_walltime
+    return ResumePlan(caps.max_retries, cap, walltime_seconds(cap) if cap else None)
 
 
 # -- vLLM ---------------------------------------------------------------------------------------
@@ -439,7 +464,12 @@ def _driver_plan(
     run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
     if driver.policy_model and driver.policy_model_type:
         run_argv += ["--model-type", driver.policy_model_type]
-    run_argv += flatten_overrides(bench.run, "run.")
+    run = bench.run
+    if bench.resume_config is not None and "resume_from_cache" not in run:
+        # Every job of a resumable chain continues from the rollouts on disk; on the first job
+        # there are none yet, which gym treats as a fresh start.
+        run = {**run, "resume_from_cache": True}
+    run_argv += flatten_overrides(run, "run.")
     mounts = tuple(driver.mounts) + (f"{job_dir}:{job_dir}",)
     return DriverPlan(
         node=layout.driver_node,

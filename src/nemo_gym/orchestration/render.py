@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from nemo_gym.orchestration.api import SubmitConfig
-from nemo_gym.orchestration.plan import DriverPlan, EnvVar, JobPlan, RunPlan, Step, shell_var
+from nemo_gym.orchestration.plan import RESUME_CHAIN_LIMIT, DriverPlan, EnvVar, JobPlan, RunPlan, Step, shell_var
 from nemo_gym.orchestration.resolved import resolved_config_dict
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
 from nemo_gym.orchestration.yamlio import dump_yaml
@@ -223,6 +223,10 @@ def render_job(
     }
     if job is not plan.shared:
         files["steps/driver.sh"] = _driver_file(config, plan, job)
+    if job.resume is not None:
+        files["steps/resume.sh"] = StagedFile(
+            env.get_template("resume.sh.j2").render(run_id=plan.run_id, resume=job.resume, chain_limit=RESUME_CHAIN_LIMIT)
+        )
     if otel is not None:
         from nemo_gym.orchestration.otel import render_collector_config
 

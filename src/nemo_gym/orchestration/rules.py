@@ -114,6 +114,38 @@ def optional_walltime(cls: Any, v: str | None) -> str | None:
     )
 
 
+def walltime_seconds(v: str) -> int:
+    """Seconds in a Slurm time ('MM', 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS')."""
+    if not WALLTIME_RE.match(v):
+        raise ValueError(f"{v!r} is not a Slurm time")
+    days, _, clock = v.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if days:
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        hours, minutes, seconds = parts
+    else:
+        hours, (minutes, seconds) = 0, (parts + [0])[:2]
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def optional_time_cap(cls: Any, v: str | None) -> str | None:
+    """A finite, non-zero Slurm time (a cap cannot be 'UNLIMITED': leave it unset instead)."""
+    if v is None:
+        return v
+    if not WALLTIME_RE.match(v):
+        raise ValueError(f"{v!r} is not a Slurm time; write it like '30' (minutes), '48:00:00' or '2-00:00:00'")
+    if walltime_seconds(v) == 0:
+        raise ValueError(f"{v!r} is zero; give a positive time, or leave it unset for no cap")
+    return v
+
+
+def non_negative(cls: Any, v: int) -> int:
+    if v < 0:
+        raise ValueError(f"must be >= 0, got {v}")
+    return v
+
+
 def optional_hostname(cls: Any, v: str | None) -> str | None:
     if v is not None and (not v or any(c.isspace() for c in v) or v.startswith("-")):
         raise ValueError(f"{v!r} is not a host name; use the login node's name or an ssh alias")

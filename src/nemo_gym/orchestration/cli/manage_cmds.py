@@ -45,7 +45,7 @@ def run_logs(args: argparse.Namespace) -> int:
         args.benchmark, args.run = args.run, None
     record = find_run(args.run, args.last)
     job = one_job(record, args.benchmark)
-    script = logs_script(log_patterns(job, args.service, args.driver, record.run_dir), args.lines, args.follow)
+    script = logs_script(job, log_patterns(job, args.service, args.driver, record.run_dir), args.lines, args.follow)
     with connect(record.hostname) as conn:
         if not args.follow:
             result = conn.run_script(script)
@@ -102,7 +102,8 @@ def run_cancel(args: argparse.Namespace) -> int:
     record = find_run(None if args.last else args.run, args.last)
     jobs = select_jobs(record, names)
     with connect(record.hostname) as conn:
-        live, done = cancellable(probe_run(record, conn), jobs)
+        statuses = probe_run(record, conn)
+        live, done = cancellable(statuses, jobs)
         for status in done:
             print(f"  {status.benchmark}: already {status.state}, nothing to cancel")
         if not live:
@@ -113,5 +114,6 @@ def run_cancel(args: argparse.Namespace) -> int:
         if job.benchmark in failed:
             print(f"  {job.benchmark}: scancel {job.job_id} failed", file=sys.stderr)
         else:
-            print(f"  cancelled {job.benchmark} (job {job.job_id})")
+            chain = next(s.chain for s in statuses if s.benchmark == job.benchmark)
+            print(f"  cancelled {job.benchmark} (job {' -> '.join(chain) or job.job_id})")
     return 1 if failed else 0

@@ -61,7 +61,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _status_rows(statuses: list[JobStatus]) -> list[list[str]]:
-    return [[s.benchmark, s.job_id or "-", s.state, s.detail] for s in statuses]
+    # A resumed benchmark shows its chain of jobs, oldest first: 101 -> 102 -> 103.
+    return [[s.benchmark, " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-", s.state, s.detail]
+            for s in statuses]  # fmt: skip
 
 
 def _status_text(record: SubmissionRecord, statuses: list[JobStatus]) -> str:

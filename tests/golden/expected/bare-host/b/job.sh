@@ -16,12 +16,14 @@ export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
+gym_requeued=0
 if [ -d "$(gym_state_dir)" ]; then
     # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
     # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
     gym_attempt=1
     while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
     mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+    gym_requeued=$gym_attempt
 fi
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
@@ -33,11 +35,15 @@ declare -A GYM_SERVICE_STEPS=(
     [policy]=policy
 )
 
+# Ends the job. A failure also records its cause (startup-failed, service-died, driver-failed,
+# walltime, signal), which a resumable job's successor reads when Slurm has forgotten the job.
 gym_finish() {
-    local rc=$1 detail=$2
+    local rc=$1 detail=$2 cause=${3:-}
     trap - TERM INT
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
     gym_stop_collector
     gym_stop_steps
+    [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
     if [ "$rc" -eq 0 ]; then
         gym_phase succeeded "$detail"
     elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
@@ -47,8 +53,21 @@ gym_finish() {
     gym_event "job-end $rc"
     exit "$rc"
 }
-trap 'gym_finish 143 "cancelled or out of time (SIGTERM)"' TERM
-trap 'gym_finish 130 "interrupted"' INT
+# Slurm's TERM reads the same for a walltime, a preemption and scancel: a job with (almost) no
+# time left was stopped by its walltime.
+# shellcheck disable=SC2317  # run by the TERM trap
+gym_on_term() {
+    local left
+    left=$(squeue -h -j "$GYM_JOB_ID" -o %L 2>/dev/null | awk -F'[-:]' '
+        /^-/ {print 0; exit}
+        /^[0-9]/ {s = 0; for (i = 1; i <= NF; i++) s = s * (NF == 4 && i == 2 ? 24 : 60) + $i; print s}')
+    if [ -n "$left" ] && [ "$left" -le 60 ]; then
+        gym_finish 143 "stopped by its walltime (SIGTERM)" walltime
+    fi
+    gym_finish 143 "stopped by a signal: preemption or scancel (SIGTERM)" signal
+}
+trap gym_on_term TERM
+trap 'gym_finish 130 "interrupted" signal' INT
 gym_phase starting "launching services"
 
 # service policy, step policy: one process, nodes 0..0
@@ -56,7 +75,7 @@ srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_l
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
-gym_wait_http policy "http://$(gym_node_name 0):8100/health" 60 || gym_finish 1 "service policy did not start"
+gym_wait_http policy "http://$(gym_node_name 0):8100/health" 60 || gym_finish 1 "service policy did not start" startup-failed
 
 # Driver: gym eval prepare, then run, watched together with the services.
 gym_phase running "driver"
@@ -68,7 +87,7 @@ while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
         if ! gym_check_alive "$service"; then
             kill -TERM "$GYM_DRIVER_PID" 2>/dev/null
             wait "$GYM_DRIVER_PID" 2>/dev/null
-            gym_finish 1 "service $service died while the driver ran"
+            gym_finish 1 "service $service died while the driver ran" service-died
         fi
     done
     sleep 1
@@ -79,11 +98,11 @@ gym_event "driver-end $driver_rc"
 # A service that died between two looks of the watch still makes the results suspect (the driver
 # may have talked to something else on that port): check every service once more.
 for service in "${!GYM_SERVICE_STEPS[@]}"; do
-    gym_check_alive "$service" || gym_finish 1 "service $service died while the driver ran"
+    gym_check_alive "$service" || gym_finish 1 "service $service died while the driver ran" service-died
 done
 if [ "$driver_rc" -ne 0 ]; then
     gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
     tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'
-    gym_finish "$driver_rc" "driver failed with exit status $driver_rc"
+    gym_finish "$driver_rc" "driver failed with exit status $driver_rc" driver-failed
 fi
 gym_finish 0 "driver finished"
