@@ -65,6 +65,7 @@ def test_a_job_cut_by_its_walltime_resumes_from_its_rollouts_and_finishes(cluste
     assert first == job["job_id"] and later, status
     cluster_run.job_ids += later
     assert job_fields(first)["JobState"] == "TIMEOUT"
+    assert Path(job["job_dir"], ".gym", first, "cause").read_text() == "walltime\n"  # what it knew at its TERM
     # While the second job runs, status says it resumes the first.
     assert any(state == "running" and "resumed 1 time(s), 0 of them retries" in detail for state, detail in seen), seen
 
@@ -139,6 +140,7 @@ def test_cancel_stops_the_running_job_and_the_one_queued_to_resume_it(cluster_ru
     final = wait_final(cluster_run, timeout=60)
     assert final["state"] == "cancelled", final
     assert job_fields(successor)["JobState"] == "CANCELLED"
+    assert Path(job["job_dir"], ".gym", first, "cause").read_text() == "cancelled\n"  # Slurm's word, at its TERM
     # The successor never ran: nothing judged, nothing restarted.
     assert not [r for r in chain_records(job["job_dir"]) if r[0] == "verdict"]
 

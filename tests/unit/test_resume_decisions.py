@@ -18,7 +18,9 @@ from nemo_gym.orchestration.render import _environment, _library
 FAKES = {
     "scontrol": '[ -n "${FAKE_SCONTROL_STATE:-}" ] && echo "JobId=$4 JobState=$FAKE_SCONTROL_STATE Reason=None"; true',
     "sacct": '[ -n "${FAKE_SACCT_STATE:-}" ] && echo "$FAKE_SACCT_STATE"; true',
-    "sbatch": 'echo "$*" >>"$FAKE_LOG.sbatch"; [ -z "${FAKE_SBATCH_FAIL:-}" ] || { echo "sbatch: error: $FAKE_SBATCH_FAIL" >&2; exit 1; }; echo 900',
+    "sbatch": 'echo "$*" >>"$FAKE_LOG.sbatch"; [ -z "${FAKE_SBATCH_FAIL:-}" ] || { echo "sbatch: error: $FAKE_SBATCH_FAIL" >&2; exit 1; }; '
+              '[ -z "${FAKE_SBATCH_CHATTY:-}" ] || { echo "sbatch: INFO: site plugin says hi" >&2; echo "note: project quota 80%"; }; '
+              'echo "900${FAKE_SBATCH_CLUSTER:+;$FAKE_SBATCH_CLUSTER}"',
     "scancel": 'echo "$*" >>"$FAKE_LOG.scancel"',
 }
 
@@ -161,15 +163,18 @@ def test_a_timeout_without_progress_spends_a_retry_and_the_cap_stops_the_loop(tm
         ("", "", "service-died", "service-died", "retry"),
         ("", "", "signal", "signal", "retry"),
         ("", "", None, "unknown", "retry"),  # nothing recorded anywhere (node lost)
+        ("", "", "driver-killed", "driver-killed", "retry"),  # the OOM killer, say
+        ("", "", "preempted", "preempted", "free"),  # Slurm's word, kept by the job at its TERM
+        ("", "", "cancelled", "cancelled", "stop"),  # a plain scancel, long forgotten by Slurm
         ("FAILED", "", "service-died", "service-died", "retry"),
     ],
 )
 def test_outcomes_and_actions(job, slurm, sacct, cause, outcome, action) -> None:
     started_and_cut(job, "100", 0, 3, cause=cause)
     proc = job.begin("101", prev="100", FAKE_SCONTROL_STATE=slurm, FAKE_SACCT_STATE=sacct)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == (1 if action == "stop" else 0), proc.stderr
     assert job.verdict()[2] == outcome and job.verdict()[5] == action
-    assert job.end() is None
+    assert (job.end() is None) == (action != "stop")
 
 
 @pytest.mark.parametrize("cause", ["driver-failed", "startup-failed"])
@@ -264,3 +269,18 @@ def test_a_job_failing_the_way_a_rerun_would_ends_the_chain_itself(job, cause, e
         assert job.calls("scancel") == ["900"]  # its successor does not wait in the queue for nothing
     else:
         assert job.end() is None and not job.calls("scancel")
+
+
+@pytest.mark.parametrize("env", [{"FAKE_SBATCH_CHATTY": "1"}, {"FAKE_SBATCH_CLUSTER": "gpu-cluster"}])
+def test_the_successor_id_is_read_whatever_else_sbatch_prints(job, env) -> None:
+    assert job.begin("100", **env).returncode == 0
+    assert [r for r in job.records() if r[0] == "successor"] == [["successor", "900", "100"]]
+
+
+def test_a_requeue_after_the_chain_moved_on_does_not_run_twice(job) -> None:
+    job.chain(("start", "100", 0, 0), ("successor", "101", "100"), ("verdict", "100", "timeout", 60, 5, "free", "x"),
+              ("start", "101", 0, 5), ("successor", "102", "101"))  # fmt: skip
+    (job.dir / ".gym" / "100.attempt-1").mkdir()
+    before = job.records()
+    assert job.begin("100", requeued=1).returncode == 1
+    assert job.records() == before and not job.calls("scancel")  # 101 owns the chain; nothing changed

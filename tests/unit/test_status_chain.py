@@ -85,3 +85,19 @@ def test_a_user_cancel_of_the_waiting_successor_reads_cancelled() -> None:
     text = chain(("start", 100, 1, 0), ("successor", 101, 100))
     probe = {"100": own("failed", "", "TIMEOUT"), "101": _JobProbe({"cancelled_by_user": "1"}, {"JobState": "CANCELLED"}, "")}
     assert status(text, probe)[:2] == ("cancelled", "cancelled by the user (gym eval cancel)")
+
+
+def test_a_job_slurm_is_requeueing_is_queued_not_failed() -> None:
+    """Right after a requeue Slurm shows the job COMPLETING, then PENDING, with Restarts=1, while
+    its state file still holds the TERM of the run being requeued (attempt 0)."""
+    stale = {"phase": "failed", "detail": "stopped by a signal (SIGTERM)", "attempt": "0"}
+    for slurm_state in ("COMPLETING", "PENDING", "REQUEUED"):
+        probe = {"100": _JobProbe(stale, {"JobState": slurm_state, "Restarts": "1", "Reason": "BeginTime"}, "")}
+        state, detail, _ = status("", probe)
+        assert state == "queued" and detail.startswith("requeued by Slurm"), (slurm_state, detail)
+
+
+def test_the_requeued_run_s_own_end_is_its_state() -> None:
+    done = {"phase": "succeeded", "detail": "driver finished", "attempt": "1"}
+    probe = {"100": _JobProbe(done, {"JobState": "COMPLETING", "Restarts": "1"}, "")}
+    assert status("", probe)[:2] == ("succeeded", "driver finished")

@@ -92,8 +92,12 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
                 f"date -u +%Y-%m-%dT%H:%M:%SZ >{shlex.quote(job.job_dir)}/.gym/cancelled",
                 f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {CHAIN_IDS_AWK} {chain} 2>/dev/null; }} | awk '!seen[$0]++'); do",
                 "  case $(scontrol show job -o \"$id\" 2>/dev/null | grep -o 'JobState=[A-Z_]*') in",
-                "    JobState=PENDING | JobState=RUNNING | JobState=CONFIGURING | JobState=SUSPENDED | JobState=REQUEUE*)",
-                f"      scancel \"$id\" || echo __GYM_CANCEL_FAILED:{job.benchmark} ;;",
+                "    JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED | JobState=TIMEOUT | JobState=NODE_FAIL | \\",
+                "    JobState=PREEMPTED | JobState=BOOT_FAIL | JobState=DEADLINE | JobState=OUT_OF_MEMORY) ;;",
+                # Anything else, Slurm's silence included, gets a scancel; only a job Slurm
+                # does not know (ended long ago) may refuse it without it being a failure.
+                "    *) out=$(scancel \"$id\" 2>&1) || case $out in *'Invalid job id'*) ;; "
+                f"*) echo __GYM_CANCEL_FAILED:{job.benchmark} ;; esac ;;",
                 "  esac",
                 "done",
             ]

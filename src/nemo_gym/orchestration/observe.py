@@ -140,13 +140,17 @@ def slurm_state_of(slurm: dict[str, str], sacct: str) -> str:
 
 def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, str], sacct: str, executor: str,
              runner_alive: bool) -> tuple[str, str]:  # fmt: skip
-    phase, detail = own.get("phase"), own.get("detail", "")
     slurm_state = slurm_state_of(slurm, sacct)
+    restarts = int(slurm["Restarts"]) if slurm.get("Restarts", "").isdigit() else 0
+    attempt = int(own["attempt"]) if own.get("attempt", "").isdigit() else 0
+    if restarts > attempt and "phase" in own:
+        # Written by an earlier run of a job Slurm has requeued since: not this run's state.
+        own = {k: v for k, v in own.items() if k == "cancelled_by_user"}
+    phase, detail = own.get("phase"), own.get("detail", "")
     still_going = slurm_state in RUNNING_SLURM_STATES or (executor == "local" and runner_alive and phase in ("starting", "running"))
     if own.get("cancelled_by_user") and phase != "succeeded" and not still_going:
         return "cancelled", "cancelled by the user (gym eval cancel)"
-    restarts = int(slurm["Restarts"]) if slurm.get("Restarts", "").isdigit() else 0
-    if slurm_state == "PENDING" and restarts:
+    if restarts and (slurm_state in ("PENDING", "COMPLETING") and phase is None or slurm_state.startswith("REQUEUE")):
         return "queued", (
             f"requeued by Slurm after a node failure or preemption (attempt {restarts + 1}); "
             f"waiting in the queue ({slurm.get('Reason', 'no reason given')})"
@@ -161,6 +165,8 @@ def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, s
         return "failed", f"a node failed ({slurm_state})"
     if slurm_state == "OUT_OF_MEMORY":
         return "failed", "out of memory"
+    if slurm_state == "PREEMPTED":
+        return "failed", "preempted by Slurm (PREEMPTED)"
     if phase == "succeeded":
         return "succeeded", detail
     if phase == "failed":

@@ -15,7 +15,8 @@ BENCHMARK_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 SBATCH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Slurm's --time grammar: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-WALLTIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$")
+# \Z, not $: "$" would let a trailing line break through into #SBATCH lines and comments.
+WALLTIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})\Z")
 UNLIMITED_WALLTIMES = ("UNLIMITED", "INFINITE")
 
 # Ports the OTel collector listens on beside the driver (OTLP gRPC, OTLP HTTP, health).

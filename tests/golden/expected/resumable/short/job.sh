@@ -30,6 +30,7 @@ if [ -d "$(gym_state_dir)" ]; then
     mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
     gym_requeued=$gym_attempt
 fi
+GYM_ATTEMPT=$gym_requeued
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
@@ -41,10 +42,18 @@ declare -A GYM_SERVICE_STEPS=(
 )
 
 # Ends the job. A failure also records its cause (startup-failed, service-died, driver-failed,
-# walltime, signal), which a resumable job's successor reads when Slurm has forgotten the job.
+# driver-killed, walltime, preempted, cancelled, signal), which a resumable job's successor reads
+# when Slurm has forgotten the job.
 gym_finish() {
-    local rc=$1 detail=$2 cause=${3:-}
+    local rc=$1 detail=$2 cause=${3:-} ending
     trap - TERM INT
+    case "$cause" in
+        startup-failed | service-died | driver-failed | driver-killed)
+            # Steps get Slurm's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_slurm_ending)
+            cause=${ending:-$cause}
+            ;;
+    esac
     [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
     gym_stop_collector
     gym_stop_steps
@@ -58,18 +67,17 @@ gym_finish() {
     gym_event "job-end $rc"
     exit "$rc"
 }
-# Slurm's TERM reads the same for a walltime, a preemption and scancel: a job with (almost) no
-# time left was stopped by its walltime.
+# Slurm's TERM, with the reason when it can be told.
 # shellcheck disable=SC2317  # run by the TERM trap
 gym_on_term() {
-    local left
-    left=$(squeue -h -j "$GYM_JOB_ID" -o %L 2>/dev/null | awk -F'[-:]' '
-        /^-/ {print 0; exit}
-        /^[0-9]/ {s = 0; for (i = 1; i <= NF; i++) s = s * (NF == 4 && i == 2 ? 24 : 60) + $i; print s}')
-    if [ -n "$left" ] && [ "$left" -le 60 ]; then
-        gym_finish 143 "stopped by its walltime (SIGTERM)" walltime
-    fi
-    gym_finish 143 "stopped by a signal: preemption or scancel (SIGTERM)" signal
+    local cause
+    cause=$(gym_slurm_ending)
+    case "$cause" in
+        walltime) gym_finish 143 "stopped by its walltime (SIGTERM)" walltime ;;
+        preempted) gym_finish 143 "preempted (SIGTERM)" preempted ;;
+        cancelled) gym_finish 143 "cancelled (SIGTERM)" cancelled ;;
+        *) gym_finish 143 "stopped by a signal (SIGTERM)" signal ;;
+    esac
 }
 trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT
@@ -108,6 +116,10 @@ done
 if [ "$driver_rc" -ne 0 ]; then
     gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
     tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'
+    if [ "$driver_rc" -gt 128 ]; then
+        # Killed by a signal (the OOM killer's KILL, a node going down): not its own failure.
+        gym_finish "$driver_rc" "the driver was killed by signal $((driver_rc - 128))" driver-killed
+    fi
     gym_finish "$driver_rc" "driver failed with exit status $driver_rc" driver-failed
 fi
 gym_finish 0 "driver finished"

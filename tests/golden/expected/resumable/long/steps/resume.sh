@@ -34,6 +34,10 @@ gym_chain_value() {
     awk -F'\t' -v k="$1" -v id="$2" -v c="$3" '$1 == k && $2 == id {v = $c} END {print v}' "$GYM_CHAIN_FILE" 2>/dev/null
 }
 
+gym_chain_latest() {
+    awk -F'\t' '$1 == "start" {id = $2} END {print id}' "$GYM_CHAIN_FILE" 2>/dev/null
+}
+
 gym_rollouts_now() {
     local n
     n=$(wc -l <"$GYM_JOB_DIR/artifacts/rollouts.jsonl" 2>/dev/null) || n=0
@@ -53,7 +57,7 @@ gym_job_elapsed() {
 }
 
 # What ended job $1, one word: succeeded, cancelled, timeout, preempted, node-failure,
-# out-of-memory, walltime, signal, service-died, startup-failed, driver-failed or unknown.
+# out-of-memory, or the job's own record of its cause (see gym_finish in job.sh), or unknown.
 gym_job_outcome() {
     local id=$1 dir="$GYM_JOB_DIR/.gym/$1" slurm cause
     if grep -qx 'phase=succeeded' "$dir/state" 2>/dev/null; then
@@ -105,6 +109,7 @@ gym_outcome_text() {
         startup-failed) printf 'a service did not start' ;;
         driver-failed) printf 'the driver failed' ;;
         signal) printf 'it was killed by a signal' ;;
+        driver-killed) printf 'the driver was killed by a signal (out of memory?)' ;;
         *) printf 'it ended without a record (node lost?)' ;;
     esac
 }
@@ -176,19 +181,25 @@ gym_resume_finish() {
 
 # Queue the job that resumes this one if it ends badly (not twice: a requeued job has one already).
 gym_queue_successor() {
-    local out
+    local out id err
     if [ -n "$(awk -F'\t' -v me="$GYM_JOB_ID" '$1 == "successor" && $3 == me' "$GYM_CHAIN_FILE" 2>/dev/null)" ]; then
         return 0
     fi
-    if out=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes \
-        "$GYM_JOB_DIR/job.sh" "$GYM_JOB_ID" 2>&1); then
-        gym_chain successor "${out%%;*}" "$GYM_JOB_ID"
-        gym_log "resume: job ${out%%;*} is queued to resume this one if it is cut short"
+    err=$(mktemp)
+    # --parsable prints "id[;cluster]" as its last line; sites' submit plugins may say more.
+    out=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes \
+        "$GYM_JOB_DIR/job.sh" "$GYM_JOB_ID" 2>"$err")
+    id=$(printf '%s\n' "$out" | tail -n 1)
+    id=${id%%;*}
+    if [[ "$id" =~ ^[0-9]+$ ]]; then
+        gym_chain successor "$id" "$GYM_JOB_ID"
+        gym_log "resume: job $id is queued to resume this one if it is cut short"
     else
-        out=$(printf '%s' "$out" | tr '\n\t' '  ')
+        out=$(cat - "$err" <<<"$out" | tr '\n\t' '  ')
         gym_chain nosuccessor "$GYM_JOB_ID" "sbatch refused the resume job: $out"
         gym_log "WARNING: could not queue the resume job, this job will not be resumed: $out"
     fi
+    rm -f "$err"
 }
 
 # The chain's bookkeeping before any work. $1: the job this one resumes (empty for the first);
@@ -205,7 +216,12 @@ gym_resume_begin() {
         gym_chain_end cancelled "cancelled by the user (gym eval cancel)"
         return 1
     fi
-    if [ "$requeued" -gt 0 ]; then
+    if [ "$requeued" -gt 0 ] && [ "$(gym_chain_latest)" != "$GYM_JOB_ID" ]; then
+        # Requeued after the chain moved on (an admin's requeue of a job already resumed): the
+        # chain's current job owns the directory.
+        gym_log "resume: job $GYM_JOB_ID was requeued, but job $(gym_chain_latest) has resumed it already; not running twice"
+        return 1
+    elif [ "$requeued" -gt 0 ]; then
         gym_judge "$GYM_JOB_ID" requeued "$(gym_state_dir).attempt-$requeued" || return 1
     elif [ -n "$prev" ]; then
         if [ -z "$(awk -F'\t' -v me="$GYM_JOB_ID" -v p="$prev" '$1 == "successor" && $2 == me && $3 == p' "$GYM_CHAIN_FILE" 2>/dev/null)" ]; then

@@ -29,7 +29,28 @@ gym_phase() {
         printf 'phase=%s\n' "$1"
         printf 'detail=%s\n' "${2:-}"
         printf 'time=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        # Which run of this job id wrote it: Slurm counts restarts of a requeued job the same way.
+        printf 'attempt=%s\n' "${GYM_ATTEMPT:-0}"
     } >"$tmp" && mv -f "$tmp" "$state"
+}
+
+# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
+# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
+# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
+# its Reason still says TimeLimit after a walltime.
+gym_slurm_ending() {
+    local line
+    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+        return 0
+    fi
+    [ -n "${SLURM_JOB_ID:-}" ] || return 0
+    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
+    case "$line" in
+        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
+        *" JobState=PREEMPTED "*) printf 'preempted' ;;
+        *" JobState=CANCELLED"*) printf 'cancelled' ;;
+    esac
 }
 
 # The hostname of this node as Slurm knows it.
