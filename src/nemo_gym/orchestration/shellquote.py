@@ -14,7 +14,14 @@ _NEEDS_ANSI_C = re.compile(r"['$`\x00-\x1f\x7f]")
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
+# Bash's reserved words are safe unquoted as arguments (`export X=then` is fine), but shellcheck
+# reads them as syntax: quote them, so that every rendered script stays clean.
+_RESERVED = frozenset("case coproc do done elif else esac fi for function if in select then time until while".split())
+
+
 def bash_quote(value: str) -> str:
+    if value in _RESERVED:
+        return f"'{value}'"
     if not value or not _NEEDS_ANSI_C.search(value):
         return shlex.quote(value)
     out = []
