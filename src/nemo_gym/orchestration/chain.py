@@ -15,8 +15,8 @@ CHAIN_IDS_AWK = "awk -F'\\t' '$1 == \"start\" || $1 == \"successor\" {print $2}'
 # Shell: the id of the last job that started (empty without a chain); the file follows.
 LATEST_STARTED_AWK = "awk -F'\\t' '$1 == \"start\" {id = $2} END {print id}'"
 
-# What an ``end`` record's state reads as in `gym eval status`.
-END_STATES = {"failed": "failed", "cancelled": "cancelled", "timed out": "timed out", "succeeded": "succeeded"}
+# The states an ``end`` record may give, as `gym eval status` words.
+END_STATES = frozenset({"failed", "cancelled", "timed out", "succeeded"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Chain:
         return ids
 
     def summary(self) -> str:
-        """``resumed 2 times (free, retry 1/3)``-like words for the status detail."""
+        """``resumed 2 time(s), 1 of them retries; 130s used by earlier jobs`` for the status detail."""
         resumes = [v for v in self.verdicts if v.action in ("free", "retry")]
         if not resumes:
             return ""

@@ -7,7 +7,7 @@ import shlex
 from nemo_gym.orchestration.api import SHARED_DEPLOYMENT_DIR
 from nemo_gym.orchestration.chain import CHAIN_IDS_AWK, LATEST_STARTED_AWK
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.observe import FINAL, JobStatus
+from nemo_gym.orchestration.observe import ENDED_SLURM_STATES, FINAL, JobStatus
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
@@ -92,8 +92,7 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
                 f"date -u +%Y-%m-%dT%H:%M:%SZ >{shlex.quote(job.job_dir)}/.gym/cancelled",
                 f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {CHAIN_IDS_AWK} {chain} 2>/dev/null; }} | awk '!seen[$0]++'); do",
                 "  case $(scontrol show job -o \"$id\" 2>/dev/null | grep -o 'JobState=[A-Z_]*') in",
-                "    JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED | JobState=TIMEOUT | JobState=NODE_FAIL | \\",
-                "    JobState=PREEMPTED | JobState=BOOT_FAIL | JobState=DEADLINE | JobState=OUT_OF_MEMORY) ;;",
+                "    " + " | ".join(f"JobState={state}" for state in ENDED_SLURM_STATES) + ") ;;",
                 # Anything else, Slurm's silence included, gets a scancel; only a job Slurm
                 # does not know (ended long ago) may refuse it without it being a failure.
                 "    *) out=$(scancel \"$id\" 2>&1) || case $out in *'Invalid job id'*) ;; "

@@ -20,6 +20,8 @@ from nemo_gym.orchestration.record import SubmissionRecord, index_dir, load_reco
 
 PROBE_MARKER = "__GYM_PROBE:"
 RUNNING_SLURM_STATES = {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING"}
+ENDED_SLURM_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+                      "OUT_OF_MEMORY")  # fmt: skip
 
 
 @dataclass
@@ -192,11 +194,14 @@ def _combine(job_id: str, own: dict[str, str], rollouts: int, slurm: dict[str, s
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class _JobProbe:
     own: dict[str, str]
     slurm: dict[str, str]
     sacct: str
+
+
+_NO_PROBE = _JobProbe({}, {}, "")  # a job the probe did not reach
 
 
 def _parse_probe(out: str) -> tuple[dict[str, tuple[int, Chain]], dict[tuple[str, str], _JobProbe]]:
@@ -225,7 +230,7 @@ def _chain_status(
     """(state, detail, current job id) of a benchmark, following its resume chain."""
 
     def combined(job_id: str) -> tuple[str, str]:
-        p = probe.get(job_id, _JobProbe({}, {}, ""))
+        p = probe.get(job_id, _NO_PROBE)
         return _combine(job_id, p.own, rollouts, p.slurm, p.sacct, executor, runner_alive)
 
     latest = chain.latest
@@ -235,7 +240,7 @@ def _chain_status(
     history = chain.summary()
     if chain.end is not None:
         end_state, why = chain.end
-        return END_STATES.get(end_state, "unknown"), why + (f" ({history})" if history else ""), latest
+        return end_state if end_state in END_STATES else "unknown", why + (f" ({history})" if history else ""), latest
     state, detail = combined(latest)
     if state not in ("failed", "timed out", "unknown", "cancelled") or state == "cancelled" and _by_user(probe, latest):
         return state, detail + (f" ({history})" if history and state != "queued" else ""), latest
@@ -244,7 +249,7 @@ def _chain_status(
         why = chain.no_successor.get(latest)
         return state, detail + (f"; not resumed: {why}" if why else ""), latest
     after = f"job {latest} {state} ({detail})"
-    next_probe = probe.get(successor, _JobProbe({}, {}, ""))
+    next_probe = probe.get(successor, _NO_PROBE)
     next_state = slurm_state_of(next_probe.slurm, next_probe.sacct)
     if next_state == "PENDING":
         reason = next_probe.slurm.get("Reason", "no reason given")
@@ -257,7 +262,7 @@ def _chain_status(
 
 
 def _by_user(probe: dict[str, _JobProbe], job_id: str) -> bool:
-    return bool(probe.get(job_id, _JobProbe({}, {}, "")).own.get("cancelled_by_user"))
+    return bool(probe.get(job_id, _NO_PROBE).own.get("cancelled_by_user"))
 
 
 def probe_run(record: SubmissionRecord, conn: LocalConnection | SSHConnection | None = None) -> list[JobStatus]:

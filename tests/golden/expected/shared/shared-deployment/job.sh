@@ -105,7 +105,7 @@ gym_launch_driver() {
 }
 gym_bench_phase() {
     local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
-    mkdir -p "$dir" && printf 'phase=%s\ndetail=%s\nattempt=%s\n' "$2" "$3" "$GYM_ATTEMPT" >"$dir/state.$$" && mv -f "$dir/state.$$" "$dir/state"
+    mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
 }
 gym_queue=( a b c )
 declare -A gym_running=()

@@ -34,6 +34,11 @@ gym_chain_value() {
     awk -F'\t' -v k="$1" -v id="$2" -v c="$3" '$1 == k && $2 == id {v = $c} END {print v}' "$GYM_CHAIN_FILE" 2>/dev/null
 }
 
+# The job queued to resume job $1 (empty when none was).
+gym_successor_of() {
+    awk -F'\t' -v id="$1" '$1 == "successor" && $3 == id {v = $2} END {print v}' "$GYM_CHAIN_FILE" 2>/dev/null
+}
+
 gym_chain_latest() {
     awk -F'\t' '$1 == "start" {id = $2} END {print id}' "$GYM_CHAIN_FILE" 2>/dev/null
 }
@@ -119,11 +124,8 @@ gym_chain_end() {
     local state=$1 why=$2 pending
     gym_chain end "$state" "$why"
     gym_log "resume: the chain ends ($state): $why"
-    pending=$(awk -F'\t' -v me="$GYM_JOB_ID" '$1 == "successor" && $3 == me {print $2}' "$GYM_CHAIN_FILE" 2>/dev/null)
-    if [ -n "$pending" ]; then
-        # shellcheck disable=SC2086  # one job id per word
-        scancel $pending 2>/dev/null
-    fi
+    pending=$(gym_successor_of "$GYM_JOB_ID")
+    [ -z "$pending" ] || scancel "$pending" 2>/dev/null
     return 1
 }
 
@@ -182,9 +184,7 @@ gym_resume_finish() {
 # Queue the job that resumes this one if it ends badly (not twice: a requeued job has one already).
 gym_queue_successor() {
     local out id err
-    if [ -n "$(awk -F'\t' -v me="$GYM_JOB_ID" '$1 == "successor" && $3 == me' "$GYM_CHAIN_FILE" 2>/dev/null)" ]; then
-        return 0
-    fi
+    [ -z "$(gym_successor_of "$GYM_JOB_ID")" ] || return 0
     err=$(mktemp)
     # --parsable prints "id[;cluster]" as its last line; sites' submit plugins may say more.
     out=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes \
@@ -208,7 +208,7 @@ gym_queue_successor() {
 gym_resume_begin() {
     local prev=$1 requeued=$2
     mkdir -p "$GYM_JOB_DIR/.gym"
-    if [ -n "$(awk -F'\t' '$1 == "end"' "$GYM_CHAIN_FILE" 2>/dev/null)" ]; then
+    if [ "$(gym_chain_count end)" -gt 0 ]; then
         gym_log "resume: the chain has ended already; nothing to do"
         return 1
     fi
@@ -224,7 +224,7 @@ gym_resume_begin() {
     elif [ "$requeued" -gt 0 ]; then
         gym_judge "$GYM_JOB_ID" requeued "$(gym_state_dir).attempt-$requeued" || return 1
     elif [ -n "$prev" ]; then
-        if [ -z "$(awk -F'\t' -v me="$GYM_JOB_ID" -v p="$prev" '$1 == "successor" && $2 == me && $3 == p' "$GYM_CHAIN_FILE" 2>/dev/null)" ]; then
+        if [ "$(gym_successor_of "$prev")" != "$GYM_JOB_ID" ]; then
             gym_log "resume: job $GYM_JOB_ID is not the recorded successor of job $prev; not running twice"
             return 1
         fi

@@ -22,12 +22,17 @@ gym_event() {
 
 # The job's phase, for `gym eval status`: key=value lines replaced atomically.
 gym_phase() {
+    gym_write_state "$(gym_state_dir)" "$@"
+}
+
+# gym_write_state DIR PHASE [DETAIL]: the state file in DIR (a shared job writes one per benchmark).
+gym_write_state() {
     local state tmp
-    state="$(gym_state_dir)/state"
+    state="$1/state"
     tmp="$state.$$"
     {
-        printf 'phase=%s\n' "$1"
-        printf 'detail=%s\n' "${2:-}"
+        printf 'phase=%s\n' "$2"
+        printf 'detail=%s\n' "${3:-}"
         printf 'time=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
         # Which run of this job id wrote it: Slurm counts restarts of a requeued job the same way.
         printf 'attempt=%s\n' "${GYM_ATTEMPT:-0}"
