@@ -9,12 +9,22 @@ from pydantic import ValidationError
 
 from nemo_gym.orchestration import api
 from nemo_gym.orchestration.api import SubmitConfig, effective_ray_serve, resolve_env_dict
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.resolved import resolved_config_dict
+from nemo_gym.orchestration.validate import validate_config
 
 
 def errors_of(data) -> str:
     with pytest.raises(ValidationError) as info:
         SubmitConfig.model_validate(data)
     return str(info.value)
+
+
+def problem_lines(data) -> list[str]:
+    """The lines the CLI prints for an invalid config."""
+    with pytest.raises(UserError) as info:
+        validate_config(data)
+    return info.value.problems
 
 
 def validate_quietly(data) -> SubmitConfig:
@@ -112,7 +122,13 @@ def test_ray_shape_rules(base, ray, message) -> None:
 
 def test_unknown_service_type(base) -> None:
     base["services"]["policy"]["type"] = "vlm"
-    assert "does not match any of the expected tags: 'vllm', 'ray'" in errors_of(base)
+    assert "does not match any of the expected tags: 'vllm', 'ray', 'vllm_pd'" in errors_of(base)
+
+
+def test_data_parallel_rpc_port_is_a_port(base) -> None:
+    assert validate_quietly(base).services["policy"].data_parallel_rpc_port == 13345
+    base["services"]["policy"]["data_parallel_rpc_port"] = 0
+    assert problem_lines(base) == ["services.policy.data_parallel_rpc_port: 0 is not a TCP port; use a number from 1 to 65535"]
 
 
 # -- otel ---------------------------------------------------------------------------------------
@@ -127,6 +143,38 @@ def test_otel_positive(base, field) -> None:
 def test_otel_token_env_must_be_a_name(base) -> None:
     base["otel"]["token_env"] = "MY-TOKEN"
     assert "otel.token_env: 'MY-TOKEN' is not a valid environment variable name" in errors_of(base)
+
+
+def test_gym_telemetry_needs_gym_install(base) -> None:
+    base["otel"] = {"endpoint": "https://otel.example.com", "service_name": "s"}
+    assert problem_lines(base) == [
+        "otel.gym_telemetry: is on while otel is enabled, which needs the driver to install gym with its "
+        "telemetry extra, but driver.gym_install is not set; set driver.gym_install, or set otel.gym_telemetry: false"
+    ]
+
+
+@pytest.mark.parametrize(
+    "otel, gym_install",
+    [
+        ({"gym_telemetry": False}, None),  # fix 1: no gym telemetry
+        ({}, {"ref": "v0.7.0"}),  # fix 2: the driver installs gym (with its telemetry extra)
+        ({"enabled": False}, None),  # no collector, nothing to send to
+    ],
+)
+def test_gym_telemetry_fixes(base, otel, gym_install) -> None:
+    base["otel"] = {"endpoint": "https://otel.example.com", "service_name": "s", **otel}
+    base["driver"]["gym_install"] = gym_install
+    validate_quietly(base)
+
+
+def test_gym_telemetry_defaults(base) -> None:
+    otel = validate_quietly(base).otel
+    assert (otel.gym_telemetry, otel.gym_span_groups, otel.gym_logs) == (True, "default,verify", True)
+
+
+def test_gym_span_groups_on_one_line(base) -> None:
+    base["otel"]["gym_span_groups"] = "default\nverify"
+    assert problem_lines(base) == ["otel.gym_span_groups: contains a line break; write it on one line"]
 
 
 # -- placement --------------------------------------------------------------------------------
@@ -302,6 +350,81 @@ def test_policy_wiring_accepts_its_own_earlier_output(base) -> None:
 def test_policy_model_must_name_a_service(base) -> None:
     base["driver"]["policy_model"] = "polcy"
     assert "driver.policy_model 'polcy' does not match any service (policy)" in errors_of(base)
+
+
+def test_policy_host_is_the_host_of_the_injected_url(base) -> None:
+    base["driver"].update(policy_model="policy", policy_host="10.1.2.3")
+    assert validate_quietly(base).driver.benchmarks["answer-judge"].run["policy_base_url"] == "http://10.1.2.3:8000/v1"
+    base["driver"]["policy_host"] = "[fd00::17]"
+    assert validate_quietly(base).driver.benchmarks["answer-judge"].run["policy_base_url"] == "http://[fd00::17]:8000/v1"
+
+
+@pytest.mark.parametrize(
+    "host, message",
+    [
+        ("http://head-node:8000", "'http://head-node:8000' is a URL; give only the host, e.g. 'head-node' (the scheme and port are added)"),
+        ("head node", "'head node' is not a host name; give a name or IP address without spaces, port or path, e.g. 'localhost'"),
+        ("head:8000", "'head:8000' is not a host name"),
+        ("head/v1", "'head/v1' is not a host name"),
+        ("-oProxyCommand", "'-oProxyCommand' is not a host name"),
+        ("", "is empty; give a host name or IP address, e.g. 'localhost'"),
+    ],
+)
+def test_policy_host_must_be_a_host(base, host, message) -> None:
+    base["driver"]["policy_host"] = host
+    (line,) = problem_lines(base)
+    assert line.startswith(f"driver.policy_host: {message}")
+
+
+# -- command ------------------------------------------------------------------------------------
+
+
+def test_command_replaces_gym_eval_run(base) -> None:
+    base["driver"]["benchmarks"]["answer-judge"] = {"prepare": {"split": "test"}, "command": "bash run.sh"}
+    bench = validate_quietly(base).driver.benchmarks["answer-judge"]
+    assert (bench.command, bench.prepare, bench.run) == ("bash run.sh", {"split": "test"}, {})
+
+
+def test_command_with_run_is_refused(base) -> None:
+    base["driver"]["benchmarks"]["answer-judge"] = {"command": "bash run.sh", "run": {"num_repeats": 4}}
+    assert problem_lines(base) == [
+        "driver.benchmarks.answer-judge.command: replaces `gym eval run`, but run sets ['num_repeats'], which "
+        "only `gym eval run` reads; fold those settings into the command, or drop command"
+    ]
+
+
+@pytest.mark.parametrize("resumable", [True, {"max_retries": 1}])
+def test_command_with_resumable_is_refused(base, resumable) -> None:
+    base["driver"]["benchmarks"]["answer-judge"] = {"command": "bash run.sh", "resumable": resumable}
+    assert problem_lines(base) == [
+        "driver.benchmarks.answer-judge.command: is set together with resumable, but a resumed job can only tell "
+        "`gym eval run` to continue from its cache, so a command would start over from zero; drop resumable, or "
+        "drop command and configure run"
+    ]
+
+
+def test_blank_command_is_refused(base) -> None:
+    base["driver"]["benchmarks"]["answer-judge"] = {"command": "  \n"}
+    assert problem_lines(base) == [
+        "driver.benchmarks.answer-judge.command: is empty; give the shell script to run, or remove command"
+    ]
+
+
+def test_command_gets_the_policy_wiring_and_round_trips(base) -> None:
+    base["driver"]["policy_model"] = "policy"
+    base["driver"]["benchmarks"]["answer-judge"] = {"command": "curl $NEMO_GYM_POLICY_BASE_URL/models"}
+    config = validate_quietly(base)
+    assert config.driver.benchmarks["answer-judge"].run["policy_base_url"] == "http://localhost:8000/v1"
+    # The resolved config carries the injected keys beside the command; they are not user settings.
+    again = validate_quietly(resolved_config_dict(config))
+    assert again == config
+
+
+def test_command_with_other_policy_keys_is_refused(base) -> None:
+    base["driver"]["benchmarks"]["answer-judge"] = {"command": "x", "run": {"policy_base_url": "http://elsewhere/v1"}}
+    assert problem_lines(base)[0].startswith(
+        "driver.benchmarks.answer-judge.command: replaces `gym eval run`, but run sets ['policy_base_url']"
+    )
 
 
 def test_ray_policy_injects_nothing(base) -> None:

@@ -75,8 +75,52 @@ def test_class_base_and_fields_match_the_spec(name: str) -> None:
 EXTENSIONS = {
     "SlurmComputeConfig": {"container_runtime"},
     "JobConfig": {"deployment", "benchmarks_at_once"},
-    "BenchmarkRunConfig": {"resumable"},  # NeMo Gym 0.7.0's field, with ResumeConfig
+    # NeMo Gym 0.7.0's fields (ResumeConfig too; the vllm_pd classes are checked below).
+    "BenchmarkRunConfig": {"resumable", "command"},
+    "VllmServiceConfig": {"data_parallel_rpc_port"},
+    "DriverConfig": {"policy_host"},
+    "OtelConfig": {"gym_telemetry", "gym_span_groups", "gym_logs"},
 }
+
+# NeMo Gym 0.7.0's fields beyond the spec, with 0.7.0's types and defaults, so its configs validate unchanged.
+UPSTREAM_070 = {
+    "VllmServiceConfig": {"data_parallel_rpc_port": (int, 13345)},
+    "BenchmarkRunConfig": {"command": (str | None, None)},
+    "DriverConfig": {"policy_host": (str, "localhost")},
+    "OtelConfig": {"gym_telemetry": (bool, True), "gym_span_groups": (str, "default,verify"), "gym_logs": (bool, True)},
+    "VllmPDServiceConfig": {
+        "type": (typing.Literal["vllm_pd"], REQUIRED), "prefill": (api.VllmServiceConfig, REQUIRED),
+        "decode": (api.VllmServiceConfig, REQUIRED), "server_per_node": (bool, False), "nixl_side_channel_port": (int, 5600),
+        "prefill_policy": (str, "cache_aware"), "decode_policy": (str, "cache_aware"),
+        "intra_node_data_parallel_size": (int, 1), "request_timeout_secs": (int, 86400), "log_level": (str, "error"),
+        "kv_connector": (str, "NixlConnector"), "kv_load_failure_policy": (str, "fail"),
+    },
+    "VllmPDTierConfig": {
+        "nixl_side_channel_port": (int, REQUIRED), "server_per_node": (bool, REQUIRED),
+        "kv_transfer_config": (dict[str, str], REQUIRED),
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM_070))
+def test_upstream_070_fields(name: str) -> None:
+    cls = getattr(api, name)
+    for field, (annotation, default) in UPSTREAM_070[name].items():
+        info = cls.model_fields[field]
+        assert info.annotation == annotation, field
+        if default is REQUIRED:
+            assert info.is_required(), field
+        else:
+            assert info.get_default(call_default_factory=True) == default, field
+
+
+def test_vllm_pd_classes_extend_only_with_upstream_fields() -> None:
+    assert api.VllmPDServiceConfig.__bases__[0] is api.BaseModelServiceConfig
+    assert api.VllmPDTierConfig.__bases__[0] is api.VllmServiceConfig
+    base_fields = set(api.BaseModelServiceConfig.model_fields)
+    assert set(api.VllmPDServiceConfig.model_fields) == base_fields | set(UPSTREAM_070["VllmPDServiceConfig"])
+    tier_fields = set(api.VllmServiceConfig.model_fields) | set(UPSTREAM_070["VllmPDTierConfig"])
+    assert set(api.VllmPDTierConfig.model_fields) == tier_fields
 
 
 def test_no_field_beyond_the_spec_except_documented_extensions() -> None:
@@ -112,6 +156,8 @@ def test_service_union_is_discriminated_on_type() -> None:
     ta = TypeAdapter(api.ServiceConfig)
     assert isinstance(ta.validate_python({"type": "ray", "container": "c"}), api.RayServiceConfig)
     assert isinstance(ta.validate_python({"type": "vllm", "container": "c", "model": "m"}), api.VllmServiceConfig)
+    pd = {"type": "vllm_pd", "container": "c", "model": "m", "prefill": {}, "decode": {}}
+    assert isinstance(ta.validate_python(pd), api.VllmPDServiceConfig)
     compute = TypeAdapter(api.ComputeConfig).validate_python({"type": "slurm", "account": "a"})
     assert isinstance(compute, api.SlurmComputeConfig)
     # Extension: the local compute type (same job on this machine).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -99,13 +99,13 @@ def test_missing_required_keys_each_named(capsys, write_config, base) -> None:
 def test_missing_service_type(capsys, write_config, base) -> None:
     del base["services"]["policy"]["type"]
     code, _, err = run_cli(capsys, "-c", str(write_config(base)), "--resolve-only")
-    assert error_lines(err) == ["error: services.policy.type: required key is missing; set type to one of: ray, vllm"]
+    assert error_lines(err) == ["error: services.policy.type: required key is missing; set type to one of: vllm, ray, vllm_pd"]
 
 
 def test_bad_service_type(capsys, write_config, base) -> None:
     base["services"]["policy"]["type"] = "sglang"
     code, _, err = run_cli(capsys, "-c", str(write_config(base)), "--resolve-only")
-    assert error_lines(err) == ["error: services.policy.type: 'sglang' is not a known type; use one of: ray, vllm"]
+    assert error_lines(err) == ["error: services.policy.type: 'sglang' is not a known type; use one of: vllm, ray, vllm_pd"]
 
 
 def test_nested_compute_path_has_no_union_tag(capsys, write_config, base) -> None:
@@ -151,6 +151,7 @@ def test_overrides_follow_hydra(capsys, write_config, base) -> None:
         "+driver.benchmarks.answer-judge.run.items=[1,'a b',{k: v}]",
         "++driver.benchmarks.answer-judge.run.limit=null",
         "~otel.enabled",
+        "+otel.gym_telemetry=false",  # the default otel.enabled needs it without driver.gym_install
     )
     assert data["services"]["policy"]["model"] == "/models/x y"
     assert data["services"]["policy"]["extra_args"] == "--max-model-len 8192, --seed 1"
@@ -195,7 +196,9 @@ def test_unresolvable_interpolation(capsys, write_config, base, monkeypatch) -> 
 
 def test_defaults_list_composes_fragments(capsys, tmp_path, base) -> None:
     (tmp_path / "cluster").mkdir()
-    (tmp_path / "cluster" / "mine.yaml").write_text("# @package _global_\notel:\n  endpoint: https://o\n  service_name: s\n")
+    (tmp_path / "cluster" / "mine.yaml").write_text(
+        "# @package _global_\notel:\n  endpoint: https://o\n  service_name: s\n  gym_telemetry: false\n"
+    )
     base["defaults"] = ["_self_", {"cluster": "mine"}]
     del base["otel"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(base, sort_keys=False))

@@ -9,10 +9,11 @@ the CLI prints them as they are, one line per problem.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import warnings
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -24,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from nemo_gym.orchestration import rules
+from nemo_gym.orchestration import contract, rules
+from nemo_gym.orchestration.errors import error_at
 
 __all__ = [
     "RUNTIME_ENV_PREFIX",
@@ -45,6 +47,8 @@ __all__ = [
     "ServiceConfig",
     "SlurmComputeConfig",
     "SubmitConfig",
+    "VllmPDServiceConfig",
+    "VllmPDTierConfig",
     "VllmServiceConfig",
     "effective_ray_serve",
     "resolve_env_dict",
@@ -57,8 +61,10 @@ _ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Keys the driver's run config receives from ``driver.policy_model``.
 POLICY_RUN_KEYS = ("policy_base_url", "policy_model_name", "policy_api_key")
-POLICY_HOST = "localhost"
+POLICY_HOST = "localhost"  # the default of driver.policy_host
 POLICY_API_KEY = "dummy"
+# vLLM's default data-parallel rpc port; a vllm_pd decode tier defaults to the prefill tier's + 1.
+DATA_PARALLEL_RPC_PORT = 13345
 
 
 class _StrictModel(BaseModel):
@@ -217,6 +223,8 @@ class VllmServiceConfig(BaseModelServiceConfig):
     tensor_parallel_size: int = 1
     trust_remote_code: bool = False
     use_ray_serve: bool = False
+    # NeMo Gym 0.7.0's field: ``--data-parallel-rpc-port`` of multi-node data parallelism.
+    data_parallel_rpc_port: int = DATA_PARALLEL_RPC_PORT
 
     @field_validator("number_of_instances")
     @classmethod
@@ -227,14 +235,165 @@ class VllmServiceConfig(BaseModelServiceConfig):
 
     _check_sizes = field_validator("pipeline_parallel_size", "tensor_parallel_size")(rules.positive)
     _check_extra_args = field_validator("extra_args")(rules.shell_words)
+    _check_rpc_port = field_validator("data_parallel_rpc_port")(rules.port)
 
     @model_validator(mode="after")
     def _default_health_check(self) -> VllmServiceConfig:
-        if self.health_check is None:
-            self.health_check = HealthCheckConfig(port=self.port)
-        elif self.health_check.port is None:
-            self.health_check = self.health_check.model_copy(update={"port": self.port})
+        _probe_own_port(self)
         return self
+
+
+def _probe_own_port(service: BaseModelServiceConfig) -> None:
+    """A model service is healthy when its own port answers, unless the config says otherwise."""
+    if service.health_check is None:
+        service.health_check = HealthCheckConfig(port=service.port)
+    elif service.health_check.port is None:
+        service.health_check = service.health_check.model_copy(update={"port": service.port})
+
+
+class VllmPDTierConfig(VllmServiceConfig):
+    """The prefill or decode tier of a ``vllm_pd`` service, as deployed (see ``VllmPDServiceConfig``).
+
+    Built by the service from its ``prefill``/``decode`` entry; never written by users.
+    """
+
+    nixl_side_channel_port: int
+    server_per_node: bool
+    kv_transfer_config: dict[str, str]
+
+
+class PDTier(NamedTuple):
+    """One tier of a vllm_pd service: where it is written and how it differs from the other."""
+
+    field: str  # its key under the service, and its suffix when deployed (<service>-<field>)
+    kv_role: str
+    port_offset: int  # beyond the service's port + 1, and beyond nixl_side_channel_port
+
+
+PD_TIERS = (PDTier("prefill", "kv_producer", 0), PDTier("decode", "kv_consumer", 1))
+# What a tier takes from its vllm_pd service unless it sets its own: the model it serves.
+PD_TIER_IDENTITY = ("container", "model", "served_model_name")
+# Settings that belong to the pair, not to one tier.
+PD_SERVICE_ONLY = ("server_per_node", "nixl_side_channel_port")
+
+
+class VllmPDServiceConfig(BaseModelServiceConfig):
+    """Prefill/decode disaggregation: a prefill tier and a decode tier of vLLM, each on its own node
+    pool, joined by NIXL KV transfer, behind a vllm-router that is this service's own endpoint.
+
+    Deployed as three services: ``<name>-prefill``, ``<name>-decode``, then ``<name>`` (the router,
+    on the driver's node); ``driver.policy_model`` names the router (``<name>``).
+
+    Each tier is a vLLM service that takes ``type``, ``container``, ``model`` and
+    ``served_model_name`` from this service unless it sets its own; its port defaults to this
+    port + 1 (prefill) / + 2 (decode). Unlike NeMo Gym 0.7.0, where this service's ``env``,
+    ``mounts`` and ``pre_command`` reach only the router, the tiers inherit them too (the
+    processes that load the model need the token and the model mount): ``env`` merged key by key,
+    the tier's value winning; ``mounts`` this service's then the tier's, each once;
+    ``pre_command`` the tier's own if set, else this service's.
+    """
+
+    type: Literal["vllm_pd"]
+    prefill: VllmServiceConfig
+    decode: VllmServiceConfig
+    server_per_node: bool = False
+    nixl_side_channel_port: int = 5600
+    prefill_policy: str = "cache_aware"
+    decode_policy: str = "cache_aware"
+    intra_node_data_parallel_size: int = 1
+    request_timeout_secs: int = 86400
+    log_level: str = "error"
+    kv_connector: str = "NixlConnector"
+    kv_load_failure_policy: str = "fail"
+
+    # The tiers as deployed, keyed "prefill"/"decode"; private so model_dump (and the resolved
+    # config) keeps only what the user wrote, which validates again to the same tiers.
+    _tiers: dict[str, VllmPDTierConfig] = PrivateAttr(default_factory=dict)
+
+    _check_side_channel = field_validator("nixl_side_channel_port")(rules.side_channel_port)
+    _check_counts = field_validator("intra_node_data_parallel_size", "request_timeout_secs")(rules.positive)
+    _check_words = field_validator(
+        "prefill_policy", "decode_policy", "log_level", "kv_connector", "kv_load_failure_policy"
+    )(rules.word)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_tier_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data  # pydantic reports the wrong type
+        data = dict(data)  # never change the caller's mapping
+        prefill_rpc_port = DATA_PARALLEL_RPC_PORT
+        for field, _, offset in PD_TIERS:
+            tier = data.get(field)
+            if not isinstance(tier, dict):
+                continue  # missing or not a mapping: pydantic reports it at the tier's path
+            _refuse_pair_settings(field, tier)
+            tier = {**{k: data[k] for k in PD_TIER_IDENTITY if k in data}, "type": "vllm", **tier}
+            service_port = data.get("port", 8000)
+            if rules.is_integer(service_port):
+                tier.setdefault("port", service_port + 1 + offset)
+            if field == "prefill":
+                prefill_rpc_port = tier.get("data_parallel_rpc_port", DATA_PARALLEL_RPC_PORT)
+            elif rules.is_integer(prefill_rpc_port):
+                tier.setdefault("data_parallel_rpc_port", prefill_rpc_port + 1)
+            data[field] = tier
+        return data
+
+    @model_validator(mode="after")
+    def _build_tiers(self) -> VllmPDServiceConfig:
+        _probe_own_port(self)  # the router's port
+        if self.prefill.data_parallel_rpc_port == self.decode.data_parallel_rpc_port:
+            raise error_at(
+                "decode.data_parallel_rpc_port",
+                f"the prefill and decode tiers both use data_parallel_rpc_port "
+                f"{self.decode.data_parallel_rpc_port}; give decode another port (by default it is "
+                f"prefill's + 1), or remove it",
+            )
+        for field, role, offset in PD_TIERS:
+            tier = getattr(self, field)
+            self._inherit_deployment_settings(tier)
+            self._tiers[field] = self._deployed_tier(tier, role, self.nixl_side_channel_port + offset)
+        return self
+
+    def _inherit_deployment_settings(self, tier: VllmServiceConfig) -> None:
+        """env, mounts and pre_command reach the tiers too (NeMo Gym 0.7.0 gives them to the router
+        only). Merging again what a previous merge wrote gives the same tier, so a resolved config
+        validates to the same object."""
+        merged_sources = {**env_sources_of(self), **env_sources_of(tier)}
+        tier.env = {**self.env, **tier.env}
+        tier._env_sources = merged_sources  # a host: value stays a reference wherever it is shown
+        tier.mounts = list(dict.fromkeys([*self.mounts, *tier.mounts]))
+        tier.pre_command = tier.pre_command or self.pre_command
+
+    def _deployed_tier(self, tier: VllmServiceConfig, role: str, side_channel_port: int) -> VllmPDTierConfig:
+        # Built, not validated: the env values are resolved already (host: read once, at the tier).
+        fields = copy.deepcopy({name: getattr(tier, name) for name in VllmServiceConfig.model_fields})
+        deployed = VllmPDTierConfig.model_construct(
+            **fields,
+            nixl_side_channel_port=side_channel_port,
+            server_per_node=self.server_per_node,
+            kv_transfer_config={
+                "kv_connector": self.kv_connector,
+                "kv_role": role,
+                "kv_load_failure_policy": self.kv_load_failure_policy,
+            },
+        )
+        deployed._env_sources = dict(tier._env_sources)
+        return deployed
+
+    def tiers(self, name: str) -> dict[str, VllmPDTierConfig]:
+        """The deployed tiers of the service called ``name``: ``<name>-prefill``, ``<name>-decode``."""
+        return {f"{name}-{tier.field}": self._tiers[tier.field] for tier in PD_TIERS}
+
+
+def _refuse_pair_settings(tier_name: str, tier: dict[str, Any]) -> None:
+    for key in PD_SERVICE_ONLY:
+        if key in tier:
+            raise error_at(
+                f"{tier_name}.{key}",
+                f"is set on the {tier_name} tier, but it applies to both tiers together; "
+                f"set {key} on the vllm_pd service itself",
+            )
 
 
 class RayServiceConfig(BaseServiceConfig):
@@ -300,10 +459,7 @@ def effective_ray_serve(
 
 
 ServiceConfig = Annotated[
-    Union[
-        Annotated[VllmServiceConfig, Tag("vllm")],
-        Annotated[RayServiceConfig, Tag("ray")],
-    ],
+    Annotated[VllmServiceConfig, Tag("vllm")] | Annotated[RayServiceConfig, Tag("ray")] | Annotated[VllmPDServiceConfig, Tag("vllm_pd")],
     Discriminator("type"),
 ]
 
@@ -375,7 +531,7 @@ class LocalComputeConfig(BaseComputeConfig):
 
 
 ComputeConfig = Annotated[
-    Union[Annotated[SlurmComputeConfig, Tag("slurm")], Annotated[LocalComputeConfig, Tag("local")]],
+    Annotated[SlurmComputeConfig, Tag("slurm")] | Annotated[LocalComputeConfig, Tag("local")],
     Discriminator("type"),
 ]
 
@@ -403,7 +559,7 @@ def _resume_shape(v: Any) -> str:
 
 # ``true``/``false``, or the caps as a mapping; tagged so an error names one shape, not both.
 Resumable = Annotated[
-    Union[Annotated[bool, Tag("flag")], Annotated[ResumeConfig, Tag("caps")]], Discriminator(_resume_shape)
+    Annotated[bool, Tag("flag")] | Annotated[ResumeConfig, Tag("caps")], Discriminator(_resume_shape)
 ]
 
 
@@ -413,12 +569,31 @@ class BenchmarkRunConfig(_StrictModel):
     # Extension beyond the spec (NeMo Gym 0.7.0's field): requeue this benchmark's job when it
     # times out, is preempted or loses a node, and continue from the rollouts already written.
     resumable: Resumable = False
+    # NeMo Gym 0.7.0's field: a shell script the driver runs instead of ``gym eval run`` (prepare
+    # still runs first). Whether ``run`` is empty beside it is checked with the policy wiring,
+    # which ``SubmitConfig`` adds to ``run`` (see ``SubmitConfig._check_command_runs_alone``).
+    command: str | None = None
 
     @property
     def resume_config(self) -> ResumeConfig | None:
         if self.resumable is False:
             return None
         return ResumeConfig() if self.resumable is True else self.resumable
+
+    @model_validator(mode="after")
+    def _check_command(self) -> BenchmarkRunConfig:
+        if self.command is None:
+            return self
+        if not self.command.strip():
+            raise error_at("command", "is empty; give the shell script to run, or remove command")
+        if self.resume_config is not None:
+            raise error_at(
+                "command",
+                "is set together with resumable, but a resumed job can only tell `gym eval run` to "
+                "continue from its cache, so a command would start over from zero; drop resumable, "
+                "or drop command and configure run",
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_resume_from_cache(self) -> BenchmarkRunConfig:
@@ -445,8 +620,12 @@ class DriverConfig(_StrictModel):
     mounts: list[str] = []
     policy_model: str | None = None
     policy_model_type: str = "openai_model"
+    # NeMo Gym 0.7.0's field: the host in the injected policy_base_url. Composition has already
+    # resolved any ${oc.env:...} in it (on the submitting machine), so it is checked as a host.
+    policy_host: str = POLICY_HOST
 
     _env_sources: dict[str, EnvSource] = PrivateAttr(default_factory=dict)
+    _check_policy_host = field_validator("policy_host")(rules.host)
 
     @field_validator("env", mode="before")
     @classmethod
@@ -459,7 +638,6 @@ class DriverConfig(_StrictModel):
     _check_benchmark_names = field_validator("benchmarks")(rules.benchmark_names)
 
 
-SHARED_DEPLOYMENT_DIR = "shared-deployment"
 
 
 class JobConfig(_StrictModel):
@@ -496,6 +674,11 @@ class OtelConfig(_StrictModel):
     scrape_interval_seconds: int = 15
     service_name: str | None = None
     token_env: str = "OTEL_TOKEN"
+    # NeMo Gym 0.7.0's fields: gym's own telemetry from the driver (needs driver.gym_install,
+    # which installs gym's telemetry extra), the span groups it emits, and its logs over OTLP.
+    gym_telemetry: bool = True
+    gym_span_groups: str = "default,verify"
+    gym_logs: bool = True
 
     @field_validator("scrape_interval_seconds", "health_check_timeout_seconds")
     @classmethod
@@ -515,6 +698,7 @@ class OtelConfig(_StrictModel):
         return v
 
     _check_ports = field_validator("gpu_metrics_port", "node_metrics_port")(rules.optional_port)
+    _check_span_groups = field_validator("gym_span_groups")(rules.single_line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -530,27 +714,69 @@ class SubmitConfig(_StrictModel):
 
     _check_service_names = field_validator("services")(rules.named_entries("service"))
 
+    @property
+    def deployed_services(self) -> dict[str, BaseServiceConfig]:
+        """Every service the job starts, by deployed name, in declaration order; a vllm_pd
+        service's prefill and decode tiers come right before it (its router)."""
+        return {name: service for name, _, service in self._deployment()}
+
+    def _deployment(self) -> list[tuple[str, str, BaseServiceConfig]]:
+        """(deployed name, YAML path, service) of every service the job starts."""
+        deployment: list[tuple[str, str, BaseServiceConfig]] = []
+        for name, service in self.services.items():
+            if isinstance(service, VllmPDServiceConfig):
+                for (tier_name, deployed), tier in zip(service.tiers(name).items(), PD_TIERS):
+                    deployment.append((tier_name, f"services.{name}.{tier.field}", deployed))
+            deployment.append((name, f"services.{name}", service))
+        return deployment
+
+    def _service_label(self, name: str) -> str:
+        """How messages name a deployed service; a tier also by where it is written."""
+        if name in self.services:
+            return f"Service '{name}'"
+        path = next(path for deployed, path, _ in self._deployment() if deployed == name)
+        return f"Service '{name}' ({path})"
+
     @model_validator(mode="after")
     def _resolve_and_validate_placements(self) -> SubmitConfig:
         compute_name, compute = self._sole_compute()
         node_pools = compute.node_pools
         total_nodes = sum(pool.nodes for pool in node_pools.values())
-        for name, service in self.services.items():
-            self._resolve_placement(name, service, compute_name)
-            self._check_pools_exist(name, service, compute_name, node_pools)
+        self._check_tier_names_are_free()
+        deployment = self._deployment()
+        for name, path, service in deployment:
+            self._resolve_placement(name, service, compute_name, path)
+            self._check_pools_exist(name, service, compute_name, node_pools, path)
+            if isinstance(service, VllmPDTierConfig):
+                self._check_tier_has_a_pool(path, service, compute_name, compute)
             if isinstance(service, VllmServiceConfig):
-                self._check_vllm_shape(name, service, node_pools, total_nodes)
+                self._check_vllm_shape(name, service, node_pools, total_nodes, path)
+        self._check_routers_beside_driver(list(node_pools))
         rules.check_port_clashes(
-            self.services, list(node_pools), self.driver.policy_model, self.otel.enabled
+            self.deployed_services,
+            list(node_pools),
+            self.driver.policy_model,
+            self.otel.enabled,
+            paths={name: path for name, path, _ in deployment},
         )
-        if self.job.deployment == "shared" and SHARED_DEPLOYMENT_DIR in self.driver.benchmarks:
+        if self.job.deployment == "shared" and contract.SHARED_DEPLOYMENT_DIR in self.driver.benchmarks:
             raise ValueError(
-                f"driver.benchmarks: with job.deployment: shared the name '{SHARED_DEPLOYMENT_DIR}' is the "
+                f"driver.benchmarks: with job.deployment: shared the name '{contract.SHARED_DEPLOYMENT_DIR}' is the "
                 f"shared job's own directory; rename that benchmark"
             )
         self._check_resumable(compute_name, compute)
         self._wire_policy_model()
+        self._check_gym_telemetry()
         return self
+
+    def _check_gym_telemetry(self) -> None:
+        if self.otel.enabled and self.otel.gym_telemetry and self.driver.gym_install is None:
+            raise error_at(
+                "otel.gym_telemetry",
+                "is on while otel is enabled, which needs the driver to install gym with its "
+                "telemetry extra, but driver.gym_install is not set; set driver.gym_install, or set "
+                "otel.gym_telemetry: false",
+            )
 
     def _check_resumable(self, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig) -> None:
         resumable = [name for name, bench in self.driver.benchmarks.items() if bench.resume_config is not None]
@@ -583,18 +809,18 @@ class SubmitConfig(_StrictModel):
         return next(iter(self.compute.items()))
 
     @staticmethod
-    def _resolve_placement(name: str, service: BaseServiceConfig, compute_name: str) -> None:
+    def _resolve_placement(name: str, service: BaseServiceConfig, compute_name: str, path: str) -> None:
         if service.placement is None:
             service.placement = compute_name
         elif service.placement != compute_name:
             raise ValueError(
                 f"Service '{name}' placement '{service.placement}' does not match any compute "
-                f"resource ({compute_name}); set services.{name}.placement to '{compute_name}' or remove it."
+                f"resource ({compute_name}); set {path}.placement to '{compute_name}' or remove it."
             )
 
     @staticmethod
     def _check_pools_exist(
-        name: str, service: BaseServiceConfig, compute_name: str, node_pools: dict[str, NodePool]
+        name: str, service: BaseServiceConfig, compute_name: str, node_pools: dict[str, NodePool], path: str
     ) -> None:
         declared = ", ".join(node_pools) or "none declared"
         if isinstance(service, RayServiceConfig):
@@ -602,13 +828,58 @@ class SubmitConfig(_StrictModel):
             if unknown:
                 raise ValueError(
                     f"Service '{name}' node_pools {unknown} do not match any node pool of compute "
-                    f"'{compute_name}' ({declared}); fix services.{name}.node_pools."
+                    f"'{compute_name}' ({declared}); fix {path}.node_pools."
                 )
         if service.node_pool is not None and service.node_pool not in node_pools:
             raise ValueError(
                 f"Service '{name}' node_pool '{service.node_pool}' does not match any node pool of "
-                f"compute '{compute_name}' ({declared}); fix services.{name}.node_pool."
+                f"compute '{compute_name}' ({declared}); fix {path}.node_pool."
             )
+
+    # -- prefill/decode ----------------------------------------------------------------------
+
+    def _check_tier_names_are_free(self) -> None:
+        for name, service in self.services.items():
+            if not isinstance(service, VllmPDServiceConfig):
+                continue
+            tier_names = list(service.tiers(name))
+            taken = [tier for tier in tier_names if tier in self.services]
+            if taken:
+                raise error_at(
+                    f"services.{name}",
+                    f"a vllm_pd service deploys its tiers as {' and '.join(tier_names)}, but "
+                    f"services.{taken[0]} already exists; rename one of the two services",
+                )
+
+    @staticmethod
+    def _check_tier_has_a_pool(
+        path: str, tier: VllmPDTierConfig, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig
+    ) -> None:
+        if tier.node_pool is not None:
+            return
+        if isinstance(compute, LocalComputeConfig):
+            fix = f"compute '{compute_name}' is local, which has no node pools; submit to a Slurm compute"
+        elif compute.node_pools:
+            pools = ", ".join(compute.node_pools)
+            fix = f"pin it to one of compute '{compute_name}''s node pools ({pools})"
+        else:
+            fix = f"declare node_pools under compute.{compute_name} and pin each tier to one"
+        raise error_at(
+            f"{path}.node_pool", f"a prefill/decode tier needs nodes of its own, but none is set; {fix}"
+        )
+
+    def _check_routers_beside_driver(self, pool_names: list[str]) -> None:
+        """The router is started on the driver's node; pinned anywhere else, it would not run there."""
+        driver_pool = rules.driver_pool_name(self.services, self.driver.policy_model, pool_names)
+        for name, service in self.services.items():
+            if isinstance(service, VllmPDServiceConfig) and service.node_pool not in (None, driver_pool):
+                raise error_at(
+                    f"services.{name}.node_pool",
+                    f"is '{service.node_pool}', but a vllm_pd service's router runs on the driver's node, "
+                    f"which is on node pool '{driver_pool}'; pin it to '{driver_pool}' or remove node_pool",
+                )
+
+    # -- vLLM shapes -------------------------------------------------------------------------
 
     def _check_vllm_shape(
         self,
@@ -616,15 +887,24 @@ class SubmitConfig(_StrictModel):
         service: VllmServiceConfig,
         node_pools: dict[str, NodePool],
         total_nodes: int,
+        path: str,
     ) -> None:
         pools = {service.node_pool: node_pools[service.node_pool]} if service.node_pool else node_pools
         service_nodes = sum(p.nodes for p in pools.values()) or total_nodes
         gpus = [p.gpus_per_node for p in pools.values() if p.gpus_per_node is not None]
-        is_ray_serve = effective_ray_serve(service, service_nodes, gpus)
         n = service.number_of_instances
+        if isinstance(service, VllmPDTierConfig) and service.server_per_node:
+            if n != 1:
+                raise error_at(
+                    f"{path}.number_of_instances",
+                    f"is {n}, but with server_per_node each node of the tier's pool runs one server, "
+                    f"which is one instance; set it to 1 (or remove it), or turn server_per_node off",
+                )
+            service_nodes = 1  # each node is checked as a deployment of its own
+        is_ray_serve = effective_ray_serve(service, service_nodes, gpus)
         if service_nodes > 1 and n > 1 and n % service_nodes != 0 and not is_ray_serve:
             raise ValueError(
-                f"Service '{name}' has number_of_instances={n}, which must be evenly divisible by the "
+                f"{self._service_label(name)} has number_of_instances={n}, which must be evenly divisible by the "
                 f"number of nodes ({service_nodes}) for multi-node data-parallel deployment - each node "
                 f"hosts an equal share of the data-parallel replicas."
             )
@@ -666,13 +946,13 @@ class SubmitConfig(_StrictModel):
             scope = f"the node pool's gpus_per_node ({available})"
         if needed > available:
             raise ValueError(
-                f"Service '{service_name}' requires {needed} GPUs ({footprint}), which exceeds {scope} "
+                f"{self._service_label(service_name)} requires {needed} GPUs ({footprint}), which exceeds {scope} "
                 f"on compute '{compute_name}'. Reduce number_of_instances/tensor_parallel_size/"
                 f"pipeline_parallel_size, or add more nodes/GPUs."
             )
         if needed < available:
             warnings.warn(
-                f"Service '{service_name}' uses {needed} of {available} GPUs ({footprint}), leaving "
+                f"{self._service_label(service_name)} uses {needed} of {available} GPUs ({footprint}), leaving "
                 f"{available - needed} GPU(s) idle on compute '{compute_name}'; raise "
                 f"tensor_parallel_size or number_of_instances to use them.",
                 UserWarning,
@@ -682,23 +962,11 @@ class SubmitConfig(_StrictModel):
     # -- policy model ------------------------------------------------------------------------
 
     def _wire_policy_model(self) -> None:
-        name = self.driver.policy_model
-        if name is None:
-            return
-        if name not in self.services:
-            raise ValueError(
-                f"driver.policy_model '{name}' does not match any service "
-                f"({', '.join(self.services) or 'none declared'}); name one of the services."
-            )
-        service = self.services[name]
-        if not isinstance(service, BaseModelServiceConfig):
-            return  # a ray cluster serves no model endpoint of its own
-        wiring = {
-            "policy_base_url": f"http://{POLICY_HOST}:{service.port}/v1",
-            "policy_model_name": service.served_model_name or service.model,
-            "policy_api_key": POLICY_API_KEY,
-        }
+        wiring = self._policy_wiring()
         for bench_name, bench in self.driver.benchmarks.items():
+            self._check_command_runs_alone(bench_name, bench, wiring)
+            if not wiring:
+                continue
             # Identical values are what an earlier validation injected (--resolve-only output fed
             # back in), so only a different value is a conflict.
             clashing = [k for k in POLICY_RUN_KEYS if k in bench.run and bench.run[k] != wiring[k]]
@@ -709,3 +977,51 @@ class SubmitConfig(_StrictModel):
                 )
             bench.run.update(wiring)
 
+    def _policy_wiring(self) -> dict[str, str]:
+        """The run keys ``driver.policy_model`` gives every benchmark; none without a model endpoint.
+
+        A ``command`` benchmark gets them too: they are how its script learns the endpoint.
+        """
+        name = self.driver.policy_model
+        if name is None:
+            return {}
+        if name not in self.services:
+            raise ValueError(self._unknown_policy_model(name))
+        service = self.services[name]
+        if not isinstance(service, BaseModelServiceConfig):
+            return {}  # a ray cluster serves no model endpoint of its own
+        return {
+            "policy_base_url": f"http://{self.driver.policy_host}:{service.port}/v1",
+            "policy_model_name": service.served_model_name or service.model,
+            "policy_api_key": POLICY_API_KEY,
+        }
+
+    def _unknown_policy_model(self, name: str) -> str:
+        for pd_name, service in self.services.items():
+            if isinstance(service, VllmPDServiceConfig) and name in service.tiers(pd_name):
+                return (
+                    f"driver.policy_model: '{name}' is a tier of vllm_pd service '{pd_name}', whose router "
+                    f"is the endpoint for both tiers; set driver.policy_model to '{pd_name}'"
+                )
+        return (
+            f"driver.policy_model '{name}' does not match any service "
+            f"({', '.join(self.services) or 'none declared'}); name one of the services."
+        )
+
+    @staticmethod
+    def _check_command_runs_alone(bench_name: str, bench: BenchmarkRunConfig, wiring: dict[str, str]) -> None:
+        """``run`` only configures ``gym eval run``, which ``command`` replaces.
+
+        The policy wiring in ``run`` is not the user's setting (it is injected, or written back by
+        an earlier validation, and the command reads it as NEMO_GYM_POLICY_* env), so only keys
+        that differ from it count.
+        """
+        if bench.command is None:
+            return
+        settings = [k for k, v in bench.run.items() if not (k in wiring and v == wiring[k])]
+        if settings:
+            raise error_at(
+                f"driver.benchmarks.{bench_name}.command",
+                f"replaces `gym eval run`, but run sets {settings}, which only `gym eval run` reads; "
+                f"fold those settings into the command, or drop command",
+            )

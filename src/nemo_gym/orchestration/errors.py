@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import TYPE_CHECKING, Any, Iterable, Union
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -21,6 +22,23 @@ class UserError(Exception):
 
 class ConnectionLost(UserError):
     """The ssh connection broke while a command ran: what it did on the other side is unknown."""
+
+
+# The pydantic error type of ``error_at``; ``_describe_one`` joins its ``at`` to the error's path.
+AT_PATH_ERROR = "gym_config_at_path"
+
+
+def error_at(path: str, message: str) -> Exception:
+    """A validation error about ``path`` below the model whose validator raises it.
+
+    A model validator's errors carry only the model's own location (``services.pd``), and a
+    ``SubmitConfig`` validator's none at all; this names the exact key (``prefill.node_pool``,
+    or a full path from the top), so the user reads ``services.pd.prefill.node_pool: ...``.
+    """
+    from pydantic_core import PydanticCustomError
+
+    # pydantic fills only ``{at}`` placeholders from the context; other braces stay as they are.
+    return PydanticCustomError(AT_PATH_ERROR, message, {"at": path})
 
 
 # Hints for required keys, by field name: what the value is.
@@ -81,7 +99,8 @@ def _tagged_variants(tp: Any) -> dict[str, Any] | None:
     inner, *outer_meta = typing.get_args(tp)
     if typing.get_origin(inner) not in (Union, types.UnionType):
         # A one-variant union collapses: Annotated[X, Tag('x'), Discriminator(...)].
-        inner_args = [typing.Annotated[(inner, *outer_meta)]] if outer_meta else [inner]
+        params = (inner, *outer_meta)
+        inner_args = [typing.Annotated[params]] if outer_meta else [inner]
     else:
         inner_args = list(typing.get_args(inner))
     variants = {}
@@ -118,7 +137,8 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, 
             node = field.annotation if field is not None else None
             if field is not None and field.metadata:
                 # pydantic keeps a field's own Annotated[Union, Discriminator] metadata apart.
-                node = typing.Annotated[(field.annotation, *field.metadata)]
+                params = (field.annotation, *field.metadata)
+                node = typing.Annotated[params]
             parts.append(str(item))
             continue
         origin = typing.get_origin(node)
@@ -133,7 +153,7 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, 
             node = None
     node = _unwrap_optional(node)
     variants = _tagged_variants(node)
-    return parts, node, sorted(variants) if variants else []
+    return parts, node, list(variants) if variants else []  # as declared: vllm, ray, vllm_pd
 
 
 def _model_fields_at(node: Any) -> list[str]:
@@ -153,18 +173,20 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> li
     return lines
 
 
-def _describe_one(err: dict[str, Any], root: type[BaseModel]) -> str:
+def _describe_one(err: Any, root: type[BaseModel]) -> str:
     loc = tuple(err.get("loc", ()))
     kind = err.get("type", "")
     given = err.get("input")
     parts, node, tags = _walk(root, loc)
+    if kind == AT_PATH_ERROR:
+        parts = [*parts, err["ctx"]["at"]]
     path = ".".join(parts)
     if kind == "extra_forbidden":
         parent_parts, parent, _ = _walk(root, loc[:-1])
         key = str(loc[-1])
-        hint = difflib.get_close_matches(key, _model_fields_at(parent), n=1, cutoff=0.6)
-        if hint:
-            return f"{path}: unknown key; did you mean '{hint[0]}'?"
+        close = difflib.get_close_matches(key, _model_fields_at(parent), n=1, cutoff=0.6)
+        if close:
+            return f"{path}: unknown key; did you mean '{close[0]}'?"
         where = ".".join(parent_parts) or "the top level"
         known = ", ".join(_model_fields_at(parent))
         return f"{path}: unknown key; remove it (keys allowed in {where}: {known})"

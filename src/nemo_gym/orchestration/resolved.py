@@ -1,17 +1,21 @@
 """The validated config written back out, in a form that validates again to the same jobs.
 
 Env values are written with their prefixes: a ``host:`` value as its reference (``host:VAR``),
-never the secret it resolved to, so printing or storing the config leaks nothing.
+never the secret it resolved to, so printing or storing the config leaks nothing. That holds for
+the prefill and decode tiers of a ``vllm_pd`` service too, which carry their service's env.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from nemo_gym.orchestration.api import (
+    PD_TIERS,
     BaseServiceConfig,
     DriverConfig,
     SubmitConfig,
+    VllmPDServiceConfig,
     env_sources_of,
 )
 
@@ -26,20 +30,22 @@ def _prefixed_env(owner: BaseServiceConfig | DriverConfig) -> dict[str, str]:
     return out
 
 
+def _env_owners(config: SubmitConfig) -> Iterator[tuple[tuple[str, ...], BaseServiceConfig | DriverConfig]]:
+    """Every model with an env, with its key path in the dumped config."""
+    for name, service in config.services.items():
+        yield ("services", name), service
+        if isinstance(service, VllmPDServiceConfig):
+            for tier in PD_TIERS:
+                yield ("services", name, tier.field), getattr(service, tier.field)
+    yield ("driver",), config.driver
+
+
 def resolved_config_dict(config: SubmitConfig) -> dict[str, Any]:
     data = config.model_dump(mode="json")
-    for name, service in config.services.items():
-        data["services"][name]["env"] = _prefixed_env(service)
-    data["driver"]["env"] = _prefixed_env(config.driver)
+    for path, owner in _env_owners(config):
+        node = data
+        for key in path:
+            node = node[key]
+        node["env"] = _prefixed_env(owner)
     return data
 
-
-def secret_values(config: SubmitConfig) -> list[str]:
-    """Values read from the submitting machine with ``host:``: they must never be printed or stored."""
-    owners: list[BaseServiceConfig | DriverConfig] = [*config.services.values(), config.driver]
-    return [
-        owner.env[key]
-        for owner in owners
-        for key, source in env_sources_of(owner).items()
-        if source.kind == "host" and owner.env[key]
-    ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 BENCHMARK_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -18,9 +19,16 @@ ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # \Z, not $: "$" would let a trailing line break through into #SBATCH lines and comments.
 WALLTIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})\Z")
 UNLIMITED_WALLTIMES = ("UNLIMITED", "INFINITE")
+# A host as it goes between ``http://`` and ``:port``: a name or IPv4 address, or [IPv6].
+HOST_RE = re.compile(r"^([A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])\Z")
 
 # Ports the OTel collector listens on beside the driver (OTLP gRPC, OTLP HTTP, health).
 COLLECTOR_PORTS = (4317, 4318, 13133)
+
+
+def is_integer(v: Any) -> bool:
+    """An int that is not a bool (``true`` in YAML or JSON is no count and no index)."""
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def positive(cls: Any, v: int) -> int:
@@ -44,6 +52,13 @@ def optional_gpus(cls: Any, v: int | None) -> int | None:
 def port(cls: Any, v: int) -> int:
     if not 1 <= v <= 65535:
         raise ValueError(f"{v} is not a TCP port; use a number from 1 to 65535")
+    return v
+
+
+def side_channel_port(cls: Any, v: int) -> int:
+    """The prefill tier's NIXL side-channel port; the decode tier's is the next one."""
+    if not 1 <= v <= 65534:
+        raise ValueError(f"{v} leaves no TCP port for the decode tier (it uses this + 1); use 1 to 65534")
     return v
 
 
@@ -153,6 +168,33 @@ def optional_hostname(cls: Any, v: str | None) -> str | None:
     return v
 
 
+def host(cls: Any, v: str) -> str:
+    """A bare host for a URL the job builds (``http://<host>:<port>/v1``): no scheme, port or path."""
+    if HOST_RE.match(v):
+        return v
+    if "://" in v:
+        bare = v.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
+        raise ValueError(f"{v!r} is a URL; give only the host, e.g. {bare!r} (the scheme and port are added)")
+    if not v.strip():
+        raise ValueError("is empty; give a host name or IP address, e.g. 'localhost'")
+    raise ValueError(
+        f"{v!r} is not a host name; give a name or IP address without spaces, port or path, e.g. 'localhost'"
+    )
+
+
+def word(cls: Any, v: str) -> str:
+    """A value passed to a program as one argument of its own (a policy, a log level, a class name)."""
+    if not v or any(c.isspace() for c in v):
+        raise ValueError(f"{v!r} is not a single word; write it without spaces")
+    return v
+
+
+def single_line(cls: Any, v: str) -> str:
+    if "\n" in v or "\r" in v:
+        raise ValueError("contains a line break; write it on one line")
+    return v
+
+
 def absolute_path(cls: Any, v: str) -> str:
     if not v.startswith("/"):
         raise ValueError(f"{v!r} is not an absolute path; give the full path, e.g. /scratch/you/gym-runs")
@@ -217,6 +259,8 @@ def _scopes(service: Any, pool_names: list[str], driver_pool: str) -> Iterable[s
         return ["*"]
     if getattr(service, "type", None) == "ray":
         return [driver_pool]  # only the head listens on the GCS port
+    if getattr(service, "type", None) == "vllm_pd":
+        return [driver_pool]  # the router runs beside the driver (its pool is checked to be that one)
     if service.node_pool is not None:
         return [service.node_pool]
     return pool_names
@@ -232,8 +276,19 @@ def driver_pool_name(services: dict[str, Any], policy_model: str | None, pool_na
 
 
 def check_port_clashes(
-    services: dict[str, Any], pool_names: list[str], policy_model: str | None, otel_enabled: bool
+    services: dict[str, Any],
+    pool_names: list[str],
+    policy_model: str | None,
+    otel_enabled: bool,
+    paths: dict[str, str] | None = None,
 ) -> None:
+    """``services`` as deployed (prefill/decode tiers included); ``paths`` gives the YAML path of
+    a service whose path is not ``services.<name>`` (a tier's is ``services.<pd>.prefill``)."""
+    paths = paths or {}
+
+    def port_key(name: str) -> str:
+        return f"{paths.get(name, f'services.{name}')}.port"
+
     driver_pool = driver_pool_name(services, policy_model, pool_names)
     taken: dict[tuple[str, int], str] = {}
     if otel_enabled:
@@ -245,9 +300,9 @@ def check_port_clashes(
             if key in taken:
                 where = "on the same node" if scope == "*" else f"on node pool '{scope}'"
                 other = taken[key]
-                owner = other if other.startswith("the ") else f"services.{other}.port"
+                owner = other if other.startswith("the ") else port_key(other)
                 raise ValueError(
-                    f"services.{name}.port and {owner} both use port {service.port} {where}; "
-                    f"give services.{name}.port another value"
+                    f"{port_key(name)} and {owner} both use port {service.port} {where}; "
+                    f"give {port_key(name)} another value"
                 )
             taken[key] = name
