@@ -1,0 +1,205 @@
+"""Read a benchmark's rollouts and check them against what it was meant to write. No I/O here.
+
+A benchmark writes ``rollouts.jsonl``: one JSON row per (task, rollout) pair, keyed by
+``_ng_task_index`` and ``_ng_rollout_index``, with the score under a metric key (``reward``).
+NeMo Gym 0.7.0 also writes ``rollouts_materialized_inputs.jsonl``: one row per pair it meant to
+run. The reader is tolerant because the files we compare are often what a killed or resumed driver
+left: a truncated last line, a pair written twice. It counts those problems instead of failing,
+so that a report can say how far to trust the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from nemo_gym.orchestration.rules import is_integer
+
+TASK_INDEX_KEY = "_ng_task_index"
+ROLLOUT_INDEX_KEY = "_ng_rollout_index"
+# A report names a few bad lines so that someone can open the file at them; all are counted.
+MAX_REPORTED_LINES = 5
+
+TaskRollout = tuple[int, int]
+"""A (task index, rollout index) pair: the identity of one rollout."""
+
+
+@dataclass(frozen=True)
+class RolloutSet:
+    """What one ``rollouts.jsonl`` holds, with everything that made a row unusable counted."""
+
+    metric: str
+    rewards: Mapping[TaskRollout, float]  # pairs whose (first) row has a usable metric value
+    written: frozenset[TaskRollout]  # every pair with a readable row, with or without the metric
+    duplicates: tuple[TaskRollout, ...]  # one entry per repeated row of a pair, in file order
+    no_metric: tuple[TaskRollout, ...]  # pairs whose row has no usable metric value, in file order
+    unreadable: int  # non-blank lines that are not JSON objects carrying both indices
+    unreadable_lines: tuple[int, ...]  # 1-based line numbers of the first MAX_REPORTED_LINES of them
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """Whether a benchmark wrote every rollout it was meant to.
+
+    ``known`` is False when there is no list of expected pairs (gym before 0.7.0 does not write
+    one): then ``expected`` and ``complete`` are None, and ``missing`` and ``extra`` are empty
+    because nothing can be missing from an unknown list, not because nothing is.
+    """
+
+    known: bool
+    expected: int | None
+    written: int
+    missing: tuple[TaskRollout, ...]
+    extra: tuple[TaskRollout, ...]  # written but not expected: rollouts of other inputs mixed in
+    duplicates: int
+    complete: bool | None  # every expected pair written; extra and duplicate rows don't change it
+
+
+def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
+    """Read ``rollouts.jsonl`` lines; never raises on bad content.
+
+    Blank lines are skipped. A line that is not a JSON object with integer indices is unreadable.
+    The first row of a pair wins and later ones are reported as duplicates: a resumed driver
+    appends, so the first row is the one the original run produced. A metric value is usable when
+    it is a finite number or a bool (counted 0/1); anything else, or its absence, makes the row
+    ``no_metric``: it still counts as written, it just has no score. ``metric`` is looked up as a
+    top-level key first, then, if it contains dots, as a path through nested objects
+    (``"response.reward"``), so keys that themselves contain dots still work.
+    """
+    rewards: dict[TaskRollout, float] = {}
+    written: set[TaskRollout] = set()
+    duplicates: list[TaskRollout] = []
+    no_metric: list[TaskRollout] = []
+    unreadable_lines: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        row = _json_object(line)
+        pair = _task_rollout(row) if row is not None else None
+        if row is None or pair is None:
+            unreadable_lines.append(number)
+            continue
+        if pair in written:
+            duplicates.append(pair)
+            continue
+        written.add(pair)
+        value = _metric_value(row, metric)
+        if value is None:
+            no_metric.append(pair)
+        else:
+            rewards[pair] = value
+    return RolloutSet(
+        metric=metric,
+        rewards=MappingProxyType(rewards),
+        written=frozenset(written),
+        duplicates=tuple(duplicates),
+        no_metric=tuple(no_metric),
+        unreadable=len(unreadable_lines),
+        unreadable_lines=tuple(unreadable_lines[:MAX_REPORTED_LINES]),
+    )
+
+
+def parse_expected(lines: Iterable[str]) -> frozenset[TaskRollout]:
+    """The (task, rollout) pairs listed in ``rollouts_materialized_inputs.jsonl``.
+
+    Unlike ``parse_rollouts`` this is strict: gym writes the file in full before any rollout runs,
+    so a bad line means the file cannot be trusted, and a silently shortened list would make an
+    incomplete run look complete. Raises ValueError naming the first bad line; a caller can treat
+    that as "expected pairs unknown".
+    """
+    pairs: set[TaskRollout] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        row = _json_object(line)
+        pair = _task_rollout(row) if row is not None else None
+        if pair is None:
+            raise ValueError(
+                f"line {number} of the materialized inputs is not a JSON object with integer "
+                f"{TASK_INDEX_KEY} and {ROLLOUT_INDEX_KEY}"
+            )
+        pairs.add(pair)
+    return frozenset(pairs)
+
+
+def completeness(expected: frozenset[TaskRollout] | None, rollouts: RolloutSet) -> Completeness:
+    """Compare written pairs with expected ones; ``expected=None`` means the list is unavailable."""
+    if expected is None:
+        return Completeness(
+            known=False,
+            expected=None,
+            written=len(rollouts.written),
+            missing=(),
+            extra=(),
+            duplicates=len(rollouts.duplicates),
+            complete=None,
+        )
+    missing = tuple(sorted(expected - rollouts.written))
+    return Completeness(
+        known=True,
+        expected=len(expected),
+        written=len(rollouts.written),
+        missing=missing,
+        extra=tuple(sorted(rollouts.written - expected)),
+        duplicates=len(rollouts.duplicates),
+        complete=not missing,
+    )
+
+
+def per_task_means(rollouts: RolloutSet) -> dict[int, float]:
+    """Each task's metric averaged over its rollouts that have one, ordered by task index.
+
+    Tasks are the unit of comparison (repeats of one task are not independent samples).
+    ``math.fsum`` makes the mean independent of row order, so two runs with the same per-rollout
+    scores written in a different order get bit-identical task means and count as unchanged.
+    """
+    by_task: dict[int, list[float]] = defaultdict(list)
+    for (task, _rollout), value in rollouts.rewards.items():
+        by_task[task].append(value)
+    return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    try:
+        row = json.loads(line)
+    except ValueError:  # json.JSONDecodeError, and UnicodeDecodeError for bytes-like input
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def _task_rollout(row: Mapping[str, Any]) -> TaskRollout | None:
+    task, rollout = row.get(TASK_INDEX_KEY), row.get(ROLLOUT_INDEX_KEY)
+    # `true` is no index, and neither is 3.0: gym writes integers.
+    if isinstance(task, int) and isinstance(rollout, int) and is_integer(task) and is_integer(rollout):
+        return (task, rollout)
+    return None
+
+
+def _metric_value(row: Mapping[str, Any], metric: str) -> float | None:
+    if metric in row:
+        return _as_score(row[metric])
+    if "." not in metric:
+        return None
+    node: Any = row
+    for part in metric.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return _as_score(node)
+
+
+def _as_score(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (int, float)):
+        return None
+    try:
+        score = float(value)
+    except OverflowError:  # an integer beyond float range: no score a mean can use
+        return None
+    return score if math.isfinite(score) else None  # json.loads accepts NaN and Infinity
