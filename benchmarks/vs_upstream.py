@@ -192,7 +192,7 @@ def measure_cli(work: Path, runs: int) -> None:
         per["min cpu"]["ours"][n], per["min cpu"]["peer"][n] = cpu["ours_min"], cpu["peer_min"]
         target = "<= 0.3" if n == 200 else "-"
         row(f"2. --dry-run, {n} benchmarks, wall (s)", o, p, target, (o / p <= 0.3) if n == 200 else None)
-        row(f"   same, CPU user+sys (s)", cpu["ours"], cpu["peer"], "-")
+        row("   same, CPU user+sys (s)", cpu["ours"], cpu["peer"], "-")
         row(f"   wall per benchmark, total/{n} (ms)", o / n * 1e3, p / n * 1e3, "-", fmt="{:.2f}")
     # Linearity is judged on the best-of-N CPU time: the median wall time of a shared machine is
     # too noisy for a slope over 150 benchmarks.
@@ -282,7 +282,7 @@ def measure_ssh(work: Path, runs: int, host: str, ssh_config: str) -> None:
         c = {k: v.get("calls") for k, v in vals.items()}
         row(f"3. ssh submit, {n} benchmarks, wall (s)", t["ours"], t["peer"], "-")
         rt = {k: (v["round_trips"] if v else None) for k, v in c.items()}
-        row(f"   round trips (master + remote commands)", rt["ours"], rt["peer"], "<= 3",
+        row("   round trips (master + remote commands)", rt["ours"], rt["peer"], "<= 3",
             rt["ours"] is not None and rt["ours"] <= 3, fmt="{:d}")  # fmt: skip
         inv = {k: (f"{v['invocations']} ({v['masters']}m+{v['commands']}c+{v['control_ops']}ctl, {v['rsync']} rsync)"
                    if v else None) for k, v in c.items()}  # fmt: skip
@@ -388,7 +388,7 @@ data = compose_config(sys.argv[1], []); mark("compose_config (whole, again, warm
 config, _ = validate_config(data); mark("validate (pydantic SubmitConfig)")
 resolved_config_dict(config); mark("resolved_config_dict (--resolve-only)")
 plan = build_plan(config, new_run_id()); mark("build_plan")
-staged = render_run(config, plan); mark("render_run (Jinja2, all files)")
+staged = render_run(plan); mark("render_run (Jinja2, all files)")
 buf = io.StringIO()
 for job in plan.jobs: buf.write(staged.job_script(job.benchmark))
 mark("print job scripts")
@@ -446,7 +446,7 @@ def profile_ours(work: Path) -> list[str]:
 
         stats = pstats.Stats(str(prof))
         entries = []
-        for (file, line, fn), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+        for (file, _line, fn), (_cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
             entries.append((ct, tt, nc, f"{Path(file).parent.name}/{Path(file).name}:{fn}"))
         ours_fns = sorted((e for e in entries if "/orchestration/" in e[3] or e[3].startswith(("orchestration/", "cli/"))),
                           key=lambda e: -e[0])[:10]  # fmt: skip

@@ -18,7 +18,7 @@ def stage(config_path: Path, run_id: str = GOLDEN_RUN_ID, overrides: list[str] |
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config, _ = validate_config(compose_config(config_path, overrides or []))
-    return render_run(config, build_plan(config, run_id))
+    return render_run(build_plan(config, run_id))
 
 
 def golden_configs() -> list[Path]:

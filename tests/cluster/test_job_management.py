@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import STANDIN_PATH
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

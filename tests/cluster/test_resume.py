@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import STANDIN_PATH, job_fields, standin_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

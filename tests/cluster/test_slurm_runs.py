@@ -6,15 +6,14 @@ node received, so the tests assert addresses, ranks, ports and placement as the 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
-import json
 import time
 from pathlib import Path
 
 import pytest
-
 from conftest import standin_records, state_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -194,7 +193,7 @@ def test_otel_collector_starts_first_is_checked_and_stopped_gracefully(cluster_r
         pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
         driver={"policy_model": "policy"},
     )
-    config["otel"] = {"endpoint": "https://otel.example.com", "service_name": "gym-tests",
+    config["otel"] = {"endpoint": "https://otel.example.com", "service_name": "gym-tests", "gym_telemetry": False,
                       "binary": str(Path(__file__).resolve().parents[1] / "standins" / "otelcol-contrib")}  # fmt: skip
     record = cluster_run.submit(config)
     [job] = record["benchmarks"]

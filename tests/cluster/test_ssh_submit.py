@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import standin_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from nemo_gym.orchestration.observe import all_records
+from nemo_gym.orchestration.record import all_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -98,7 +99,7 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
     assert recorded  # at least the first benchmark was queued before the cut
     assert queued_for(record.run_dir) <= recorded  # nothing queued is missing from the record
     assert record.executor_metadata == {"submission": "interrupted"}
-    on_host = json.loads(open(f"{record.run_dir}/gym-job.json").read())
+    on_host = json.loads(Path(f"{record.run_dir}/gym-job.json").read_text())
     assert {b["job_id"] for b in on_host["benchmarks"] if b["job_id"]} == recorded
     for b in record.benchmarks:
         if not b.job_id:

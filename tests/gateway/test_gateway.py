@@ -122,7 +122,7 @@ def ray_head():
         "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), "RAY_USAGE_STATS_ENABLED": "0",
         "GYM_JOB_DIR": tmp, "STANDIN_RAY_GPUS": "2", "PATH": f"{Path(python).parent}:{os.environ['PATH']}",
     }  # fmt: skip
-    log = open(Path(tmp) / "ray-head.log", "w")
+    log = open(Path(tmp) / "ray-head.log", "w")  # noqa: SIM115 - Ray writes it while the test runs
     head = subprocess.Popen(
         [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=4",
          "--num-gpus=4", "--include-dashboard=false", f"--dashboard-agent-listen-port={_free_port()}",
@@ -154,7 +154,7 @@ class Gateway:
         self.port = _free_port()
         self.dir = head["dir"]
         self.log_path = self.dir / f"gateway-{self.port}.log"
-        self.log = open(self.log_path, "w")
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - the gateway writes it for its life
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [head["python"], str(GATEWAY), "--address", head["address"], "--port", str(self.port),

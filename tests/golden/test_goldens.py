@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
-
 from render_helpers import GOLDEN_DIR, golden_configs, stage
+
+import nemo_gym.orchestration
 
 UPDATE = os.environ.get("GYM_UPDATE_GOLDENS") == "1"
 # The golden configs read this with host:; it must never appear in a staged file.
@@ -19,9 +21,12 @@ os.environ["GOLDEN_HF_TOKEN"] = "hf_golden_secret_value"
 
 
 def golden_files(config, staged) -> dict:
-    """lib.sh is the same static library in every job: its golden is kept once, for `single`."""
+    """lib.sh is the same static library in every job: its golden is kept once, for `single`.
+    Python helpers are staged as the package's own modules, byte for byte (test_helpers_are_verbatim)."""
     return {
-        rel: f for rel, f in staged.files.items() if config.stem == "single" or not rel.endswith("steps/lib.sh")
+        rel: f
+        for rel, f in staged.files.items()
+        if (config.stem == "single" or not rel.endswith("steps/lib.sh")) and not rel.endswith(".py")
     }
 
 
@@ -40,6 +45,17 @@ def test_staged_files_match_goldens(config) -> None:
     for rel, staged_file in staged_files.items():
         golden = (expected_dir / rel).read_text()
         assert staged_file.content == golden, f"{config.stem}/{rel} differs; run scripts/update-goldens if intended"
+
+
+@pytest.mark.parametrize("config", golden_configs(), ids=lambda p: p.stem)
+def test_helpers_are_verbatim(config) -> None:
+    package = Path(nemo_gym.orchestration.__file__).parent
+    for rel, staged_file in stage(config).files.items():
+        if rel.endswith(".py"):
+            source = package / Path(rel).name
+            if not source.exists():
+                source = package / "gateway" / Path(rel).name
+            assert staged_file.content == source.read_text(), rel
 
 
 @pytest.mark.parametrize("config", golden_configs(), ids=lambda p: p.stem)

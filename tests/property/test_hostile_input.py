@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
+from nemo_gym.orchestration.resume import _caps
 from nemo_gym.orchestration.rules import walltime_seconds
 from nemo_gym.orchestration.stage import write_staged
 from nemo_gym.orchestration.validate import validate_config
@@ -93,7 +94,7 @@ def test_any_valid_config_renders_sound_scripts_whose_arguments_arrive_exactly(t
     data["job"]["output_path"] = str(root)
     config = _validated(data)
     plan = build_plan(config, f"gym-job-20260101T000000Z-{CASES['run']:06x}")
-    staged = render_run(config, plan)
+    staged = render_run(plan)
     scripts = [f.content for rel, f in staged.files.items() if rel.endswith(".sh")]
     for script in scripts:
         assert subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True).returncode == 0
@@ -136,8 +137,8 @@ def test_any_invalid_config_fails_cleanly(data) -> None:
 
 slurm_times = st.one_of(
     st.integers(1, 10**6).map(str),
-    st.tuples(st.integers(0, 99), st.integers(0, 59), st.integers(0, 59)).map(lambda t: "%02d:%02d:%02d" % t),
-    st.tuples(st.integers(0, 30), st.integers(0, 23), st.integers(0, 59)).map(lambda t: "%d-%02d:%02d" % t),
+    st.tuples(st.integers(0, 99), st.integers(0, 59), st.integers(0, 59)).map(lambda t: "{:02d}:{:02d}:{:02d}".format(*t)),
+    st.tuples(st.integers(0, 30), st.integers(0, 23), st.integers(0, 59)).map(lambda t: "{}-{:02d}:{:02d}".format(*t)),
 ).filter(lambda t: walltime_seconds(t) > 0)
 
 
@@ -161,10 +162,18 @@ def test_any_valid_resumable_config_renders_sound_scripts(retries, cap, flag, mo
     }
     config = _validated(data)
     plan = build_plan(config, "gym-job-20260101T000000Z-000001")
-    staged = render_run(config, plan)
+    staged = render_run(plan)
     resume = staged.files["b/steps/resume.sh"].content
-    assert f"GYM_MAX_RETRIES={3 if flag else retries}\n" in resume
-    assert f"GYM_MAX_WALLTIME_SECONDS={walltime_seconds(cap) if cap and not flag else 0}\n" in resume
+    # The caps reach the judge exactly: call it with a python3 that only prints its arguments.
+    shown = subprocess.run(
+        ["bash", "-c", resume + '\npython3() { printf "%s\\n" "$@"; }\ngym_resume begin 7 0'],
+        capture_output=True, text=True, env={**os.environ, "GYM_JOB_DIR": "/j"},
+    ).stdout.splitlines()  # fmt: skip
+    caps, rest = _caps(shown[4:])
+    assert shown[:4] == ["-E", "-s", "/j/steps/resume.py", "begin"] and rest == ["7", "0"]
+    assert caps.max_retries == (3 if flag else retries)
+    assert caps.max_walltime_seconds == (walltime_seconds(cap) if cap and not flag else 0)
+    assert caps.max_walltime == ("" if flag or cap is None else cap)
     assert "+resume_from_cache=true" in staged.files["b/steps/driver.sh"].content
     for rel, f in staged.files.items():
         if rel.endswith(".sh"):

@@ -4,35 +4,41 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import subprocess
-import re
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from otel_checker import check_collector_config
 
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.otel import (
-    check_collector_config,
-    collector_env_names,
-    driver_otel_env,
+from nemo_gym.orchestration.otel import collector_env_names, render_collector_config, validate_destination
+from nemo_gym.orchestration.plan import (
+    Launch,
+    NodeSlice,
+    PlainStep,
+    RunPlan,
+    Step,
+    VllmDataParallelStep,
+    VllmRayStep,
+    build_plan,
     metrics_nodes,
-    render_collector_config,
-    scrape_jobs,
-    validate_destination,
 )
-from nemo_gym.orchestration.plan import NodeSlice, RunPlan, Step, build_plan
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "gym-job-20260101T000000Z-abcdef"
 TOKEN = "otel-token-s3cret-value"
 HF_TOKEN = "hf-secret-of-a-service"
-DESTINATION = {"enabled": True, "endpoint": "https://otel.example.com", "service_name": "gym-evals"}
+# gym_telemetry off: these configs have no driver.gym_install, which gym's own telemetry needs.
+DESTINATION = {
+    "enabled": True, "endpoint": "https://otel.example.com", "service_name": "gym-evals", "gym_telemetry": False
+}
 
 
 def _validated(data: dict[str, Any]) -> SubmitConfig:
@@ -53,7 +59,7 @@ def _example(name: str, **otel: Any) -> SubmitConfig:
 
 def _render(config: SubmitConfig, job: int = 0) -> tuple[str, dict[str, Any], RunPlan]:
     plan = build_plan(config, RUN_ID)
-    text = render_collector_config(config, plan, plan.jobs[job])
+    text = render_collector_config(plan.run_id, plan.jobs[job])
     return text, yaml.safe_load(text), plan
 
 
@@ -92,7 +98,7 @@ def test_rendered_config_passes_the_structural_check(name) -> None:
     config = _example(name)
     plan = build_plan(config, RUN_ID)
     for job in plan.jobs:
-        text = render_collector_config(config, plan, job)
+        text = render_collector_config(plan.run_id, job)
         assert check_collector_config(text, secrets=[TOKEN, HF_TOKEN]) == []
         assert TOKEN not in text and HF_TOKEN not in text
         doc = yaml.safe_load(text)
@@ -101,7 +107,7 @@ def test_rendered_config_passes_the_structural_check(name) -> None:
             s: f"{job.job_dir}/otel/{s}.jsonl" for s in ("metrics", "traces", "logs")
         }
         # The env contract: the header lists exactly what the YAML reads, node vars for every node.
-        assert _env_refs(text) == set(collector_env_names(config, plan, job))
+        assert _env_refs(text) == set(collector_env_names(job))
         assert {f"GYM_NODE_{i}" for i in range(job.node_count)} <= _env_refs(text)
 
 
@@ -110,7 +116,7 @@ def test_the_multi_node_example_has_otel_on_and_renders() -> None:
     config = _validated(raw)
     assert config.otel.enabled
     plan = build_plan(config, RUN_ID)
-    text = render_collector_config(config, plan, plan.jobs[1])
+    text = render_collector_config(plan.run_id, plan.jobs[1])
     assert check_collector_config(text) == []
     attributes = yaml.safe_load(text)["processors"]["resource"]["attributes"]
     assert {"key": "benchmark", "value": "livecodebench", "action": "upsert"} in attributes
@@ -135,7 +141,7 @@ def test_a_data_parallel_service_is_scraped_where_its_api_server_runs() -> None:
     config = _example("tests/golden/configs/dp-multi-node.yaml")
     _, doc, plan = _render(config)
     step = next(s for s in plan.jobs[0].steps if s.service == "policy")
-    assert step.mode == "vllm-dp" and step.nodes == NodeSlice(1, 2)
+    assert step.kind == "vllm-dp" and step.nodes == NodeSlice(1, 2)
     assert _scrapes(doc)["gym-vllm/policy"] == [
         ("${env:GYM_NODE_1}:8000", {"gym_component": "gym-vllm", "gym_service": "policy", "gym_node": "1"})
     ]
@@ -145,17 +151,18 @@ def test_a_data_parallel_service_is_scraped_where_its_api_server_runs() -> None:
     assert not any(name.endswith("/envs") for name in _scrapes(doc))
 
 
-def test_metrics_nodes_follow_the_step_mode() -> None:
-    def step(mode: str, start: int, count: int) -> Step:
-        return Step(
-            name="p", service="p", mode=mode, nodes=NodeSlice(start, count), container=None,  # type: ignore[arg-type]
-            mounts=(), env=(), pre_command="", argv=("vllm",),
+def test_metrics_nodes_follow_the_step_kind() -> None:
+    def step(kind: type, start: int, count: int, **more) -> Step:
+        nodes = NodeSlice(start, count)
+        return kind(
+            name="p", service="p", nodes=nodes, env=(), pre_command="", argv=("vllm",),
+            launch=Launch("p", "/j", nodes, None, (), False), **more,
         )  # fmt: skip
 
-    assert metrics_nodes(step("plain", 2, 1)) == (2,)
-    assert metrics_nodes(step("plain", 2, 2)) == (2, 3)  # a plain step serves on each of its nodes
-    assert metrics_nodes(step("vllm-dp", 1, 2)) == (1,)
-    assert metrics_nodes(step("vllm-ray", 0, 2)) == (0,)
+    assert metrics_nodes(step(PlainStep, 2, 1)) == (2,)
+    assert metrics_nodes(step(PlainStep, 2, 2)) == (2, 3)  # a plain step serves on each of its nodes
+    assert metrics_nodes(step(VllmDataParallelStep, 1, 2, worker_argv=(), ranks_per_node=1)) == (1,)
+    assert metrics_nodes(step(VllmRayStep, 0, 2, ray_port=6390)) == (0,)
 
 
 def test_each_model_service_gets_its_own_job_on_its_own_pool(base) -> None:
@@ -178,13 +185,13 @@ def test_each_model_service_gets_its_own_job_on_its_own_pool(base) -> None:
 
 def test_a_ray_backed_instance_is_scraped_on_its_head_only() -> None:
     _, doc, plan = _render(_example("tests/golden/configs/vllm-ray.yaml"))
-    assert plan.jobs[0].steps[0].mode == "vllm-ray"
+    assert plan.jobs[0].steps[0].kind == "vllm-ray"
     assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:8000"]
 
 
 def test_local_quickstart_scrapes_its_port_on_this_machine() -> None:
     text, doc, plan = _render(_example("examples/quickstart.yaml"))
-    assert plan.launcher == "local"
+    assert plan.backend == "local"
     assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:18000"]
     keys = [a["key"] for a in doc["processors"]["resource"]["attributes"]]
     assert "slurm_job_id" not in keys and "job_id" in keys
@@ -204,7 +211,7 @@ def test_nothing_to_scrape_leaves_the_prometheus_receiver_out(base) -> None:
     text, doc, plan = _render(config)
     assert "prometheus" not in doc["receivers"]
     assert doc["service"]["pipelines"]["metrics"]["receivers"] == ["otlp"]
-    assert scrape_jobs(config, plan.jobs[0]) == []
+    assert plan.jobs[0].otel.scrape_jobs == ()
     assert check_collector_config(text) == []
     assert not any(name.startswith("GYM_NODE_") for name in _env_refs(text))
 
@@ -300,7 +307,7 @@ def test_token_is_referenced_never_written(base, monkeypatch) -> None:
 
 
 def test_validate_destination_names_the_keys_and_the_ways_out(base) -> None:
-    base["otel"] = {"enabled": True}
+    base["otel"] = {"enabled": True, "gym_telemetry": False}
     config = _validated(base)
     with pytest.raises(UserError) as exc:
         validate_destination(config)
@@ -311,7 +318,7 @@ def test_validate_destination_names_the_keys_and_the_ways_out(base) -> None:
 
 
 def test_validate_destination_names_only_what_is_missing(base) -> None:
-    base["otel"] = {"enabled": True, "endpoint": "https://otel.example.com"}
+    base["otel"] = {"enabled": True, "endpoint": "https://otel.example.com", "gym_telemetry": False}
     with pytest.raises(UserError) as exc:
         validate_destination(_validated(base))
     assert exc.value.problems[0].startswith("otel.service_name is not set")
@@ -319,7 +326,7 @@ def test_validate_destination_names_only_what_is_missing(base) -> None:
 
 
 def test_validate_destination_rejects_a_non_url_and_accepts_off(base) -> None:
-    base["otel"] = {"enabled": True, "endpoint": "otel.example.com:4318", "service_name": "s"}
+    base["otel"] = {"enabled": True, "endpoint": "otel.example.com:4318", "service_name": "s", "gym_telemetry": False}
     with pytest.raises(UserError, match=r"^otel.endpoint: 'otel.example.com:4318' is not an http\(s\) URL"):
         validate_destination(_validated(base))
     base["otel"] = {"enabled": False}
@@ -327,11 +334,11 @@ def test_validate_destination_rejects_a_non_url_and_accepts_off(base) -> None:
     validate_destination(_with_otel(base))
 
 
-def test_rendering_without_a_destination_is_a_user_error(base) -> None:
-    config = _validated(base)  # otel off, no endpoint
-    plan = build_plan(config, RUN_ID)
+def test_planning_without_a_destination_is_a_user_error(base) -> None:
+    base["otel"] = {"enabled": True, "gym_telemetry": False}  # on, but no endpoint
+    config = _validated(base)
     with pytest.raises(UserError, match="otel.endpoint"):
-        render_collector_config(config, plan, plan.jobs[0])
+        build_plan(config, RUN_ID)
 
 
 # -- driver env --------------------------------------------------------------------------------
@@ -340,7 +347,8 @@ def test_rendering_without_a_destination_is_a_user_error(base) -> None:
 def test_driver_env_points_at_the_collector_beside_it() -> None:
     config = _example("examples/multi-node-pools.yaml")
     plan = build_plan(config, RUN_ID)
-    env = driver_otel_env(config, plan, plan.jobs[1])
+    driver = plan.jobs[1].driver
+    env = {var.key: var.value for var in driver.env if var.key.startswith("OTEL_")}
     assert env == {
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -408,8 +416,8 @@ def test_real_collector_validates_the_rendered_config(name, tmp_path) -> None:
     plan = build_plan(config, RUN_ID)
     for job in plan.jobs:
         path = tmp_path / f"{job.benchmark}.yaml"
-        path.write_text(render_collector_config(config, plan, job))
-        env = {**os.environ, **{v: "127.0.0.1" for v in collector_env_names(config, plan, job) if v.startswith("GYM_NODE_")},
+        path.write_text(render_collector_config(plan.run_id, job))
+        env = {**os.environ, **{v: "127.0.0.1" for v in collector_env_names(job) if v.startswith("GYM_NODE_")},
                "GYM_JOB_ID": "1", "SLURM_JOB_ID": "1", "USER": "ci"}  # fmt: skip
         proc = subprocess.run(["otelcol-contrib", "validate", "--config", str(path)], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stderr

@@ -1,8 +1,9 @@
-"""The resume rules of steps/resume.sh, run for real under bash, one situation each.
+"""The resume judge as a job runs it: steps/resume.sh calling steps/resume.py under bash, one
+situation each (the rules themselves are unit-tested in test_resume_rules.py).
 
 Slurm's answers are faked here (a scontrol/sacct/sbatch/scancel on PATH that say what the test
 asks): preemption, a forgotten job, or accounting cannot be produced on demand on the local
-cluster. tests/cluster/test_resume.py runs the same script against the real Slurm."""
+cluster. tests/cluster/test_resume.py runs the same scripts against the real Slurm."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.orchestration.plan import RESUME_CHAIN_LIMIT, ResumePlan
-from nemo_gym.orchestration.render import _environment, _library
+from nemo_gym.orchestration.contract import CHAIN_LIMIT as RESUME_CHAIN_LIMIT
+from nemo_gym.orchestration.plan import ResumePlan
+from nemo_gym.orchestration.render import _library, _module_source, render_template
+from nemo_gym.orchestration.resume import EXIT_STOP
 
 FAKES = {
     "scontrol": '[ -n "${FAKE_SCONTROL_STATE:-}" ] && echo "JobId=$4 JobState=$FAKE_SCONTROL_STATE Reason=None"; true',
@@ -47,10 +50,12 @@ class Job:
         self.caps(max_retries, max_walltime, seconds)
 
     def caps(self, max_retries: int, max_walltime: str | None = None, seconds: int | None = None) -> None:
-        text = _environment().get_template("resume.sh.j2").render(
-            run_id="run", resume=ResumePlan(max_retries, max_walltime, seconds), chain_limit=RESUME_CHAIN_LIMIT
+        text = render_template(
+            "resume.sh.j2", run_id="run", resume=ResumePlan(max_retries, max_walltime, seconds), exit_stop=EXIT_STOP
         )
         (self.dir / "steps" / "resume.sh").write_text(text)
+        for module in ("resume", "contract"):
+            (self.dir / "steps" / f"{module}.py").write_text(_module_source(module))
 
     def rollouts(self, n: int) -> None:
         (self.dir / "artifacts" / "rollouts.jsonl").write_text("{}\n" * n)

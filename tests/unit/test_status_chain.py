@@ -3,24 +3,35 @@ words that say why — from the chain file and what each job and Slurm say (no s
 
 from __future__ import annotations
 
-from nemo_gym.orchestration.chain import parse_chain
-from nemo_gym.orchestration.observe import _chain_status, _JobProbe
+from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends.base import JobProbe
+from nemo_gym.orchestration.contract import parse_chain
+from nemo_gym.orchestration.observe import chain_status
+
+SLURM = backend_named("slurm")
+
+
+def probe_of(own: dict[str, str], fields: dict[str, str], sacct: str = "") -> JobProbe:
+    """A job as the probe finds it: its state file, and Slurm's scontrol fields (and sacct line)."""
+    own = dict(own)
+    by_user = own.pop("cancelled_by_user", "") == "1"
+    return JobProbe(own, SLURM.read_scheduler(" ".join(f"{k}={v}" for k, v in fields.items()), sacct), by_user)
 
 
 def chain(*records: tuple) -> str:
     return "".join("\t".join(map(str, r)) + "\n" for r in records)
 
 
-def slurm(state: str, **more: str) -> _JobProbe:
-    return _JobProbe({}, {"JobState": state, **more}, "")
+def slurm(state: str, **more: str) -> JobProbe:
+    return probe_of({}, {"JobState": state, **more}, "")
 
 
-def own(phase: str, detail: str = "", state: str = "", **more: str) -> _JobProbe:
-    return _JobProbe({"phase": phase, "detail": detail}, {"JobState": state, **more} if state else {}, "")
+def own(phase: str, detail: str = "", state: str = "", **more: str) -> JobProbe:
+    return probe_of({"phase": phase, "detail": detail}, {"JobState": state, **more} if state else {}, "")
 
 
 def status(text: str, probe: dict, rollouts: int = 0) -> tuple[str, str, str]:
-    return _chain_status("100", parse_chain(text), probe, rollouts, "slurm", False)
+    return chain_status("100", parse_chain(text), probe, rollouts, SLURM, {})
 
 
 def test_before_the_first_job_starts_it_is_the_submitted_job() -> None:
@@ -83,7 +94,7 @@ def test_a_job_without_a_successor_says_why_it_will_not_resume() -> None:
 
 def test_a_user_cancel_of_the_waiting_successor_reads_cancelled() -> None:
     text = chain(("start", 100, 1, 0), ("successor", 101, 100))
-    probe = {"100": own("failed", "", "TIMEOUT"), "101": _JobProbe({"cancelled_by_user": "1"}, {"JobState": "CANCELLED"}, "")}
+    probe = {"100": own("failed", "", "TIMEOUT"), "101": probe_of({"cancelled_by_user": "1"}, {"JobState": "CANCELLED"}, "")}
     assert status(text, probe)[:2] == ("cancelled", "cancelled by the user (gym eval cancel)")
 
 
@@ -92,12 +103,12 @@ def test_a_job_slurm_is_requeueing_is_queued_not_failed() -> None:
     its state file still holds the TERM of the run being requeued (attempt 0)."""
     stale = {"phase": "failed", "detail": "stopped by a signal (SIGTERM)", "attempt": "0"}
     for slurm_state in ("COMPLETING", "PENDING", "REQUEUED"):
-        probe = {"100": _JobProbe(stale, {"JobState": slurm_state, "Restarts": "1", "Reason": "BeginTime"}, "")}
+        probe = {"100": probe_of(stale, {"JobState": slurm_state, "Restarts": "1", "Reason": "BeginTime"}, "")}
         state, detail, _ = status("", probe)
         assert state == "queued" and detail.startswith("requeued by Slurm"), (slurm_state, detail)
 
 
 def test_the_requeued_run_s_own_end_is_its_state() -> None:
     done = {"phase": "succeeded", "detail": "driver finished", "attempt": "1"}
-    probe = {"100": _JobProbe(done, {"JobState": "COMPLETING", "Restarts": "1"}, "")}
+    probe = {"100": probe_of(done, {"JobState": "COMPLETING", "Restarts": "1"}, "")}
     assert status("", probe)[:2] == ("succeeded", "driver finished")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
-from nemo_gym.orchestration.launch import parse_sbatch_results, submission_script
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
+from nemo_gym.orchestration.submission import parse_submission_output as parse_sbatch_results
+from nemo_gym.orchestration.submission import submission_script
 
 
 def test_each_benchmark_parsed_on_its_own() -> None:
@@ -42,8 +43,8 @@ def test_secrets_are_in_the_script_on_stdin_not_in_staged_files(base, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = SubmitConfig.model_validate(base)
-    staged = render_run(config, build_plan(config, "gym-job-20260101T000000Z-abcdef"))
+    staged = render_run(build_plan(config, "gym-job-20260101T000000Z-abcdef"))
     carrier = next(iter(staged.plan.secrets))
-    script = submission_script(config, staged, {carrier: "abc'def"})
+    script = submission_script(staged, {carrier: "abc'def"})
     assert f"export {carrier}='abc'\"'\"'def'" in script
     assert all("abc'def" not in f.content for f in staged.files.values())

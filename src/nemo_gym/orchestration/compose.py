@@ -50,7 +50,7 @@ def _resolve_interpolations(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     except OmegaConfBaseException as exc:
         raise UserError(_interpolation_problem(path, exc)) from None
     assert isinstance(container, dict)
-    return container
+    return {str(k): v for k, v in container.items()}
 
 
 def _interpolation_problem(path: Path, exc: BaseException) -> str:
@@ -169,7 +169,7 @@ def _hydra_compose(path: Path, overrides: list[str]) -> dict[str, Any]:
         raise UserError(_interpolation_problem(path, exc)) from None
     assert isinstance(container, dict)
     container.pop("hydra", None)
-    return container
+    return {str(k): v for k, v in container.items()}
 
 
 def _first_line(exc: BaseException) -> str:

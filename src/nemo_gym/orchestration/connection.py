@@ -13,8 +13,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 
@@ -24,6 +26,30 @@ class Result:
     returncode: int
     stdout: str
     stderr: str
+
+
+class Connection(Protocol):
+    """Where a command's scripts run: ``run_script`` sends a bash script on standard input and
+    waits; ``stream_script`` starts one whose output is read as it comes. Both may raise
+    ``ConnectionLost`` (the other side's state is then unknown). Used as a context manager."""
+
+    round_trips: int
+
+    @property
+    def hostname(self) -> str | None: ...
+
+    def __enter__(self) -> Connection: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def run_script(self, script: str, timeout: float | None = None) -> Result: ...
+
+    def stream_script(self, script: str) -> subprocess.Popen[str]: ...
+
+
+# Opens the connection to a submit host (None: this machine). Library functions take one, so
+# tests can hand in a fake.
+Connect = Callable[[str | None], Connection]
 
 
 class LocalConnection:
@@ -142,14 +168,7 @@ def is_this_machine(hostname: str | None) -> bool:
     return hostname in names
 
 
-def using(conn: LocalConnection | SSHConnection | None, hostname: str | None):
-    """The caller's open connection (left open), or a new one for this use only."""
-    from contextlib import nullcontext
-
-    return nullcontext(conn) if conn is not None else connect(hostname)
-
-
-def connect(hostname: str | None) -> LocalConnection | SSHConnection:
+def connect(hostname: str | None) -> Connection:
     if is_this_machine(hostname):
         return LocalConnection()
     assert hostname is not None

@@ -1,13 +1,14 @@
-"""Logs and cancellation of a run's jobs, over the run's own connection (local or ssh)."""
+"""Logs and cancellation of a run's jobs: the scripts sent over the run's connection, and their answers."""
 
 from __future__ import annotations
 
 import shlex
 
-from nemo_gym.orchestration.api import SHARED_DEPLOYMENT_DIR
-from nemo_gym.orchestration.chain import CHAIN_IDS_AWK, LATEST_STARTED_AWK
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.observe import ENDED_SLURM_STATES, FINAL, JobStatus
+from nemo_gym.orchestration.observe import FINAL, JobStatus
+from nemo_gym.orchestration.plan import DRIVER_STEP
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
@@ -34,6 +35,9 @@ def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
     return select_jobs(record, [name])[0]
 
 
+# -- logs ------------------------------------------------------------------------------------------
+
+
 def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: str) -> str:
     """Shell words for the wanted log files (quoted parts, glob characters left active), of the
     job in ``$jid`` (see ``current_job_shell``).
@@ -46,21 +50,24 @@ def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: 
     jid = '"$jid"'
     own = shlex.quote(job.job_dir)
     if driver:
-        return f"{own}/logs/driver-{jid}.log"
-    dirs = [own, shlex.quote(f"{run_dir}/{SHARED_DEPLOYMENT_DIR}")]
+        return f"{own}/{contract.step_log(DRIVER_STEP, jid)}"
+    dirs = [own, shlex.quote(contract.job_dir(run_dir, contract.SHARED_DEPLOYMENT_DIR))]
     if service:
         # A service's steps: <service>, <service>_<pool>_workers; per node for multi-node steps.
         s = shlex.quote(service)
         return " ".join(
-            f"{d}/logs/{s}-{jid}.log {d}/logs/{s}-{jid}-*.log {d}/logs/{s}_*_workers-{jid}*.log" for d in dirs
+            f"{d}/{contract.step_log(s, jid)} {d}/{contract.step_log(s, jid, '*')} "
+            f"{d}/{contract.LOGS_DIR}/{s}_*_workers-{jid}*.log"
+            for d in dirs
         )
-    return " ".join(f"{d}/slurm-{jid}.out" for d in dirs)
+    return " ".join(f"{d}/{contract.job_log(jid)}" for d in dirs)
 
 
 def current_job_shell(job: BenchmarkJob) -> str:
     """Sets ``jid``: the benchmark's job that ran last — of a resumable chain, its latest job."""
-    chain = shlex.quote(f"{job.job_dir}/.gym/chain")
-    return f"jid=$({LATEST_STARTED_AWK} {chain} 2>/dev/null); [ -n \"$jid\" ] || jid={shlex.quote(job.job_id or '')}; "
+    chain = shlex.quote(f"{job.job_dir}/{contract.CHAIN_FILE}")
+    latest = contract.latest_started_awk()
+    return f"jid=$({latest} {chain} 2>/dev/null); [ -n \"$jid\" ] || jid={shlex.quote(job.job_id or '')}; "
 
 
 def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: bool) -> str:
@@ -68,9 +75,12 @@ def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: boo
     return (
         current_job_shell(job)
         + f"shopt -s nullglob; files=(); for f in {patterns}; do [ -e \"$f\" ] && files+=(\"$f\"); done; "
-        'if [ ${#files[@]} -eq 0 ]; then echo "__GYM_NO_LOGS__"; exit 3; fi; '
+        f'if [ ${{#files[@]}} -eq 0 ]; then echo "{contract.NO_LOGS_MARKER}"; exit 3; fi; '
         + (f'exec tail -n {n} -F "${{files[@]}}"' if follow else f'tail -n {n} "${{files[@]}}"')
     )
+
+
+# -- cancel ----------------------------------------------------------------------------------------
 
 
 def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
@@ -80,30 +90,20 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
             f"the benchmarks of run {record.gym_job_id} share one deployment (one job); cancel them together "
             f"with gym eval cancel {record.gym_job_id}"
         )
+    backend = backend_named(record.executor)
     lines = []
     for job in jobs:
-        marker = shlex.quote(f"{job.job_dir}/.gym/{job.job_id}")
-        lines.append(f"mkdir -p {marker} && date -u +%Y-%m-%dT%H:%M:%SZ >{marker}/cancelled")
-        if record.executor == "slurm":
-            # A resumable benchmark is a chain: the job running now and the one queued to resume it
-            # both go, and the chain-wide marker stops any job of it that starts regardless.
-            chain = shlex.quote(f"{job.job_dir}/.gym/chain")
-            lines += [
-                f"date -u +%Y-%m-%dT%H:%M:%SZ >{shlex.quote(job.job_dir)}/.gym/cancelled",
-                f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {CHAIN_IDS_AWK} {chain} 2>/dev/null; }} | awk '!seen[$0]++'); do",
-                "  case $(scontrol show job -o \"$id\" 2>/dev/null | grep -o 'JobState=[A-Z_]*') in",
-                "    " + " | ".join(f"JobState={state}" for state in ENDED_SLURM_STATES) + ") ;;",
-                # Anything else, Slurm's silence included, gets a scancel; only a job Slurm
-                # does not know (ended long ago) may refuse it without it being a failure.
-                "    *) out=$(scancel \"$id\" 2>&1) || case $out in *'Invalid job id'*) ;; "
-                f"*) echo __GYM_CANCEL_FAILED:{job.benchmark} ;; esac ;;",
-                "  esac",
-                "done",
-            ]
-        else:
-            # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
-            lines.append(f"[ -f {marker}/pid ] && kill -TERM \"$(cat {marker}/pid)\" 2>/dev/null; true")
+        # The job's own marker first: whatever the scheduler does next, the job and status know why.
+        marker = shlex.quote(f"{job.job_dir}/{contract.state_dir(job.job_id or '')}")
+        lines.append(f"mkdir -p {marker} && date -u +%Y-%m-%dT%H:%M:%SZ >{marker}/{contract.CANCELLED_FILE}")
+        lines += backend.cancel_lines(record, job)
     return "\n".join(lines) + "\n"
+
+
+def refused_cancels(stdout: str) -> set[str]:
+    """The benchmarks whose cancel the scheduler refused."""
+    marker = contract.CANCEL_FAILED_MARKER
+    return {line[len(marker) :] for line in stdout.splitlines() if line.startswith(marker)}
 
 
 def cancellable(statuses: list[JobStatus], jobs: list[BenchmarkJob]) -> tuple[list[BenchmarkJob], list[JobStatus]]:

@@ -1,8 +1,9 @@
 """Validated ``SubmitConfig`` -> ``RunPlan``: every decision about the jobs, as plain data.
 
 Which node is a service's head, which nodes a step runs on, which argv each node's process gets,
-how each service is health-checked, where the driver runs: all decided here, once, in Python. The
-templates only print these decisions.
+how each service is health-checked, where the driver and the collector run, what the collector
+scrapes, what the driver's environment is: all decided here, once, in Python. Rendering prints
+these decisions and decides nothing.
 
 Nodes are indices into the allocation's node list (``scontrol show hostnames``), so node pools are
 contiguous slices of it, in declaration order.
@@ -10,18 +11,19 @@ contiguous slices of it, in declaration order.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import (
-    SHARED_DEPLOYMENT_DIR,
+    BaseModelServiceConfig,
     BaseServiceConfig,
     BenchmarkRunConfig,
     DriverConfig,
     RayServiceConfig,
-    SlurmComputeConfig,
     SubmitConfig,
     VllmServiceConfig,
     effective_ray_serve,
@@ -37,9 +39,10 @@ VLLM_DP_RPC_PORT = 13345
 VLLM_RAY_PORT = 6390
 # Ray services and ray-backed vLLM heads have no HTTP probe: their step writes a ready marker.
 DEFAULT_READY_TIMEOUT = 600
+COLLECTOR_STEP = "otel_collector"
+DRIVER_STEP = "driver"
 
 Runtime = Literal["pyxis", "apptainer", "none"]
-StepMode = Literal["plain", "vllm-dp", "vllm-ray", "vllm-gateway", "ray-head", "ray-worker"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class NodeSlice:
     @property
     def indices(self) -> range:
         return range(self.start, self.start + self.count)
+
+    @property
+    def last(self) -> int:
+        return self.start + self.count - 1
 
 
 @dataclass(frozen=True)
@@ -74,33 +81,126 @@ class HealthCheck:
 
 
 @dataclass(frozen=True)
-class Step:
-    name: str  # unique in the job; names its script, log and markers
-    service: str
-    mode: StepMode
+class Launch:
+    """How one step's processes are placed and started; the backend prints it as a command line.
+
+    The step's script is ``<job_dir>/steps/<step>.sh``; it runs once on each of ``nodes``.
+    """
+
+    step: str
+    job_dir: str
     nodes: NodeSlice
     container: str | None
-    mounts: tuple[str, ...]
+    mounts: tuple[str, ...]  # besides the job directory, which is always mounted at its own path
+    gpus: bool  # the nodes have GPUs a container must be given
+    log_dir: str = contract.LOGS_DIR  # relative to the job directory, or absolute
+
+    @property
+    def script(self) -> str:
+        return f"{self.job_dir}/{contract.step_script(self.step)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepBase:
+    """What every step has. A step is one service process (or Ray node) on each of its nodes."""
+
+    kind: ClassVar[str]
+    name: str  # unique in the job; names its script, log and markers
+    service: str
+    nodes: NodeSlice
     env: tuple[EnvVar, ...]
     pre_command: str
-    argv: tuple[str, ...]  # what the step's first node runs (every node, for plain steps)
-    worker_argv: tuple[str, ...] = ()  # what the other nodes run (vllm-dp, vllm-ray, ray workers)
-    dp_local_size: int = 0  # vllm-dp: data-parallel ranks on each node
-    ray_port: int = 0
-    ray_head_node: int = 0  # ray-worker: the node whose ray head the workers join
+    argv: tuple[str, ...]  # what the step's first node runs (every node, for a plain step)
+    launch: Launch
     health: HealthCheck | None = None
-    instances: int = 1  # vllm-gateway: replicas behind the gateway
-    gpus_per_instance: int = 0  # vllm-gateway: GPUs each replica reserves (0: unknown)
-    port: int = 0  # vllm-gateway: where the gateway serves
-    ray_nodes: int = 1  # ray-head: nodes of the whole Ray cluster (the head and every worker)
+
+    def describe(self) -> str:
+        return f"service {self.service}, step {self.name}: {self.what()}, nodes {self.nodes.start}..{self.nodes.last}"
+
+    def what(self) -> str:
+        return "one process"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlainStep(StepBase):
+    kind: ClassVar[str] = "plain"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmDataParallelStep(StepBase):
+    """Data parallel across nodes: the first node serves the API, the others run headless ranks."""
+
+    kind: ClassVar[str] = "vllm-dp"
+    worker_argv: tuple[str, ...]
+    ranks_per_node: int
+
+    def what(self) -> str:
+        return f"vLLM data parallel, {self.ranks_per_node} rank(s) a node"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmRayStep(StepBase):
+    """One vLLM instance larger than a node, on a Ray cluster of its own."""
+
+    kind: ClassVar[str] = "vllm-ray"
+    ray_port: int
+
+    def what(self) -> str:
+        return "one vLLM instance across nodes on a Ray cluster"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmGatewayStep(StepBase):
+    """Several vLLM replicas on a Ray cluster behind our gateway (``steps/ray_serve_gateway.py``)."""
+
+    kind: ClassVar[str] = "vllm-gateway"
+    ray_port: int
+    instances: int
+    gpus_per_instance: int  # 0: unknown (the pools do not say how many GPUs they have)
+    port: int  # where the gateway serves
+    token_file: str  # Ray's auth token for this step's cluster
+
+    def what(self) -> str:
+        return f"{self.instances} vLLM replicas behind the Ray gateway"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayHeadStep(StepBase):
+    kind: ClassVar[str] = "ray-head"
+    ray_port: int
+    ray_nodes: int  # nodes of the whole Ray cluster (the head and every worker)
+
+    def what(self) -> str:
+        return "Ray head"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayWorkerStep(StepBase):
+    kind: ClassVar[str] = "ray-worker"
+    head_address_variable: str  # the job exports the head's ip:port in it
+
+    def what(self) -> str:
+        return "Ray workers"
+
+
+Step = PlainStep | VllmDataParallelStep | VllmRayStep | VllmGatewayStep | RayHeadStep | RayWorkerStep
+
+
+@dataclass(frozen=True)
+class RayAddress:
+    """A ray service's head, exported to the job as ``variable`` = ``<ip of node>:<port>``."""
+
+    service: str
+    node: int
+    port: int
+    variable: str
 
 
 @dataclass(frozen=True)
 class DriverPlan:
     node: int
-    container: str
-    mounts: tuple[str, ...]
-    env: tuple[EnvVar, ...]
+    launch: Launch
+    env: tuple[EnvVar, ...]  # the collector's OTLP settings first, then driver.env (which wins)
     prepare_argv: tuple[str, ...] | None
     run_argv: tuple[str, ...]
     gym_repo: str | None
@@ -108,30 +208,71 @@ class DriverPlan:
     rollouts_path: str
 
 
-# No resumable chain grows past this many jobs, whatever its caps say: the last guard against a loop.
-RESUME_CHAIN_LIMIT = 100
-
-
 @dataclass(frozen=True)
 class ResumePlan:
-    """A resumable benchmark's caps (see ``ResumeConfig``), in the units the job script uses."""
+    """A resumable benchmark's caps (see ``ResumeConfig``), in the units the judge uses."""
 
     max_retries: int
     max_walltime: str | None
     max_walltime_seconds: int | None
+    chain_limit: int = contract.CHAIN_LIMIT
+
+
+@dataclass(frozen=True)
+class ScrapeJob:
+    """One prometheus scrape job: ``targets`` are (node index, ``host:port``) pairs."""
+
+    name: str
+    port: int
+    targets: tuple[tuple[int, str], ...]
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A resource attribute: a literal value, or the value of a variable in the collector's env."""
+
+    key: str
+    value: str
+    from_env: bool = False
+
+
+@dataclass(frozen=True)
+class OtelPlan:
+    """The OpenTelemetry collector of one job: where it runs, what it scrapes, where it sends."""
+
+    launch: Launch
+    argv: tuple[str, ...]
+    config_path: str
+    node_count: int  # it scrapes every node of the allocation; the job exports their addresses
+    endpoint: str
+    token_env: str
+    health_timeout_seconds: int
+    scrape_interval_seconds: int
+    scrape_jobs: tuple[ScrapeJob, ...]
+    attributes: tuple[Attribute, ...]  # set on everything the collector exports
+    out_dir: str
 
 
 @dataclass(frozen=True)
 class JobPlan:
     benchmark: str
-    local_job_id: str  # the job's id under the local launcher (Slurm assigns its own)
+    local_job_id: str  # the job's id under the local backend (Slurm assigns its own)
     job_dir: str
-    directives: tuple[tuple[str, str | None], ...]  # (option, value); None for a bare flag
+    directives: tuple[tuple[str, str | None], ...]  # the scheduler's options; None for a bare flag
     node_count: int  # nodes in the allocation
     steps: tuple[Step, ...]
     driver: DriverPlan
-    ray_addresses: tuple[tuple[str, int, int], ...] = ()  # (service, head node, port)
+    ray_addresses: tuple[RayAddress, ...] = ()
     resume: ResumePlan | None = None  # resumable: the job queues its own successor (Slurm only)
+    otel: OtelPlan | None = None
+
+    def services(self) -> dict[str, list[str]]:
+        """Service -> its steps' names, in order: what the job watches."""
+        out: dict[str, list[str]] = {}
+        for step in self.steps:
+            out.setdefault(step.service, []).append(step.name)
+        return out
 
 
 @dataclass(frozen=True)
@@ -141,14 +282,19 @@ class RunPlan:
     compute: str
     hostname: str | None
     runtime: Runtime
-    launcher: Literal["slurm", "local"]
+    backend: str  # the name of the backend that runs it (backends.backend_named)
     jobs: tuple[JobPlan, ...]
+    resolved_config: dict[str, Any]  # the validated config, secrets as references
     # Carrier variable -> (owner label, env key): secrets the submission must export.
     secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
     # job.deployment: shared — the one job that starts the services and runs every benchmark's
     # driver (from ``jobs``) against them, ``benchmarks_at_once`` at a time.
     shared: JobPlan | None = None
     benchmarks_at_once: int = 1
+    # The variable, read on the submitting machine, that carries the collector's token.
+    otel_token_env: str | None = None
+    # (label, source) of every mount: checked on the submit host before anything is staged.
+    mount_sources: tuple[tuple[str, str], ...] = ()
 
     @property
     def submitted_jobs(self) -> tuple[JobPlan, ...]:
@@ -161,32 +307,39 @@ def shell_var(name: str) -> str:
 
 
 def secret_carrier(owner: str, key: str) -> str:
-    return f"GYM_HOST_{shell_var(owner)}__{key}"
+    return f"{contract.SECRET_CARRIER_PREFIX}{shell_var(owner)}__{key}"
 
 
 # --------------------------------------------------------------------------------------------
 
 
 def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
+    from nemo_gym.orchestration.backends import backend_for
+    from nemo_gym.orchestration.resolved import resolved_config_dict
+
     compute_name, compute = next(iter(config.compute.items()))
+    if config.otel.enabled:
+        from nemo_gym.orchestration.otel import validate_destination
+
+        validate_destination(config)  # telemetry must have somewhere to go before it is planned
+    backend = backend_for(compute)
     run_dir = f"{config.job.output_path.rstrip('/')}/{run_id}"
-    layout = _Layout.of(config)
-    secrets: dict[str, tuple[str, str]] = {}
+    ctx = _Context(config, run_id, compute_name, backend, _Layout.of(config), {})
+    shared_deployment = config.job.deployment == "shared"
     jobs = tuple(
-        _job_plan(config, layout, name, f"{run_dir}/{name}", secrets, f"local-{run_id[-6:]}-{i}")
+        ctx.job(name, contract.job_dir(run_dir, name), f"local-{run_id[-6:]}-{i}", shared_driver=shared_deployment)
         for i, name in enumerate(config.driver.benchmarks, start=1)
     )
     shared = None
-    if config.job.deployment == "shared":
+    if shared_deployment:
         first = next(iter(config.driver.benchmarks))
-        shared_dir = f"{run_dir}/{SHARED_DEPLOYMENT_DIR}"
-        base = _job_plan(config, layout, first, shared_dir, secrets, f"local-{run_id[-6:]}-1")
+        shared_dir = contract.job_dir(run_dir, contract.SHARED_DEPLOYMENT_DIR)
         shared = replace(
-            base,
-            benchmark=SHARED_DEPLOYMENT_DIR,
-            directives=_directives(config, SHARED_DEPLOYMENT_DIR, shared_dir),
+            ctx.job(first, shared_dir, f"local-{run_id[-6:]}-1", shared_driver=False),
+            benchmark=contract.SHARED_DEPLOYMENT_DIR,
+            directives=backend.directives(compute, contract.SHARED_DEPLOYMENT_DIR, shared_dir),
         )
-        # Every benchmark shares the one job (and its id) under the local launcher too.
+        # Every benchmark shares the one job (and its id) under the local backend too.
         jobs = tuple(replace(job, local_job_id=shared.local_job_id) for job in jobs)
     return RunPlan(
         run_id=run_id,
@@ -194,12 +347,21 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
         compute=compute_name,
         hostname=compute.hostname,
         runtime=compute.container_runtime,
-        launcher="slurm" if isinstance(compute, SlurmComputeConfig) else "local",
+        backend=backend.name,
         jobs=jobs,
-        secrets=secrets,
+        resolved_config=resolved_config_dict(config),
+        secrets=ctx.secrets,
         shared=shared,
         benchmarks_at_once=config.job.benchmarks_at_once,
+        otel_token_env=config.otel.token_env if config.otel.enabled else None,
+        mount_sources=_mount_sources(config),
     )
+
+
+def _mount_sources(config: SubmitConfig) -> tuple[tuple[str, str], ...]:
+    entries = [("driver", m) for m in config.driver.mounts]
+    entries += [(f"services.{name}", m) for name, s in config.services.items() for m in s.mounts]
+    return tuple((label, mount.split(":", 1)[0]) for label, mount in entries)
 
 
 @dataclass(frozen=True)
@@ -207,6 +369,7 @@ class _Layout:
     node_count: int
     pools: dict[str, NodeSlice]
     driver_node: int
+    gpus: bool  # some pool has GPUs
 
     @classmethod
     def of(cls, config: SubmitConfig) -> _Layout:
@@ -220,7 +383,8 @@ class _Layout:
         policy = config.services.get(config.driver.policy_model or "")
         pinned = getattr(policy, "node_pool", None)
         driver_node = pools[pinned].start if pinned else 0
-        return cls(node_count=node_count, pools=pools, driver_node=driver_node)
+        gpus = any(p.gpus_per_node for p in compute.node_pools.values())
+        return cls(node_count=node_count, pools=pools, driver_node=driver_node, gpus=gpus)
 
     def service_nodes(self, service: BaseServiceConfig) -> NodeSlice:
         if service.node_pool is not None:
@@ -228,73 +392,280 @@ class _Layout:
         return NodeSlice(0, self.node_count)
 
 
-def _directives(config: SubmitConfig, benchmark: str, job_dir: str) -> tuple[tuple[str, str | None], ...]:
-    compute = next(iter(config.compute.values()))
-    if not isinstance(compute, SlurmComputeConfig):
-        return ()
-    out: list[tuple[str, str | None]] = [
-        ("job-name", f"gym-{benchmark}"),
-        ("account", compute.account),
-    ]
-    if compute.walltime:
-        out.append(("time", compute.walltime))
-    out += [("chdir", job_dir), ("output", f"{job_dir}/slurm-%j.out")]
-    pools = list(compute.node_pools.values())
-    if pools:
-        first = pools[0]
-        out += [
-            ("partition", first.partition),
-            ("nodes", str(sum(p.nodes for p in pools))),
-            ("ntasks-per-node", str(first.ntasks_per_node)),
+@dataclass
+class _Context:
+    """What every job's plan is made from."""
+
+    config: SubmitConfig
+    run_id: str
+    compute_name: str
+    backend: Any  # backends.Backend; Any keeps this module free of the backends' imports
+    layout: _Layout
+    secrets: dict[str, tuple[str, str]]
+
+    def job(self, benchmark: str, job_dir: str, local_job_id: str, shared_driver: bool) -> JobPlan:
+        config = self.config
+        compute = next(iter(config.compute.values()))
+        steps: list[Step] = []
+        ray_addresses: list[RayAddress] = []
+        for name, service in config.services.items():
+            env = self.env(name, service)
+            if isinstance(service, VllmServiceConfig):
+                steps.append(self.vllm_step(job_dir, name, service, env))
+            else:
+                assert isinstance(service, RayServiceConfig)
+                steps += self.ray_steps(job_dir, name, service, env)
+                variable = contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name)
+                ray_addresses.append(RayAddress(name, self.layout.driver_node, service.port, variable))
+        otel = self.otel(benchmark, job_dir, steps) if config.otel.enabled else None
+        return JobPlan(
+            benchmark=benchmark,
+            local_job_id=local_job_id,
+            job_dir=job_dir,
+            directives=self.backend.directives(compute, benchmark, job_dir),
+            node_count=self.layout.node_count,
+            steps=tuple(steps),
+            driver=self.driver(benchmark, job_dir, otel, shared_driver),
+            ray_addresses=tuple(ray_addresses),
+            resume=_resume_plan(config.driver.benchmarks[benchmark]),
+            otel=otel,
+        )
+
+    def env(self, owner_label: str, owner: BaseServiceConfig | DriverConfig) -> tuple[EnvVar, ...]:
+        entries = []
+        for key, source in env_sources_of(owner).items():
+            if source.kind == "host":
+                carrier = secret_carrier(owner_label, key)
+                self.secrets[carrier] = (owner_label, key)
+                entries.append(EnvVar(key, "host", carrier))
+            elif source.kind == "runtime":
+                entries.append(EnvVar(key, "runtime", source.ref))
+            else:
+                entries.append(EnvVar(key, "lit", owner.env[key]))
+        return tuple(entries)
+
+    def launch(self, job_dir: str, step: str, nodes: NodeSlice, service: BaseServiceConfig) -> Launch:
+        return Launch(step, job_dir, nodes, service.container, tuple(service.mounts), self.layout.gpus)
+
+    # -- vLLM -----------------------------------------------------------------------------------
+
+    def vllm_step(self, job_dir: str, name: str, service: VllmServiceConfig, env: tuple[EnvVar, ...]) -> Step:
+        layout = self.layout
+        nodes = layout.service_nodes(service)
+        compute = next(iter(self.config.compute.values()))
+        pools = [compute.node_pools[service.node_pool]] if service.node_pool else list(compute.node_pools.values())
+        gpus = [p.gpus_per_node for p in pools if p.gpus_per_node is not None]
+        assert service.health_check is not None and service.health_check.port is not None
+        check = service.health_check
+        health = HealthCheck("http", check.timeout_seconds, check.port, check.path, nodes.start)
+        base = _vllm_argv(service)
+        n = service.number_of_instances
+        common: dict[str, Any] = dict(
+            name=name, service=name, nodes=nodes, env=env, pre_command=service.pre_command, health=health,
+            launch=self.launch(job_dir, name, nodes, service),
+        )  # fmt: skip
+        if effective_ray_serve(service, nodes.count, gpus):
+            # Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
+            # replica gets its own port from the gateway.
+            footprint = service.tensor_parallel_size * service.pipeline_parallel_size
+            return VllmGatewayStep(
+                argv=tuple(_drop_flags(base, ("--port",))), ray_port=VLLM_RAY_PORT, instances=n, port=service.port,
+                gpus_per_instance=footprint if gpus else 0,
+                token_file=f"{job_dir}/{contract.ray_token_file(name)}", **common,
+            )  # fmt: skip
+        if nodes.count == 1:
+            argv = base + (["--data-parallel-size", str(n)] if n > 1 else [])
+            return PlainStep(argv=tuple(argv), **common)
+        if n > 1:
+            local = n // nodes.count
+            dp = ["--data-parallel-size", str(n), "--data-parallel-size-local", str(local),
+                  "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]  # fmt: skip
+            return VllmDataParallelStep(
+                argv=tuple(base + dp),
+                worker_argv=tuple(_drop_flags(base, _HEAD_ONLY_VLLM_FLAGS) + dp + ["--headless"]),
+                ranks_per_node=local,
+                **common,
+            )
+        argv = base + ["--distributed-executor-backend", "ray"]
+        return VllmRayStep(argv=tuple(argv), ray_port=VLLM_RAY_PORT, **common)
+
+    # -- Ray ------------------------------------------------------------------------------------
+
+    def ray_steps(self, job_dir: str, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...]) -> list[Step]:
+        layout = self.layout
+        head = layout.driver_node
+        head_pool = next((p for p, s in layout.pools.items() if head in s.indices), None)
+        extra = shlex.split(service.extra_args)
+        common: dict[str, Any] = dict(service=name, env=env, pre_command=service.pre_command)
+        head_flags = _ray_resource_flags(service, head_pool if head_pool in service.node_pools else None)
+        if service.health_check is not None:
+            check = service.health_check
+            health = HealthCheck("http", check.timeout_seconds, check.port, check.path, head)
+        else:
+            health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, node=head)
+        worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
+        head_nodes = NodeSlice(head, 1)
+        steps: list[Step] = [
+            RayHeadStep(
+                name=name, nodes=head_nodes, ray_port=service.port, ray_nodes=1 + worker_count,
+                argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
+                health=health, launch=self.launch(job_dir, name, head_nodes, service), **common,
+            )
+        ]  # fmt: skip
+        for pool in service.node_pools:
+            workers = [i for i in layout.pools[pool].indices if i != head]
+            if not workers:
+                continue
+            # Workers of a pool are contiguous except where the head sits at the pool's start.
+            nodes = NodeSlice(workers[0], len(workers))
+            step = f"{name}_{pool}_workers"
+            steps.append(
+                RayWorkerStep(
+                    name=step, nodes=nodes, head_address_variable=contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name),
+                    argv=tuple(["ray", "start", *_ray_resource_flags(service, pool),
+                                *_drop_flags(extra, _HEAD_ONLY_RAY_FLAGS)]),
+                    launch=self.launch(job_dir, step, nodes, service), **common,
+                )
+            )  # fmt: skip
+        return steps
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def driver(self, benchmark: str, job_dir: str, otel: OtelPlan | None, shared_driver: bool) -> DriverPlan:
+        driver = self.config.driver
+        bench = driver.benchmarks[benchmark]
+        rollouts = f"{job_dir}/{contract.ROLLOUTS_FILE}"
+        prepare = None
+        if bench.prepare:
+            prepare = ("gym", "eval", "prepare", *flatten_overrides(bench.prepare, "prepare."))
+        run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
+        if driver.policy_model and driver.policy_model_type:
+            run_argv += ["--model-type", driver.policy_model_type]
+        run = bench.run
+        if bench.resume_config is not None and "resume_from_cache" not in run:
+            # Every job of a resumable chain continues from the rollouts on disk; on the first job
+            # there are none yet, which gym treats as a fresh start.
+            run = {**run, "resume_from_cache": True}
+        run_argv += flatten_overrides(run, "run.")
+        node = self.layout.driver_node
+        mounts = tuple(driver.mounts) + (f"{job_dir}:{job_dir}",)
+        # A shared deployment's job runs every benchmark's driver from its own directory: the
+        # drivers' logs go to their benchmarks' directories.
+        log_dir = f"{job_dir}/{contract.LOGS_DIR}" if shared_driver else contract.LOGS_DIR
+        launch = Launch(DRIVER_STEP, job_dir, NodeSlice(node, 1), driver.container, mounts, False, log_dir)
+        env = self.env("driver", driver)
+        if otel is not None:
+            own = {var.key for var in env}
+            from_collector = driver_otel_env(self.run_id, benchmark, self.compute_name)
+            env = tuple(EnvVar(k, "lit", v) for k, v in from_collector.items() if k not in own) + env
+        return DriverPlan(
+            node=node,
+            launch=launch,
+            env=env,
+            prepare_argv=prepare,
+            run_argv=tuple(run_argv),
+            gym_repo=driver.gym_install.repo if driver.gym_install else None,
+            gym_ref=driver.gym_install.ref if driver.gym_install else None,
+            rollouts_path=rollouts,
+        )
+
+    # -- telemetry ------------------------------------------------------------------------------
+
+    def otel(self, benchmark: str, job_dir: str, steps: list[Step]) -> OtelPlan:
+        otel = self.config.otel
+        assert otel.endpoint is not None and otel.service_name is not None  # validate_destination ran
+        node = self.layout.driver_node
+        config_path = f"{job_dir}/{contract.COLLECTOR_CONFIG_FILE}"
+        launch = Launch(COLLECTOR_STEP, job_dir, NodeSlice(node, 1), otel.container, (), False)
+        return OtelPlan(
+            launch=launch,
+            argv=(otel.binary, "--config", config_path),
+            config_path=config_path,
+            node_count=self.layout.node_count,
+            endpoint=otel.endpoint,
+            token_env=otel.token_env,
+            health_timeout_seconds=otel.health_check_timeout_seconds,
+            scrape_interval_seconds=otel.scrape_interval_seconds,
+            scrape_jobs=tuple(self.scrape_jobs(steps)),
+            attributes=self.otel_attributes(benchmark),
+            out_dir=f"{job_dir}/{contract.OTEL_DIR}",
+        )
+
+    def scrape_jobs(self, steps: list[Step]) -> list[ScrapeJob]:
+        """Each model service's /metrics where it serves, then the GPU and node exporters of every node."""
+        otel = self.config.otel
+        jobs: list[ScrapeJob] = []
+        for step in steps:
+            service = self.config.services.get(step.service)
+            if not isinstance(service, BaseModelServiceConfig):
+                continue
+            jobs.append(
+                ScrapeJob(
+                    name=f"{otel.component}/{step.service}",
+                    port=service.port,
+                    targets=tuple((i, f"{node_ref(i)}:{service.port}") for i in metrics_nodes(step)),
+                    labels=(("gym_component", otel.component), ("gym_service", step.service)),
+                )
+            )
+        every_node = range(self.layout.node_count)
+        for name, port in (("dcgm", otel.gpu_metrics_port), ("node", otel.node_metrics_port)):
+            if port is not None:
+                jobs.append(ScrapeJob(name, port, tuple((i, f"{node_ref(i)}:{port}") for i in every_node)))
+        return jobs
+
+    def otel_attributes(self, benchmark: str) -> tuple[Attribute, ...]:
+        config = self.config
+        assert config.otel.service_name is not None
+        values = [
+            Attribute("service.name", config.otel.service_name),
+            Attribute("run_id", self.run_id),
+            Attribute("benchmark", benchmark),
+            Attribute("cluster", self.compute_name),
+            Attribute("user", "USER", from_env=True),
+            Attribute("job_id", contract.ENV_JOB_ID, from_env=True),
         ]
-        if first.gpus_per_node is not None:
-            out.append(("gpus-per-node", str(first.gpus_per_node)))
-    extra: dict[str, str] = {}
-    for pool in pools:
-        extra.update(pool.extra_args)
-    extra.update(compute.extra_args)
-    out += [(k, v if v != "" else None) for k, v in extra.items()]
-    return tuple(out)
+        values += [Attribute(key, var, from_env=True) for key, var in self.backend.job_id_attributes()]
+        policy = config.services.get(config.driver.policy_model or "")
+        if isinstance(policy, BaseModelServiceConfig):
+            values.append(Attribute("model", policy.served_model_name or policy.model))
+        return tuple(values)
 
 
-def _env(owner_label: str, owner: BaseServiceConfig | DriverConfig, secrets: dict) -> tuple[EnvVar, ...]:
-    entries = []
-    for key, source in env_sources_of(owner).items():
-        if source.kind == "host":
-            carrier = secret_carrier(owner_label, key)
-            secrets[carrier] = (owner_label, key)
-            entries.append(EnvVar(key, "host", carrier))
-        elif source.kind == "runtime":
-            entries.append(EnvVar(key, "runtime", source.ref))
-        else:
-            entries.append(EnvVar(key, "lit", owner.env[key]))
-    return tuple(entries)
+def node_ref(index: int) -> str:
+    """How the collector's config names allocation node ``index``: an env reference the job sets."""
+    return "${env:" + contract.NODE_ADDRESS_ENV_PREFIX + str(index) + "}"
 
 
-def _job_plan(
-    config: SubmitConfig, layout: _Layout, benchmark: str, job_dir: str, secrets: dict, local_job_id: str
-) -> JobPlan:
-    steps: list[Step] = []
-    ray_addresses: list[tuple[str, int, int]] = []
-    for name, service in config.services.items():
-        env = _env(name, service, secrets)
-        if isinstance(service, VllmServiceConfig):
-            steps.append(_vllm_step(config, layout, name, service, env))
-        else:
-            assert isinstance(service, RayServiceConfig)
-            steps += _ray_steps(layout, name, service, env)
-            ray_addresses.append((name, layout.driver_node, service.port))
-    return JobPlan(
-        benchmark=benchmark,
-        local_job_id=local_job_id,
-        job_dir=job_dir,
-        directives=_directives(config, benchmark, job_dir),
-        node_count=layout.node_count,
-        steps=tuple(steps),
-        driver=_driver_plan(config, layout, benchmark, job_dir, secrets),
-        ray_addresses=tuple(ray_addresses),
-        resume=_resume_plan(config.driver.benchmarks[benchmark]),
-    )
+def metrics_nodes(step: Step) -> tuple[int, ...]:
+    """The nodes where a model step's HTTP server (and so its /metrics) listens.
+
+    A plain step runs the same server on each of its nodes. A multi-node data-parallel step
+    serves the API from its first node only (the other nodes run ``--headless`` ranks, with no
+    HTTP server; the API server's /metrics reports every rank, labelled by engine), and a
+    Ray-backed step runs ``vllm serve`` on its first node only.
+    """
+    if isinstance(step, PlainStep):
+        return tuple(step.nodes.indices)
+    return (step.nodes.start,)
+
+
+# OTLP ports of the collector beside the driver (see rules.COLLECTOR_PORTS).
+OTLP_HTTP_PORT = 4318
+DRIVER_SERVICE_NAME = "gym-driver"
+
+
+def driver_otel_env(run_id: str, benchmark: str, compute_name: str) -> dict[str, str]:
+    """OTLP env for the driver: send to the collector beside it (same node) over HTTP."""
+    from urllib.parse import quote
+
+    attributes = {"run_id": run_id, "benchmark": benchmark, "cluster": compute_name}
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://localhost:{OTLP_HTTP_PORT}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": DRIVER_SERVICE_NAME,
+        # W3C-baggage style: values percent-encoded so ',' and '=' cannot break the list.
+        "OTEL_RESOURCE_ATTRIBUTES": ",".join(f"{k}={quote(v, safe='')}" for k, v in attributes.items()),
+    }
 
 
 def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:
@@ -303,9 +674,6 @@ def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:
         return None
     cap = caps.max_walltime
     return ResumePlan(caps.max_retries, cap, walltime_seconds(cap) if cap else None)
-
-
-# -- vLLM ---------------------------------------------------------------------------------------
 
 
 def _vllm_argv(service: VllmServiceConfig) -> list[str]:
@@ -341,54 +709,7 @@ def _drop_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
 
 # Headless vLLM ranks refuse --api-server-count: only the head serves the API.
 _HEAD_ONLY_VLLM_FLAGS = ("--api-server-count",)
-
-
-def _vllm_step(
-    config: SubmitConfig, layout: _Layout, name: str, service: VllmServiceConfig, env: tuple[EnvVar, ...]
-) -> Step:
-    nodes = layout.service_nodes(service)
-    compute = next(iter(config.compute.values()))
-    pools = [compute.node_pools[service.node_pool]] if service.node_pool else list(compute.node_pools.values())
-    gpus = [p.gpus_per_node for p in pools if p.gpus_per_node is not None]
-    assert service.health_check is not None and service.health_check.port is not None
-    health = HealthCheck(
-        "http", service.health_check.timeout_seconds, service.health_check.port, service.health_check.path,
-        nodes.start,
-    )  # fmt: skip
-    base = _vllm_argv(service)
-    n = service.number_of_instances
-    common = dict(
-        name=name, service=name, nodes=nodes, container=service.container, mounts=tuple(service.mounts),
-        env=env, pre_command=service.pre_command, health=health,
-    )  # fmt: skip
-    if effective_ray_serve(service, nodes.count, gpus):
-        # Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
-        # replica gets its own port from the gateway.
-        return Step(
-            mode="vllm-gateway", argv=tuple(_drop_flags(base, ("--port",))), ray_port=VLLM_RAY_PORT,
-            instances=n, port=service.port,
-            gpus_per_instance=service.tensor_parallel_size * service.pipeline_parallel_size if gpus else 0,
-            **common,  # type: ignore[arg-type]
-        )  # fmt: skip
-    if nodes.count == 1:
-        argv = base + (["--data-parallel-size", str(n)] if n > 1 else [])
-        return Step(mode="plain", argv=tuple(argv), **common)  # type: ignore[arg-type]
-    if n > 1:
-        local = n // nodes.count
-        dp = ["--data-parallel-size", str(n), "--data-parallel-size-local", str(local),
-              "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]  # fmt: skip
-        return Step(
-            mode="vllm-dp",
-            argv=tuple(base + dp),
-            worker_argv=tuple(_drop_flags(base, _HEAD_ONLY_VLLM_FLAGS) + dp + ["--headless"]),
-            dp_local_size=local,
-            **common,  # type: ignore[arg-type]
-        )
-    argv = base + ["--distributed-executor-backend", "ray"]
-    return Step(mode="vllm-ray", argv=tuple(argv), ray_port=VLLM_RAY_PORT, **common)  # type: ignore[arg-type]
-
-
-# -- Ray ----------------------------------------------------------------------------------------
+_HEAD_ONLY_RAY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard", "--dashboard-host", "--dashboard-port")
 
 
 def _ray_resource_flags(service: RayServiceConfig, pool: str | None) -> list[str]:
@@ -398,87 +719,6 @@ def _ray_resource_flags(service: RayServiceConfig, pool: str | None) -> list[str
     if service.num_gpus is not None:
         flags.append(f"--num-gpus={service.num_gpus}")
     if pool is not None and service.resources.get(pool):
-        import json
-
         amounts = {k: (int(v) if float(v).is_integer() else v) for k, v in sorted(service.resources[pool].items())}
         flags.append("--resources=" + json.dumps(amounts, separators=(",", ":")))
     return flags
-
-
-_HEAD_ONLY_RAY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard", "--dashboard-host", "--dashboard-port")
-
-
-def _ray_steps(layout: _Layout, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...]) -> list[Step]:
-    head = layout.driver_node
-    head_pool = next((p for p, s in layout.pools.items() if head in s.indices), None)
-    extra = shlex.split(service.extra_args)
-    common = dict(
-        service=name, container=service.container, mounts=tuple(service.mounts), env=env,
-        pre_command=service.pre_command, ray_port=service.port, ray_head_node=head,
-    )  # fmt: skip
-    head_flags = _ray_resource_flags(service, head_pool if head_pool in service.node_pools else None)
-    if service.health_check is not None:
-        health = HealthCheck(
-            "http", service.health_check.timeout_seconds, service.health_check.port, service.health_check.path, head
-        )
-    else:
-        health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, node=head)
-    worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
-    steps = [
-        Step(
-            name=name, mode="ray-head", nodes=NodeSlice(head, 1), ray_nodes=1 + worker_count,
-            argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
-            health=health, **common,  # type: ignore[arg-type]
-        )
-    ]  # fmt: skip
-    for pool in service.node_pools:
-        slice_ = layout.pools[pool]
-        workers = [i for i in slice_.indices if i != head]
-        if not workers:
-            continue
-        # Workers of a pool are contiguous except where the head sits at the pool's start.
-        nodes = NodeSlice(workers[0], len(workers))
-        flags = _ray_resource_flags(service, pool)
-        steps.append(
-            Step(
-                name=f"{name}_{pool}_workers", mode="ray-worker", nodes=nodes,
-                argv=tuple(["ray", "start", *flags, *_drop_flags(extra, _HEAD_ONLY_RAY_FLAGS)]),
-                **common,  # type: ignore[arg-type]
-            )
-        )  # fmt: skip
-    return steps
-
-
-# -- driver -------------------------------------------------------------------------------------
-
-
-def _driver_plan(
-    config: SubmitConfig, layout: _Layout, benchmark: str, job_dir: str, secrets: dict
-) -> DriverPlan:
-    driver = config.driver
-    bench = driver.benchmarks[benchmark]
-    rollouts = f"{job_dir}/artifacts/rollouts.jsonl"
-    prepare = None
-    if bench.prepare:
-        prepare = ("gym", "eval", "prepare", *flatten_overrides(bench.prepare, "prepare."))
-    run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
-    if driver.policy_model and driver.policy_model_type:
-        run_argv += ["--model-type", driver.policy_model_type]
-    run = bench.run
-    if bench.resume_config is not None and "resume_from_cache" not in run:
-        # Every job of a resumable chain continues from the rollouts on disk; on the first job
-        # there are none yet, which gym treats as a fresh start.
-        run = {**run, "resume_from_cache": True}
-    run_argv += flatten_overrides(run, "run.")
-    mounts = tuple(driver.mounts) + (f"{job_dir}:{job_dir}",)
-    return DriverPlan(
-        node=layout.driver_node,
-        container=driver.container,
-        mounts=mounts,
-        env=_env("driver", driver, secrets),
-        prepare_argv=prepare,
-        run_argv=tuple(run_argv),
-        gym_repo=driver.gym_install.repo if driver.gym_install else None,
-        gym_ref=driver.gym_install.ref if driver.gym_install else None,
-        rollouts_path=rollouts,
-    )

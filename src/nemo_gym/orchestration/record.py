@@ -15,10 +15,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from nemo_gym.orchestration import __version__
+from nemo_gym.orchestration import __version__, contract
+from nemo_gym.orchestration.errors import UserError
 
 SCHEMA_VERSION = 1
-RECORD_NAME = "gym-job.json"
+RECORD_NAME = contract.RECORD_FILE
+
+
+# Field names follow NeMo Gym 0.7.0's record, which other tools read: ``gym_job_id`` is the run id,
+# ``executor`` the backend's name, ``cluster`` the compute's name.
 
 
 class BenchmarkJob(BaseModel):
@@ -87,3 +92,35 @@ def load_record(text: str) -> SubmissionRecord:
     if version > SCHEMA_VERSION:
         raise ValueError(f"the record was written by a newer version (schema {version}); upgrade to read it")
     return SubmissionRecord.model_validate(data)
+
+
+# -- finding runs ----------------------------------------------------------------------------------
+
+
+def all_records() -> list[SubmissionRecord]:
+    records = []
+    for path in sorted(index_dir().glob("gym-job-*.json")):
+        try:
+            records.append(load_record(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return sorted(records, key=lambda r: (r.submitted_at, r.gym_job_id))
+
+
+def find_run(name: str | None, last: bool = False) -> SubmissionRecord:
+    """The run a user names: its id or a unique part of it; the newest with ``last`` or no name."""
+    records = all_records()
+    if not records:
+        raise UserError(f"no runs in the local index ({index_dir()}); submit one with gym eval submit")
+    if last or not name:
+        return records[-1]
+    exact = [r for r in records if r.gym_job_id == name]
+    if exact:
+        return exact[0]
+    matches = [r for r in records if r.gym_job_id.startswith(name) or r.gym_job_id.endswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise UserError(f"no run matches {name!r}; see gym eval list")
+    listed = ", ".join(r.gym_job_id for r in matches[:5])
+    raise UserError(f"{name!r} matches {len(matches)} runs ({listed}); give more of the id")

@@ -8,10 +8,11 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nemo_gym.orchestration.connection import LocalConnection, SSHConnection, using
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.record import SubmissionRecord
 
-MARKER = "__GYM_RESULT:"
+MARKER = contract.RESULT_MARKER
 # Metric names shown in the table, most telling first; the JSON has every metric.
 PREFERRED = ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
 
@@ -32,8 +33,8 @@ def _script(record: SubmissionRecord) -> str:
         d = shlex.quote(job.job_dir)
         b = shlex.quote(job.benchmark)
         lines.append(
-            f"n=$(cat {d}/artifacts/rollouts.jsonl 2>/dev/null | wc -l); "
-            f"for f in {d}/artifacts/*aggregate_metrics*.json; do [ -f \"$f\" ] || continue; "
+            f"n=$(cat {d}/{contract.ROLLOUTS_FILE} 2>/dev/null | wc -l); "
+            f"for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f \"$f\" ] || continue; "
             f"printf '%s%s\\x1f%s\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$n\" \"$f\" \"$(base64 -w0 <\"$f\")\"; done; "
             f"printf '%s%s\\x1f%s\\x1f\\x1f\\n' {shlex.quote(MARKER)} {b} \"$n\""
         )
@@ -54,13 +55,12 @@ def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
 
 
 def collect_results(
-    record: SubmissionRecord, states: dict[str, str], conn: LocalConnection | SSHConnection | None = None
+    record: SubmissionRecord, states: dict[str, str], conn: Connection
 ) -> list[BenchmarkResult]:
     found: dict[str, BenchmarkResult] = {
         b.benchmark: BenchmarkResult(b.benchmark, 0) for b in record.benchmarks
     }
-    with using(conn, record.hostname) as c:
-        out = c.run_script(_script(record)).stdout
+    out = conn.run_script(_script(record)).stdout
     for line in out.splitlines():
         if not line.startswith(MARKER):
             continue

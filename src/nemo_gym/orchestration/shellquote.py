@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import shlex
 
-_NEEDS_ANSI_C = re.compile(r"['$`\x00-\x1f\x7f]")
+# A backslash is literal in plain single quotes, but shellcheck reads '\' as a bungled escape (SC1003).
+_NEEDS_ANSI_C = re.compile(r"['$`\\\x00-\x1f\x7f]")
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 # Bash's reserved words are safe unquoted as arguments (`export X=then` is fine), but shellcheck
 # reads them as syntax: quote them, so that every rendered script stays clean.
-_RESERVED = frozenset("case coproc do done elif else esac fi for function if in select then time until while".split())
+_RESERVED = frozenset(["case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in", "select", "then", "time", "until", "while"])
 
 
 def bash_quote(value: str) -> str:

@@ -1,4 +1,6 @@
-"""``gym``: the command line. Each verb lives in its own module; this one only dispatches.
+"""The command line, installed as ``gym`` (the name NeMo Gym users know) and ``gym-orch`` (ours
+alone: NeMo Gym installs a ``gym`` of its own). Each verb lives in its own module; this one only
+dispatches.
 
 Whatever goes wrong, the user sees short lines, never a Python traceback (set GYM_DEBUG=1 to get
 one for a bug report).
@@ -10,10 +12,11 @@ import argparse
 import os
 import sys
 import traceback
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from nemo_gym.orchestration.errors import UserError
 
+COMMAND_NAMES = ("gym", "gym-orch")
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -24,21 +27,23 @@ def _print_problems(problems: list[str]) -> None:
         print(f"error: {line}", file=sys.stderr)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from nemo_gym.orchestration.cli import manage_cmds, observe_cmds, submit
+def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
+    from nemo_gym.orchestration import __version__
+    from nemo_gym.orchestration.cli import cancel, logs, results, status, submit
 
-    parser = argparse.ArgumentParser(prog="gym", description="Run LLM evaluations on Slurm or locally.")
+    parser = argparse.ArgumentParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
+    parser.add_argument("--version", action="version", version=f"gym orchestration {__version__}")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    submit.register(eval_verbs)
-    observe_cmds.register(eval_verbs)
-    manage_cmds.register(eval_verbs)
+    for verb in (submit, status, results, logs, cancel):
+        verb.register(eval_verbs)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    invoked_as = os.path.basename(sys.argv[0])
+    parser = build_parser(invoked_as if invoked_as in COMMAND_NAMES else COMMAND_NAMES[0])
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:

@@ -1,10 +1,15 @@
-"""``gym eval submit``: compose, validate, then resolve-only, dry-run or submit."""
+"""``gym eval submit``: compose, validate, then print the resolved config, dry-run or submit."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.library import Submission
+    from nemo_gym.orchestration.render import StagedRun
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -26,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.compose import compose_config
     from nemo_gym.orchestration.validate import validate_config
 
-    data = compose_config(args.config, args.overrides)
-    config, notes = validate_config(data)
+    config, notes = validate_config(compose_config(args.config, args.overrides))
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     if args.resolve_only:
@@ -40,6 +44,56 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(dump_yaml(resolved), end="")
         return 0
-    from nemo_gym.orchestration.cli.launching import submit_or_dry_run
+    from nemo_gym.orchestration.library import prepare, submit
 
-    return submit_or_dry_run(config, args)
+    staged = prepare(config)
+    if args.dry_run:
+        return print_dry_run(staged, args.stage_dir)
+    return report(submit(config, staged), args.json)
+
+
+def print_dry_run(staged: StagedRun, stage_dir: str | None) -> int:
+    from nemo_gym.orchestration.library import staged_directory
+
+    plan = staged.plan
+    where = plan.hostname or "this machine"
+    print(f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len(plan.jobs)} benchmark(s) on {where} into {plan.run_dir}")
+    names = [f"{owner}.env.{key}" for owner, key in plan.secrets.values()]
+    if plan.otel_token_env:
+        names.append(f"the OTel token (${plan.otel_token_env})")
+    if names:
+        print(f"[dry-run] read at submit time, passed in the submission's environment: {', '.join(names)}")
+    if stage_dir:
+        root = staged_directory(staged, stage_dir)
+        print(f"[dry-run] staged run directory written to {root}")
+        return 0
+    for job in plan.submitted_jobs:
+        print("=" * 72)
+        print(f"[dry-run] {job.benchmark}: {job.job_dir}/job.sh")
+        print("=" * 72)
+        sys.stdout.write(staged.job_script(job.benchmark))
+    return 0
+
+
+def report(submission: Submission, as_json: bool) -> int:
+    from nemo_gym.orchestration.library import backend_job_kind
+
+    record = submission.record
+    if as_json and not submission.interrupted:
+        sys.stdout.write(record.dumps())
+    else:
+        print(f"Run {record.gym_job_id}: {record.run_dir}")
+        kind = backend_job_kind(record)
+        for job in record.benchmarks:
+            if job.job_id:
+                print(f"  submitted {job.benchmark} -> {kind} {job.job_id}")
+            else:
+                print(f"  failed {job.benchmark}: {job.error}")
+    if submission.interrupted:
+        print(f"error: {submission.interrupted}", file=sys.stderr)
+        return 1
+    if submission.failed:
+        names = ", ".join(b.benchmark for b in submission.failed)
+        print(f"error: {len(submission.failed)} benchmark(s) failed to submit: {names}", file=sys.stderr)
+        return 1
+    return 0

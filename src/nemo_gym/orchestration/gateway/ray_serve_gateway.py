@@ -42,8 +42,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 EXIT_USAGE = 2
 EXIT_REPLICA_DIED = 3
@@ -229,7 +230,7 @@ class VllmReplica:
         out = None
         if self.log_path:
             os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
-            out = open(self.log_path, "ab", buffering=0)
+            out = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - the replica process writes it for its life
         self.proc = subprocess.Popen(
             argv,
             env=replica_env(dict(os.environ), self.address),
@@ -451,7 +452,7 @@ class Gateway:
             await asyncio.wait_for(pg.ready(), self.args.cluster_timeout)
         except asyncio.TimeoutError:
             remove_placement_group(pg)
-            raise StartupError(f"replica {replica.index}: could not reserve {g} GPU(s) in the Ray cluster")
+            raise StartupError(f"replica {replica.index}: could not reserve {g} GPU(s) in the Ray cluster") from None
         node_id = placement_group_table(pg)["bundles_to_node_id"][0]
         replica.actor = self._new_actor(
             replica, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)

@@ -10,7 +10,7 @@
 #SBATCH --gpus-per-node=8
 #SBATCH --exclusive
 #SBATCH --comment=gym eval
-# gym orchestration: benchmark answer-judge of run gym-job-20260101T000000Z-000000, slurm launcher, container runtime pyxis.
+# gym orchestration: benchmark answer-judge of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
 # Services start first, are health-checked, then the driver runs while every service is watched:
 # a service that dies fails the job at once, with its name, exit status and the end of its log.
 # shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
@@ -43,16 +43,34 @@ declare -A GYM_SERVICE_STEPS=(
     [policy]=policy
 )
 
-# Ends the job. A failure also records its cause (startup-failed, service-died, driver-failed,
-# driver-killed, walltime, preempted, cancelled, signal), which a resumable job's successor reads
-# when Slurm has forgotten the job.
+# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
+# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
+# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
+# its Reason still says TimeLimit after a walltime.
+gym_ending_cause() {
+    local line
+    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+        return 0
+    fi
+    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
+    case "$line" in
+        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
+        *" JobState=PREEMPTED "*) printf 'preempted' ;;
+        *" JobState=CANCELLED "*) printf 'cancelled' ;;
+    esac
+}
+
+# Ends the job. A failure also records its cause, which a resumable job's successor reads when the
+# scheduler has forgotten the job:
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal.
 gym_finish() {
     local rc=$1 detail=$2 cause=${3:-} ending
     trap - TERM INT
     case "$cause" in
         startup-failed | service-died | driver-failed | driver-killed)
-            # Steps get Slurm's TERM too, and may die of it before this shell hears it.
-            ending=$(gym_slurm_ending)
+            # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_ending_cause)
             cause=${ending:-$cause}
             ;;
     esac
@@ -73,7 +91,7 @@ gym_finish() {
 # shellcheck disable=SC2317  # run by the TERM trap
 gym_on_term() {
     local cause
-    cause=$(gym_slurm_ending)
+    cause=$(gym_ending_cause)
     case "$cause" in
         walltime) gym_finish 143 "stopped by its walltime (SIGTERM)" walltime ;;
         preempted) gym_finish 143 "preempted (SIGTERM)" preempted ;;

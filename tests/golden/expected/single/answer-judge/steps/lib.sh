@@ -39,25 +39,6 @@ gym_write_state() {
     } >"$tmp" && mv -f "$tmp" "$state"
 }
 
-# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
-# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
-# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
-# its Reason still says TimeLimit after a walltime.
-gym_slurm_ending() {
-    local line
-    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
-        printf 'cancelled'
-        return 0
-    fi
-    [ -n "${SLURM_JOB_ID:-}" ] || return 0
-    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
-    case "$line" in
-        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
-        *" JobState=PREEMPTED "*) printf 'preempted' ;;
-        *" JobState=CANCELLED"*) printf 'cancelled' ;;
-    esac
-}
-
 # The hostname of this node as Slurm knows it.
 gym_this_node() {
     printf '%s' "${SLURMD_NODENAME:-$(hostname)}"

@@ -1,0 +1,41 @@
+"""Backends: what runs a plan's jobs (Slurm, this machine). Each one is a module here with a
+``Backend`` subclass, registered below by the compute ``type`` it runs.
+
+Adding one means a module (and, when its jobs need shell text of their own, a template
+``templates/backend-<name>.sh.j2``) plus one line in ``_REGISTRY``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from nemo_gym.orchestration.backends.base import Backend, SchedulerView
+
+__all__ = ["Backend", "SchedulerView", "backend_for", "backend_named", "backend_names"]
+
+# compute type -> "module:class"; imported on first use, so a command loads only its own backend.
+_REGISTRY = {
+    "slurm": "nemo_gym.orchestration.backends.slurm:SlurmBackend",
+    "local": "nemo_gym.orchestration.backends.local:LocalBackend",
+}
+_LOADED: dict[str, Backend] = {}
+
+
+def backend_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def backend_named(name: str) -> Backend:
+    """The backend of this name: a compute ``type``, and the ``executor`` of a submission record."""
+    if name not in _LOADED:
+        if name not in _REGISTRY:
+            raise KeyError(f"no backend {name!r}; known: {', '.join(_REGISTRY)}")
+        module, cls = _REGISTRY[name].split(":")
+        _LOADED[name] = getattr(import_module(module), cls)()
+    return _LOADED[name]
+
+
+def backend_for(compute: Any) -> Backend:
+    """The backend that runs a validated compute config (by its ``type``)."""
+    return backend_named(compute.type)

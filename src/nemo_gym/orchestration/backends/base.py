@@ -1,0 +1,141 @@
+"""The backend seam: everything that differs between running a plan on Slurm and on this machine.
+
+A backend plans its jobs' scheduler options, prints each step's launch line and the job's shell
+fragments (its identity, what a TERM means), adds the run files it needs, writes the lines that
+submit the jobs, and reads what its scheduler says of a job for status and cancel. Everything
+else — the plan, the job scripts, the probes' own files, the record — is shared.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from nemo_gym.orchestration import contract
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+
+
+@dataclass(frozen=True)
+class SchedulerView:
+    """What a scheduler says of one job; empty when it does not know the job (or has no scheduler)."""
+
+    state: str = ""  # the scheduler's own word (Slurm's JobState), or ""
+    reason: str = ""
+    restarts: int = 0
+    exit_code: str = ""
+    time_limit: str = ""
+
+    @property
+    def waiting(self) -> bool:
+        return contract.slurm_state_word(self.state) == "PENDING"
+
+    @property
+    def running(self) -> bool:
+        return contract.slurm_is_running(self.state)
+
+    @property
+    def cancelled(self) -> bool:
+        return contract.slurm_state_word(self.state) == "CANCELLED"
+
+
+@dataclass(frozen=True)
+class JobProbe:
+    """One job as the status probe found it: its own state file and what the scheduler says."""
+
+    own: dict[str, str] = field(default_factory=dict)
+    scheduler: SchedulerView = SchedulerView()
+    cancelled_by_user: bool = False
+
+    @property
+    def phase(self) -> str | None:
+        return self.own.get("phase")
+
+    @property
+    def detail(self) -> str:
+        return self.own.get("detail", "")
+
+
+def recorded_outcome(probe: JobProbe) -> tuple[str, str] | None:
+    """The end a job recorded itself (succeeded, failed, cancelled), if it did."""
+    if probe.phase in (contract.PHASE_SUCCEEDED, contract.PHASE_FAILED, contract.PHASE_CANCELLED):
+        return probe.phase, probe.detail
+    return None
+
+
+CANCELLED_BY_USER = ("cancelled", "cancelled by the user (gym eval cancel)")
+
+
+class Backend(ABC):
+    name: ClassVar[str]  # the compute ``type`` it runs; the record's ``executor``
+    job_kind: ClassVar[str]  # how its jobs are called to the user: "Slurm job", "local job"
+    job_id_pattern: ClassVar[str]  # a regex matching its job ids exactly
+    supports_resume: ClassVar[bool] = False
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    def directives(self, compute: Any, benchmark: str, job_dir: str) -> tuple[tuple[str, str | None], ...]:
+        """The scheduler options of one job, as (option, value) pairs; value None for a bare flag."""
+        return ()
+
+    def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
+        """Telemetry resource attributes read from the job's env: (attribute, variable)."""
+        return ()
+
+    # -- rendering --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def launch_line(self, launch: Launch, runtime: str) -> str:
+        """The bash command that starts one step's script on its nodes (backgrounded by the job)."""
+
+    @abstractmethod
+    def node_host(self, node: int) -> str:
+        """A shell word for allocation node ``node``'s name, as the job script's shell can use it."""
+
+    def template(self) -> str:
+        """Its job fragments (Jinja macros ``identity`` and ``term_handling``)."""
+        return f"backend-{self.name}.sh.j2"
+
+    def run_files(self, plan: RunPlan) -> dict[str, str]:
+        """Files it adds to the run directory (relative path -> text)."""
+        return {}
+
+    # -- submission -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def submit_lines(self, plan: RunPlan) -> list[str]:
+        """Bash that queues every submitted job once the run directory is in place, printing one
+        ``contract.JOB_MARKER<benchmark>:<status>:<output>`` line per job."""
+
+    # -- status and cancel ------------------------------------------------------------------------
+
+    def probe_prelude(self, record: SubmissionRecord) -> list[str]:
+        """Bash run once before the jobs are probed."""
+        return []
+
+    def probe_scheduler_shell(self) -> str:
+        """Bash that sets ``sc`` and ``sa`` (two opaque fields) to what the scheduler says of ``$id``."""
+        return "sc=''; sa=''"
+
+    def probe_tail(self, record: SubmissionRecord) -> list[str]:
+        """Bash run after the jobs were probed; may print ``PROBE_MARKER`` R<sep>fact<sep>value lines."""
+        return []
+
+    def read_scheduler(self, sc: str, sa: str) -> SchedulerView:
+        return SchedulerView()
+
+    @abstractmethod
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+        """(state, detail) of one job from its own state file and its scheduler's word.
+
+        ``facts`` are the run-wide facts its ``probe_tail`` printed."""
+
+    @abstractmethod
+    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
+        """Bash that stops one benchmark's job(s); prints ``CANCEL_FAILED_MARKER<benchmark>`` when refused."""
+
+    def job_label(self, job: JobPlan) -> str:
+        return job.benchmark

@@ -1,0 +1,77 @@
+"""This machine: the same jobs, no scheduler. A runner script starts them one after another (they
+would share the machine's ports and GPUs); each step is a process group of its own."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, ClassVar
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, Backend, JobProbe, recorded_outcome
+from nemo_gym.orchestration.shellquote import bash_quote
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+
+RUNNER_FACT = "runner"
+
+
+class LocalBackend(Backend):
+    name: ClassVar[str] = "local"
+    job_kind: ClassVar[str] = "local job"
+    job_id_pattern: ClassVar[str] = r"local-[0-9a-f]+-\d+"
+
+    def launch_line(self, launch: Launch, runtime: str) -> str:
+        # Its own process group, so the job can stop everything the step started.
+        log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
+        return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
+
+    def node_host(self, node: int) -> str:
+        return "localhost"
+
+    def run_files(self, plan: RunPlan) -> dict[str, str]:
+        from nemo_gym.orchestration.render import render_template
+
+        return {contract.LOCAL_RUNNER_SCRIPT: render_template("run-local.sh.j2", plan=plan)}
+
+    def submit_lines(self, plan: RunPlan) -> list[str]:
+        # Detached from this command: the run goes on after `gym eval submit` returns.
+        runner = shlex.quote(f"{plan.run_dir}/{contract.LOCAL_RUNNER_SCRIPT}")
+        lines = [f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &"]
+        for job in plan.submitted_jobs:
+            lines.append(
+                f"printf '%s%s:0:%s\\n' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} {job.local_job_id}"
+            )
+        return lines
+
+    def probe_tail(self, record: SubmissionRecord) -> list[str]:
+        pid = shlex.quote(f"{record.run_dir}/{contract.RUNNER_PID_FILE}")
+        alive = f"{contract.PROBE_MARKER}R{contract.FIELD_SEPARATOR}{RUNNER_FACT}{contract.FIELD_SEPARATOR}"
+        return [
+            f'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then printf %s\\\\n {shlex.quote(alive + "alive")}; '
+            f"else printf %s\\\\n {shlex.quote(alive + 'gone')}; fi"
+        ]
+
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+        runner_alive = facts.get(RUNNER_FACT) == "alive"
+        still_going = runner_alive and probe.phase in (contract.PHASE_STARTING, contract.PHASE_RUNNING)
+        if probe.cancelled_by_user and probe.phase != contract.PHASE_SUCCEEDED and not still_going:
+            return CANCELLED_BY_USER
+        recorded = recorded_outcome(probe)
+        if recorded is not None:
+            return recorded
+        if runner_alive:
+            if probe.phase == contract.PHASE_RUNNING:
+                return "running", f"driver running, {rollouts} rollout(s) written"
+            if probe.phase == contract.PHASE_QUEUED:
+                return "queued", probe.detail or "waiting for the jobs before it"
+            return "starting", probe.detail or "starting"
+        if probe.phase is not None:
+            return "unknown", "the local runner is gone but the job recorded no outcome (machine restarted?)"
+        return "unknown", "the job has not started and the local runner is gone"
+
+    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
+        # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
+        pid = shlex.quote(f"{job.job_dir}/{contract.state_dir(job.job_id or '')}/{contract.PID_FILE}")
+        return [f'[ -f {pid} ] && kill -TERM "$(cat {pid})" 2>/dev/null; true']

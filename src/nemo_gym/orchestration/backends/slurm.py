@@ -1,0 +1,210 @@
+"""Slurm: one batch job per submitted job (``sbatch``), each step an ``srun`` over its nodes."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.backends.base import (
+    CANCELLED_BY_USER,
+    Backend,
+    JobProbe,
+    SchedulerView,
+    recorded_outcome,
+)
+from nemo_gym.orchestration.shellquote import bash_quote
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+
+
+def _apptainer_image(image: str) -> str:
+    if image.endswith(".sif") or image.startswith("/") or "://" in image:
+        return image
+    return "docker://" + image.replace("#", "/")
+
+
+class SlurmBackend(Backend):
+    name: ClassVar[str] = "slurm"
+    job_kind: ClassVar[str] = "Slurm job"
+    job_id_pattern: ClassVar[str] = r"\d+"
+    supports_resume: ClassVar[bool] = True
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    def directives(self, compute: Any, benchmark: str, job_dir: str) -> tuple[tuple[str, str | None], ...]:
+        out: list[tuple[str, str | None]] = [("job-name", f"gym-{benchmark}"), ("account", compute.account)]
+        if compute.walltime:
+            out.append(("time", compute.walltime))
+        out += [("chdir", job_dir), ("output", f"{job_dir}/{contract.job_log_pattern()}")]
+        pools = list(compute.node_pools.values())
+        if pools:
+            first = pools[0]
+            out += [
+                ("partition", first.partition),
+                ("nodes", str(sum(p.nodes for p in pools))),
+                ("ntasks-per-node", str(first.ntasks_per_node)),
+            ]
+            if first.gpus_per_node is not None:
+                out.append(("gpus-per-node", str(first.gpus_per_node)))
+        extra: dict[str, str] = {}
+        for pool in pools:
+            extra.update(pool.extra_args)
+        extra.update(compute.extra_args)
+        out += [(k, v if v != "" else None) for k, v in extra.items()]
+        return tuple(out)
+
+    def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
+        return (("slurm_job_id", "SLURM_JOB_ID"),)
+
+    # -- rendering --------------------------------------------------------------------------------
+
+    def launch_line(self, launch: Launch, runtime: str) -> str:
+        nodes = launch.nodes
+        log = contract.step_log_pattern(launch.step, per_node=nodes.count > 1, log_dir=launch.log_dir)
+        # One task per node, whatever ntasks_per_node the allocation has: each step runs once a node.
+        parts = [
+            "srun --overlap",
+            f"--nodes={nodes.count} --ntasks={nodes.count} --ntasks-per-node=1",
+            f'--nodelist="$(gym_node_list {nodes.start} {nodes.count})"',
+            f"--output={bash_quote(log)}",
+        ]
+        job_mount = f"{launch.job_dir}:{launch.job_dir}"
+        mounts = (job_mount, *[m for m in launch.mounts if m != job_mount])
+        command = f"bash {bash_quote(launch.script)}"
+        if runtime == "pyxis" and launch.container:
+            parts += [
+                f"--container-image={bash_quote(launch.container)}",
+                f"--container-mounts={bash_quote(','.join(mounts))}",
+                "--no-container-mount-home",
+                f"--container-workdir={bash_quote(launch.job_dir)}",
+            ]
+        elif runtime == "apptainer" and launch.container:
+            nv = " --nv" if launch.gpus else ""
+            image = bash_quote(_apptainer_image(launch.container))
+            command = f"apptainer exec{nv} --bind {bash_quote(','.join(mounts))} {image} {command}"
+        return " ".join(parts) + " " + command
+
+    def node_host(self, node: int) -> str:
+        return f"$(gym_node_name {node})"
+
+    # -- submission -------------------------------------------------------------------------------
+
+    def submit_lines(self, plan: RunPlan) -> list[str]:
+        log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
+        lines = []
+        for job in plan.submitted_jobs:
+            lines += [
+                f"mkdir -p {shlex.quote(job.job_dir + '/' + contract.LOGS_DIR)}",
+                f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?",
+                f"line=$(printf '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} "
+                "\"$rc\" \"$(printf '%s' \"$out\" | tr '\\n' ' ')\")",
+                # Also kept on the cluster as it happens, so a lost connection can be recovered from.
+                f"printf '%s\\n' \"$line\" >>{log}",
+                "printf '%s\\n' \"$line\"",
+            ]
+        return lines
+
+    # -- status -----------------------------------------------------------------------------------
+
+    def probe_prelude(self, record: SubmissionRecord) -> list[str]:
+        return ["have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1"]
+
+    def probe_scheduler_shell(self) -> str:
+        return (
+            "sc=$(scontrol show job -o \"$id\" 2>/dev/null | tr '\\n' ' '); sa=''; "
+            '[ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$id" -o State,ExitCode 2>/dev/null | head -1)'
+        )
+
+    def read_scheduler(self, sc: str, sa: str) -> SchedulerView:
+        fields = contract.parse_scontrol_line(sc)
+        state = fields.get("JobState", "")
+        exit_code = fields.get("ExitCode", "")
+        if not state and sa.strip():
+            # sacct remembers what scontrol forgot (MinJobAge), where there is accounting.
+            cols = sa.strip().split("|")
+            state = contract.slurm_state_word(cols[0])
+            exit_code = cols[1] if len(cols) > 1 else ""
+        restarts = fields.get("Restarts", "")
+        return SchedulerView(
+            state=state,
+            reason=fields.get("Reason", ""),
+            restarts=int(restarts) if restarts.isdigit() else 0,
+            exit_code=exit_code,
+            time_limit=fields.get("TimeLimit", ""),
+        )
+
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+        view = probe.scheduler
+        state = contract.slurm_state_word(view.state)
+        attempt = probe.own.get("attempt", "")
+        if view.restarts > (int(attempt) if attempt.isdigit() else 0) and probe.phase is not None:
+            # Written by an earlier run of a job Slurm has requeued since: not this run's state.
+            probe = JobProbe({}, view, probe.cancelled_by_user)
+        reason = view.reason or "no reason given"
+        if probe.cancelled_by_user and probe.phase != contract.PHASE_SUCCEEDED and not view.running:
+            return CANCELLED_BY_USER
+        if view.restarts and (state in ("PENDING", "COMPLETING") and probe.phase is None or state.startswith("REQUEUE")):
+            return "queued", (
+                f"requeued by Slurm after a node failure or preemption (attempt {view.restarts + 1}); "
+                f"waiting in the queue ({reason})"
+            )
+        by_slurm = self._ended_by_slurm(state, view)
+        if by_slurm is not None:
+            return by_slurm
+        recorded = recorded_outcome(probe)
+        if recorded is not None:
+            return recorded
+        if state == "FAILED":
+            return "failed", f"the job failed (exit code {view.exit_code or '?'}) before it recorded a reason"
+        if state == "COMPLETED":
+            return "unknown", "Slurm says COMPLETED but the job recorded no outcome"
+        if view.running:
+            if probe.phase == contract.PHASE_RUNNING:
+                return "running", f"driver running, {rollouts} rollout(s) written"
+            if probe.phase == contract.PHASE_QUEUED:
+                return "queued", probe.detail or "waiting for the jobs before it"
+            return "starting", probe.detail or "starting"
+        last = f" (last phase: {probe.phase})" if probe.phase else ""
+        return "unknown", f"Slurm no longer knows job {job_id} and the job recorded no outcome{last}"
+
+    @staticmethod
+    def _ended_by_slurm(state: str, view: SchedulerView) -> tuple[str, str] | None:
+        """States in which Slurm's word beats whatever the job wrote."""
+        if state == "PENDING":
+            return "queued", f"waiting in the Slurm queue ({view.reason or 'no reason given'})"
+        if state == "CANCELLED":
+            return "cancelled", "cancelled (scancel, by the user or an administrator)"
+        if state == "TIMEOUT":
+            return "timed out", f"walltime reached ({view.time_limit or 'its limit'})"
+        if state in ("NODE_FAIL", "BOOT_FAIL"):
+            return "failed", f"a node failed ({state})"
+        if state == "OUT_OF_MEMORY":
+            return "failed", "out of memory"
+        if state == "PREEMPTED":
+            return "failed", "preempted by Slurm (PREEMPTED)"
+        return None
+
+    # -- cancel -----------------------------------------------------------------------------------
+
+    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
+        # A resumable benchmark is a chain: the job running now and the one queued to resume it
+        # both go, and the chain-wide marker stops any job of it that starts regardless.
+        job_dir = shlex.quote(job.job_dir)
+        chain = shlex.quote(f"{job.job_dir}/{contract.CHAIN_FILE}")
+        ended = " | ".join(f"JobState={state}" for state in contract.SLURM_ENDED_STATES)
+        return [
+            f"date -u +%Y-%m-%dT%H:%M:%SZ >{job_dir}/{contract.CHAIN_CANCELLED_FILE}",
+            f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {contract.chain_ids_awk()} {chain} 2>/dev/null; }} "
+            "| awk '!seen[$0]++'); do",
+            "  case $(scontrol show job -o \"$id\" 2>/dev/null | grep -o 'JobState=[A-Z_]*') in",
+            f"    {ended}) ;;",
+            # Anything else, Slurm's silence included, gets a scancel; only a job Slurm does not
+            # know (ended long ago) may refuse it without it being a failure.
+            "    *) out=$(scancel \"$id\" 2>&1) || case $out in *'Invalid job id'*) ;; "
+            f"*) echo {contract.CANCEL_FAILED_MARKER}{job.benchmark} ;; esac ;;",
+            "  esac",
+            "done",
+        ]

@@ -1,0 +1,24 @@
+"""What the verbs share: choosing a run, plain tables."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_run_selector(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", nargs="?", help="run id or a unique part of it (default: the last run)")
+    p.add_argument("--last", action="store_true", help="the most recent run")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def run_and_benchmarks(args: argparse.Namespace, names: list[str]) -> tuple[str | None, list[str]]:
+    """With --last there is no RUN argument: the first positional is a benchmark."""
+    if args.last and args.run is not None:
+        return None, [args.run, *names]
+    return (None if args.last else args.run), names

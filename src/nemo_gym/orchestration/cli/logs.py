@@ -1,0 +1,38 @@
+"""``gym eval logs``: a job's log, a service's (every node) or the driver's; ``-f`` follows."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nemo_gym.orchestration.cli.common import add_run_selector
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("logs", help="a job's log, a service's or the driver's")
+    add_run_selector(p)
+    p.add_argument("benchmark", nargs="?", help="which benchmark's job (needed when the run has several)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--service", metavar="NAME", help="the logs of service NAME (every node)")
+    which.add_argument("--driver", action="store_true", help="the driver's log")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    p.set_defaults(handler=run_logs)
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.library import LogRequest, follow_logs, logs
+    from nemo_gym.orchestration.record import find_run
+
+    run, benchmark = args.run, args.benchmark
+    if args.last and run is not None and benchmark is None:
+        run, benchmark = None, run
+    record = find_run(run, args.last)
+    request = LogRequest(benchmark, args.service, args.driver, args.lines)
+    if not args.follow:
+        sys.stdout.write(logs(record, request))
+        return 0
+    for line in follow_logs(record, request):
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    return 0

@@ -1,0 +1,421 @@
+"""The run-directory contract: every file, word and marker that the jobs on the cluster and the
+commands on the submitting machine agree on. This module is its only owner.
+
+The job scripts (templates) receive these names when they are rendered; the readers (status,
+logs, cancel, results, the resume judge) import them. Nothing else spells a path of a run
+directory, a state-file key, a cause or a marker.
+
+Stdlib only, and Python 3.8 syntax: it is also staged into resumable jobs (beside
+``resume.py``) and imported there by the node's ``python3``.
+
+A run directory::
+
+    <output_path>/<run id>/
+      gym-job.json              the submission record
+      resolved-config.yaml      the validated config, secrets as references
+      .gym-submitted            one line per sbatch result, written as they happen
+      .gym-runner.pid           (local backend) the runner's pid
+      run-local.sh              (local backend) runs the jobs one after another
+      shared-deployment/        (job.deployment: shared) the one job's own directory
+      <benchmark>/              a job directory:
+        job.sh                  the batch script
+        slurm-<id>.out          the job's own log
+        steps/                  step scripts, lib.sh, the driver, helpers
+        logs/<step>-<id>[-<node>].log
+        artifacts/rollouts.jsonl (+ what gym writes beside it)
+        work/                   the driver's working directory
+        otel/                   the collector's config and its file exports
+        .gym/chain              (resumable) the chain's records
+        .gym/cancelled          (resumable) cancel marker for every job of the chain
+        .gym/<id>/              one job's state directory (see StateDir)
+        .gym/<id>.attempt-<n>/  an earlier attempt of a job Slurm requeued
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# -- run directory -------------------------------------------------------------------------------
+
+RECORD_FILE = "gym-job.json"
+RESOLVED_CONFIG_FILE = "resolved-config.yaml"
+SUBMITTED_LOG = ".gym-submitted"
+RUNNER_PID_FILE = ".gym-runner.pid"
+LOCAL_RUNNER_SCRIPT = "run-local.sh"
+SHARED_DEPLOYMENT_DIR = "shared-deployment"
+
+
+def job_dir(run_dir: str, benchmark: str) -> str:
+    return f"{run_dir}/{benchmark}"
+
+
+# -- job directory (paths relative to it) ---------------------------------------------------------
+
+JOB_SCRIPT = "job.sh"
+STEPS_DIR = "steps"
+LOGS_DIR = "logs"
+ARTIFACTS_DIR = "artifacts"
+ROLLOUTS_FILE = "artifacts/rollouts.jsonl"
+# What gym writes beside the rollouts: the expected (task, rollout) pairs and the metrics.
+MATERIALIZED_INPUTS_FILE = "artifacts/rollouts_materialized_inputs.jsonl"
+AGGREGATE_METRICS_GLOB = "artifacts/*aggregate_metrics*.json"
+WORK_DIR = "work"
+OTEL_DIR = "otel"
+COLLECTOR_CONFIG_FILE = "otel/collector.yaml"
+MARKERS_DIR = ".gym"
+CHAIN_FILE = ".gym/chain"
+CHAIN_CANCELLED_FILE = ".gym/cancelled"
+LIBRARY_SCRIPT = "steps/lib.sh"
+
+
+def step_script(step: str) -> str:
+    return f"{STEPS_DIR}/{step}.sh"
+
+
+def job_log(job_id: str) -> str:
+    """The job's own log (Slurm's default batch output name; the local runner uses it too)."""
+    return f"slurm-{job_id}.out"
+
+
+def job_log_pattern() -> str:
+    """``job_log`` with Slurm's own placeholder, for ``#SBATCH --output``."""
+    return "slurm-%j.out"
+
+
+def step_log(step: str, job_id: str, node: str | None = None, log_dir: str = LOGS_DIR) -> str:
+    return f"{log_dir}/{step}-{job_id}" + (f"-{node}" if node else "") + ".log"
+
+
+def step_log_pattern(step: str, per_node: bool, log_dir: str = LOGS_DIR) -> str:
+    """``step_log`` with srun's placeholders: %j the job id, %N the node name."""
+    return f"{log_dir}/{step}-%j" + ("-%N" if per_node else "") + ".log"
+
+
+def state_dir(job_id: str) -> str:
+    return f"{MARKERS_DIR}/{job_id}"
+
+
+def ray_token_file(step: str) -> str:
+    return f"{MARKERS_DIR}/ray-{step}.token"
+
+
+# -- one job's state directory: .gym/<job id>/ (names relative to it) ------------------------------
+
+STATE_FILE = "state"
+CAUSE_FILE = "cause"
+CANCELLED_FILE = "cancelled"
+EVENTS_FILE = "events"
+PID_FILE = "pid"
+HEARTBEAT_FILE = "heartbeat"
+STOP_COLLECTOR_FILE = "stop-collector"
+EXITED_DIR = "exit"  # exit/<step>@<node>: the exit status of a step's process on a node
+READY_DIR = "ready"  # ready/<step>@<node>: a step without an HTTP probe says it is ready
+ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a requeued job
+
+# The state file: key=value lines, replaced atomically by the job as it goes.
+STATE_KEYS = ("phase", "detail", "time", "attempt")
+PHASE_QUEUED = "queued"
+PHASE_STARTING = "starting"
+PHASE_RUNNING = "running"
+PHASE_SUCCEEDED = "succeeded"
+PHASE_FAILED = "failed"
+PHASE_CANCELLED = "cancelled"
+PHASES = (PHASE_QUEUED, PHASE_STARTING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED, PHASE_CANCELLED)
+
+
+def parse_state(text: str) -> dict[str, str]:
+    """The state file's keys (unknown lines ignored, so that fields can be added)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+# Events, one per line ``<epoch seconds> <event> [<arg>]``: for benchmarks and post-mortems.
+EVENT_JOB_START = "job-start"
+EVENT_LAUNCHED = "launched"  # + step
+EVENT_HEALTHY = "healthy"  # + service
+EVENT_DRIVER_START = "driver-start"
+EVENT_DRIVER_END = "driver-end"  # + exit status
+EVENT_COLLECTOR_STOPPED = "collector-stopped"
+EVENT_JOB_END = "job-end"  # + exit status
+
+
+def parse_events(text: str) -> dict[str, float]:
+    """``event [arg]`` -> its last time."""
+    out = {}
+    for line in text.splitlines():
+        stamp, _, event = line.partition(" ")
+        try:
+            out[event.strip()] = float(stamp)
+        except ValueError:
+            continue
+    return out
+
+
+# -- why a job ended -------------------------------------------------------------------------------
+
+# Causes a job records itself (in .gym/<id>/cause) when it fails.
+CAUSE_STARTUP_FAILED = "startup-failed"  # a service never became healthy
+CAUSE_SERVICE_DIED = "service-died"  # a service died while the driver ran
+CAUSE_DRIVER_FAILED = "driver-failed"  # the driver exited with an error
+CAUSE_DRIVER_KILLED = "driver-killed"  # the driver was killed by a signal (OOM killer, node going down)
+CAUSE_WALLTIME = "walltime"  # Slurm's TERM at the time limit
+CAUSE_PREEMPTED = "preempted"
+CAUSE_CANCELLED = "cancelled"
+CAUSE_SIGNAL = "signal"  # a TERM nobody explains
+CAUSES = (
+    CAUSE_STARTUP_FAILED, CAUSE_SERVICE_DIED, CAUSE_DRIVER_FAILED, CAUSE_DRIVER_KILLED,
+    CAUSE_WALLTIME, CAUSE_PREEMPTED, CAUSE_CANCELLED, CAUSE_SIGNAL,
+)  # fmt: skip
+# Causes that a rerun would repeat.
+CAUSES_A_RERUN_REPEATS = (CAUSE_STARTUP_FAILED, CAUSE_DRIVER_FAILED)
+# Causes that may come from Slurm's own TERM arriving first (the job then asks what the TERM was).
+CAUSES_MAYBE_FROM_A_TERM = (CAUSE_STARTUP_FAILED, CAUSE_SERVICE_DIED, CAUSE_DRIVER_FAILED, CAUSE_DRIVER_KILLED)
+
+# Outcomes the resume judge gives a job: a cause above, or what Slurm says.
+OUTCOME_SUCCEEDED = "succeeded"
+OUTCOME_CANCELLED = "cancelled"
+OUTCOME_TIMEOUT = "timeout"
+OUTCOME_PREEMPTED = "preempted"
+OUTCOME_NODE_FAILURE = "node-failure"
+OUTCOME_OUT_OF_MEMORY = "out-of-memory"
+OUTCOME_REQUEUED = "requeued"
+OUTCOME_UNKNOWN = "unknown"
+
+OUTCOME_TEXT = {
+    OUTCOME_SUCCEEDED: "it succeeded",
+    OUTCOME_CANCELLED: "it was cancelled",
+    OUTCOME_TIMEOUT: "it reached its walltime",
+    CAUSE_WALLTIME: "it reached its walltime",
+    OUTCOME_PREEMPTED: "it was preempted",
+    OUTCOME_REQUEUED: "Slurm requeued it (node failure or preemption)",
+    OUTCOME_NODE_FAILURE: "a node failed",
+    OUTCOME_OUT_OF_MEMORY: "it ran out of memory",
+    CAUSE_SERVICE_DIED: "a service died while the driver ran",
+    CAUSE_STARTUP_FAILED: "a service did not start",
+    CAUSE_DRIVER_FAILED: "the driver failed",
+    CAUSE_SIGNAL: "it was killed by a signal",
+    CAUSE_DRIVER_KILLED: "the driver was killed by a signal (out of memory?)",
+}
+
+
+def outcome_text(outcome: str) -> str:
+    return OUTCOME_TEXT.get(outcome, "it ended without a record (node lost?)")
+
+
+# -- Slurm's job states ------------------------------------------------------------------------------
+
+SLURM_RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING")
+SLURM_ENDED_STATES = (
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+)  # fmt: skip
+
+# What an ended Slurm state says about the job, for the resume judge.
+SLURM_STATE_OUTCOMES = {
+    "TIMEOUT": OUTCOME_TIMEOUT,
+    "DEADLINE": OUTCOME_TIMEOUT,
+    "PREEMPTED": OUTCOME_PREEMPTED,
+    "NODE_FAIL": OUTCOME_NODE_FAILURE,
+    "BOOT_FAIL": OUTCOME_NODE_FAILURE,
+    "OUT_OF_MEMORY": OUTCOME_OUT_OF_MEMORY,
+    "CANCELLED": OUTCOME_CANCELLED,
+}
+
+# While a job is being ended, Slurm's word for why (what its TERM was): state -> cause. A walltime
+# also shows as Reason=TimeLimit while the job is still COMPLETING.
+SLURM_ENDING_CAUSES = (
+    ("JobState=TIMEOUT", CAUSE_WALLTIME),
+    ("JobState=DEADLINE", CAUSE_WALLTIME),
+    ("Reason=TimeLimit", CAUSE_WALLTIME),
+    ("JobState=PREEMPTED", CAUSE_PREEMPTED),
+    ("JobState=CANCELLED", CAUSE_CANCELLED),
+)
+
+
+def slurm_ending_groups() -> list[tuple[str, list[str]]]:
+    """``SLURM_ENDING_CAUSES`` grouped by cause, in order: [(cause, [field=value, ...]), ...]."""
+    groups: list[tuple[str, list[str]]] = []
+    for word, cause in SLURM_ENDING_CAUSES:
+        if groups and groups[-1][0] == cause:
+            groups[-1][1].append(word)
+        else:
+            groups.append((cause, [word]))
+    return groups
+
+
+def slurm_state_word(state: str) -> str:
+    """``CANCELLED by 1000`` (sacct) and ``CANCELLED+`` -> ``CANCELLED``."""
+    word = state.split()[0] if state.split() else ""
+    return word.rstrip("+")
+
+
+def slurm_outcome(state: str) -> str | None:
+    """The outcome an ended Slurm state gives, or None when it says nothing conclusive."""
+    return SLURM_STATE_OUTCOMES.get(slurm_state_word(state))
+
+
+def slurm_is_running(state: str) -> bool:
+    return slurm_state_word(state) in SLURM_RUNNING_STATES
+
+
+def slurm_has_ended(state: str) -> bool:
+    return slurm_state_word(state) in SLURM_ENDED_STATES
+
+
+def parse_scontrol_line(line: str) -> dict[str, str]:
+    """``scontrol show job -o`` fields. Values without spaces, which is all we read."""
+    out = {}
+    for item in line.split():
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+# -- a resumable benchmark's chain: .gym/chain ------------------------------------------------------
+#
+# Tab-separated records, appended by the jobs of the chain:
+#   start ID EPOCH ROLLOUTS                         job ID started, with ROLLOUTS on disk
+#   successor ID AFTER                              job ID is queued to resume job AFTER
+#   nosuccessor ID WHY                              no successor could be queued for job ID
+#   verdict ID OUTCOME ELAPSED ROLLOUTS ACTION WHY  how job ID ended, and what the chain does
+#   end STATE WHY                                   the chain stops
+
+RECORD_START = "start"
+RECORD_SUCCESSOR = "successor"
+RECORD_NO_SUCCESSOR = "nosuccessor"
+RECORD_VERDICT = "verdict"
+RECORD_END = "end"
+
+ACTION_FREE = "free"  # resume, free of charge
+ACTION_RETRY = "retry"  # resume, spending one of max_retries
+ACTION_STOP = "stop"
+
+# The states an ``end`` record may give, as status words.
+END_SUCCEEDED = "succeeded"
+END_FAILED = "failed"
+END_CANCELLED = "cancelled"
+END_TIMED_OUT = "timed out"
+END_STATES = (END_SUCCEEDED, END_FAILED, END_CANCELLED, END_TIMED_OUT)
+
+
+class Verdict(NamedTuple):
+    job_id: str
+    outcome: str
+    elapsed: int
+    rollouts: int
+    action: str
+    why: str
+
+
+class Chain:
+    """What a chain file says, in the order its records were written."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []  # in order; a Slurm requeue repeats an id
+        self.start_times: dict[str, int] = {}  # job id -> epoch of its last start
+        self.start_rollouts: dict[str, int] = {}  # job id -> rollouts on disk at its last start
+        self.successors: dict[str, str] = {}  # job id -> the job queued to resume it
+        self.no_successor: dict[str, str] = {}  # job id -> why none was queued
+        self.verdicts: list[Verdict] = []
+        self.end: tuple[str, str] | None = None  # (state, why)
+
+    @property
+    def latest(self) -> str | None:
+        return self.started[-1] if self.started else None
+
+    def job_ids(self, with_successor: bool = True) -> list[str]:
+        """Every job of the chain once, in order, and the one queued to resume the latest."""
+        ids: list[str] = []
+        for job_id in self.started:
+            if job_id not in ids:
+                ids.append(job_id)
+        pending = self.successors.get(self.latest or "")
+        if with_successor and pending and pending not in ids and self.end is None:
+            ids.append(pending)
+        return ids
+
+    def retries(self) -> int:
+        return sum(1 for v in self.verdicts if v.action == ACTION_RETRY)
+
+    def seconds_used(self) -> int:
+        return sum(v.elapsed for v in self.verdicts)
+
+    def summary(self) -> str:
+        """``resumed 2 time(s), 1 of them retries; 130s used by earlier jobs`` for status."""
+        resumes = [v for v in self.verdicts if v.action in (ACTION_FREE, ACTION_RETRY)]
+        if not resumes:
+            return ""
+        retries = sum(1 for v in resumes if v.action == ACTION_RETRY)
+        return f"resumed {len(resumes)} time(s), {retries} of them retries; {self.seconds_used()}s used by earlier jobs"
+
+
+def chain_record(kind: str, *fields: object) -> str:
+    """One line of the chain file; tabs and line breaks in a field would break it: spaces."""
+    cells = [kind] + [" ".join(str(f).split()) for f in fields]
+    return "\t".join(cells) + "\n"
+
+
+def parse_chain(text: str) -> Chain:
+    chain = Chain()
+    for line in text.splitlines():
+        cols = line.split("\t")
+        kind, rest = cols[0], cols[1:]
+        if kind == RECORD_START and rest:
+            chain.started.append(rest[0])
+            if len(rest) >= 3:
+                chain.start_times[rest[0]] = _int(rest[1])
+                chain.start_rollouts[rest[0]] = _int(rest[2])
+        elif kind == RECORD_SUCCESSOR and len(rest) >= 2:
+            chain.successors[rest[1]] = rest[0]
+        elif kind == RECORD_NO_SUCCESSOR and len(rest) >= 2:
+            chain.no_successor[rest[0]] = rest[1]
+        elif kind == RECORD_VERDICT and len(rest) >= 6:
+            job_id, outcome, elapsed, rollouts, action, why = rest[:6]
+            chain.verdicts.append(Verdict(job_id, outcome, _int(elapsed), _int(rollouts), action, why))
+        elif kind == RECORD_END and len(rest) >= 2:
+            chain.end = (rest[0], rest[1])
+    return chain
+
+
+def _int(text: str) -> int:
+    return int(text) if text.strip().isdigit() else 0
+
+
+def chain_ids_awk() -> str:
+    """Shell: the job ids a chain file names (started or queued), one a line; the file follows."""
+    return f"awk -F'\\t' '$1 == \"{RECORD_START}\" || $1 == \"{RECORD_SUCCESSOR}\" {{print $2}}'"
+
+
+def latest_started_awk() -> str:
+    """Shell: the id of the last job that started (empty without a chain); the file follows."""
+    return f"awk -F'\\t' '$1 == \"{RECORD_START}\" {{id = $2}} END {{print id}}'"
+
+
+# No resumable chain grows past this many jobs, whatever its caps say: the last guard against a loop.
+CHAIN_LIMIT = 100
+
+# -- markers on the standard output of the scripts the submitting machine runs ----------------------
+
+JOB_MARKER = "__GYM_JOB:"  # submission: <benchmark>:<sbatch status>:<sbatch output>
+MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does not exist>
+PROBE_MARKER = "__GYM_PROBE:"  # status: J (a job) and B (a benchmark) records, \x1f-separated
+RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
+NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
+CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose scancel was refused
+FIELD_SEPARATOR = "\x1f"
+
+# -- the environment of a job's processes --------------------------------------------------------------
+
+ENV_JOB_DIR = "GYM_JOB_DIR"
+ENV_JOB_ID = "GYM_JOB_ID"
+ENV_NODES = "GYM_NODES"  # comma-separated node names of the allocation, in order
+ENV_ATTEMPT = "GYM_ATTEMPT"
+ENV_STEP_NAME = "GYM_STEP_NAME"
+ENV_STEP_RANK = "GYM_STEP_RANK"
+NODE_ADDRESS_ENV_PREFIX = "GYM_NODE_"  # GYM_NODE_<i>: an address of allocation node i
+RAY_ADDRESS_ENV_PREFIX = "GYM_RAY_ADDRESS_"  # + the ray service's name as a shell word
+SECRET_CARRIER_PREFIX = "GYM_HOST_"  # GYM_HOST_<OWNER>__<KEY>: a host: secret in the job's env

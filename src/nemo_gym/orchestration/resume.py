@@ -1,0 +1,354 @@
+"""The resume judge of a resumable benchmark: run on the node by each job of the chain.
+
+A resumable benchmark runs as a chain of Slurm jobs over one job directory. Each job, before any
+work, runs ``resume.py begin``: it judges the job before it (or its own earlier attempt, after a
+Slurm requeue) from what Slurm and that job's files say, records the verdict in the chain file,
+and either stops or goes on and queues its own successor (``afternotok``: it runs only if this
+job ends badly). A job that fails in a way a rerun would repeat runs ``resume.py finish`` to end
+the chain at once.
+
+The rules (the README's table):
+
+* cut short (walltime, preemption, a Slurm requeue) after writing new rollouts -> resume, free;
+* the same without new rollouts, a node failure, out of memory, a service dying mid-run, a
+  driver killed by a signal, a kill nobody explains -> resume, spending one of ``max_retries``;
+* a service that never started, the driver failing -> stop (a rerun would fail the same way);
+* cancelled or succeeded -> stop.
+
+The chain also stops when its jobs have run ``max_walltime`` together, and at ``CHAIN_LIMIT`` jobs.
+
+Stdlib only, Python 3.8 syntax: staged into the job as ``steps/resume.py`` beside
+``steps/contract.py`` and run with the node's ``python3``. The decisions are pure functions
+(``outcome_of``, ``resume_action``, ``judge``, ``opening``); ``main`` does the I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import NamedTuple
+
+if __package__:
+    from . import contract as c
+else:  # staged into a job: the contract sits beside this file
+    import contract as c  # type: ignore[no-redef,import-not-found]
+
+EXIT_GO = 0
+EXIT_STOP = 10  # the chain stops here: the job must not run
+
+
+class Caps(NamedTuple):
+    max_retries: int
+    max_walltime: str  # as written in the config ("" for none), for messages
+    max_walltime_seconds: int  # 0 for none
+    chain_limit: int = c.CHAIN_LIMIT
+
+
+class Judgement(NamedTuple):
+    verdict: c.Verdict
+    end: tuple[str, str] | None  # (end state, why) when the chain stops
+
+
+# -- decisions -------------------------------------------------------------------------------------
+
+
+def outcome_of(phase: str | None, cancelled: bool, slurm_state: str, cause: str | None) -> str:
+    """How a job ended: its own success first, then a cancel marker, then Slurm's word, then the
+    cause the job recorded itself; ``unknown`` when nothing tells."""
+    if phase == c.PHASE_SUCCEEDED:
+        return c.OUTCOME_SUCCEEDED
+    if cancelled:
+        return c.OUTCOME_CANCELLED
+    from_slurm = c.slurm_outcome(slurm_state) if slurm_state else None
+    if from_slurm is not None:
+        return from_slurm
+    return cause or c.OUTCOME_UNKNOWN
+
+
+def resume_action(outcome: str, progress: int) -> str:
+    """free (resume), retry (resume, spending a retry) or stop."""
+    if outcome in (c.OUTCOME_SUCCEEDED, c.OUTCOME_CANCELLED) or outcome in c.CAUSES_A_RERUN_REPEATS:
+        return c.ACTION_STOP
+    cut_short = (c.OUTCOME_TIMEOUT, c.OUTCOME_PREEMPTED, c.CAUSE_WALLTIME, c.OUTCOME_REQUEUED)
+    if outcome in cut_short:
+        return c.ACTION_FREE if progress > 0 else c.ACTION_RETRY
+    return c.ACTION_RETRY
+
+
+def judge(chain: c.Chain, job_id: str, outcome: str, elapsed: int, rollouts_now: int, caps: Caps) -> Judgement:
+    """The verdict on job ``job_id`` and, when the chain must stop, its end record."""
+    progress = rollouts_now - chain.start_rollouts.get(job_id, 0)
+    action = resume_action(outcome, progress)
+    why = f"{c.outcome_text(outcome)} after {elapsed}s, {progress} new rollout(s)"
+    verdict = c.Verdict(job_id, outcome, elapsed, rollouts_now, action, why)
+    return Judgement(verdict, _end_after(chain, verdict, caps))
+
+
+def _end_after(chain: c.Chain, verdict: c.Verdict, caps: Caps) -> tuple[str, str] | None:
+    job = verdict.job_id
+    if verdict.action == c.ACTION_STOP:
+        if verdict.outcome == c.OUTCOME_SUCCEEDED:
+            return c.END_SUCCEEDED, f"job {job} finished"
+        if verdict.outcome == c.OUTCOME_CANCELLED:
+            return c.END_CANCELLED, f"job {job} was cancelled"
+        text = c.outcome_text(verdict.outcome)
+        return c.END_FAILED, f"not resumed: {text} in job {job}, and a rerun would fail the same way"
+    retries = chain.retries() + (1 if verdict.action == c.ACTION_RETRY else 0)
+    if retries > caps.max_retries:
+        return c.END_FAILED, (
+            f"gave up: {retries} resumes without progress or after failures (max_retries {caps.max_retries}); "
+            f"last: {verdict.why}"
+        )
+    spent = chain.seconds_used() + verdict.elapsed
+    if caps.max_walltime_seconds > 0 and spent >= caps.max_walltime_seconds:
+        return c.END_TIMED_OUT, f"max_walltime {caps.max_walltime} reached: the chain's jobs ran {spent}s together"
+    if len(chain.started) >= caps.chain_limit:
+        return c.END_FAILED, f"gave up: the chain reached {caps.chain_limit} jobs"
+    return None
+
+
+class Opening(NamedTuple):
+    """What a starting job does before any work: stop (why, and whether that ends the chain),
+    judge a job, or just start."""
+
+    kind: str  # "stop" | "end" | "judge" | "start"
+    why: str = ""
+    judged: str = ""  # the job to judge
+    outcome: str = ""  # its outcome when known already (a requeue)
+    state_dir: str = ""  # its state directory, relative to the job directory
+
+
+def opening(chain: c.Chain, me: str, prev: str, requeued: int, cancelled: bool) -> Opening:
+    """``me`` starts, queued to resume ``prev`` (empty for the first job), or requeued by Slurm
+    for the ``requeued``-th time (0: not requeued)."""
+    if chain.end is not None:
+        return Opening("stop", "the chain has ended already; nothing to do")
+    if cancelled:
+        return Opening("end", "cancelled by the user (gym eval cancel)")
+    if requeued > 0 and chain.latest != me:
+        # Requeued after the chain moved on (an admin's requeue of a job already resumed): the
+        # chain's current job owns the directory.
+        return Opening("stop", f"job {me} was requeued, but job {chain.latest} has resumed it already; not running twice")
+    if requeued > 0:
+        return Opening("judge", judged=me, outcome=c.OUTCOME_REQUEUED, state_dir=f"{c.state_dir(me)}{c.ATTEMPT_SUFFIX}{requeued}")
+    if prev:
+        if chain.successors.get(prev) != me:
+            return Opening("stop", f"job {me} is not the recorded successor of job {prev}; not running twice")
+        return Opening("judge", judged=prev, state_dir=c.state_dir(prev))
+    return Opening("start")
+
+
+def successor_id(sbatch_stdout: str) -> str | None:
+    """``sbatch --parsable`` prints ``id[;cluster]`` as its last line; site plugins may say more before."""
+    lines = [line for line in sbatch_stdout.splitlines() if line.strip()]
+    last = lines[-1].strip().split(";")[0] if lines else ""
+    return last if last.isdigit() else None
+
+
+# -- the job directory and Slurm, as the judge sees them --------------------------------------------
+
+
+class JobDirectory:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def file(self, rel: str) -> str:
+        return os.path.join(self.path, rel)
+
+    def read(self, rel: str) -> str | None:
+        try:
+            with open(self.file(rel)) as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+    def exists(self, rel: str) -> bool:
+        return os.path.exists(self.file(rel))
+
+    def chain(self) -> c.Chain:
+        return c.parse_chain(self.read(c.CHAIN_FILE) or "")
+
+    def append(self, kind: str, *fields: object) -> None:
+        os.makedirs(self.file(c.MARKERS_DIR), exist_ok=True)
+        with open(self.file(c.CHAIN_FILE), "a") as fh:
+            fh.write(c.chain_record(kind, *fields))
+
+    def rollouts(self) -> int:
+        try:
+            with open(self.file(c.ROLLOUTS_FILE), "rb") as fh:
+                return sum(1 for _ in fh)
+        except OSError:
+            return 0
+
+    def cancelled(self, job_id: str) -> bool:
+        return self.exists(c.CHAIN_CANCELLED_FILE) or self.exists(f"{c.state_dir(job_id)}/{c.CANCELLED_FILE}")
+
+    def phase(self, state_dir: str) -> str | None:
+        return c.parse_state(self.read(f"{state_dir}/{c.STATE_FILE}") or "").get("phase")
+
+    def cause(self, state_dir: str) -> str | None:
+        text = (self.read(f"{state_dir}/{c.CAUSE_FILE}") or "").strip()
+        return text or None
+
+    def last_sign_of_life(self, state_dir: str) -> int | None:
+        stamps = []
+        for name in (c.HEARTBEAT_FILE, c.STATE_FILE):
+            try:
+                stamps.append(int(os.path.getmtime(self.file(f"{state_dir}/{name}"))))
+            except OSError:
+                continue
+        return max(stamps) if stamps else None
+
+
+def _run(argv: Sequence[str]) -> tuple[int, str, str]:
+    try:
+        proc = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        return 127, "", str(exc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class Slurm:
+    """The few Slurm commands the judge needs."""
+
+    def state(self, job_id: str) -> str:
+        """What Slurm says of a job: scontrol, then sacct where there is accounting; "" when neither knows."""
+        rc, out, _ = _run(["scontrol", "show", "job", "-o", job_id])
+        state = c.parse_scontrol_line(out).get("JobState", "") if rc == 0 else ""
+        if not state:
+            rc, out, _ = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
+            first = out.splitlines()[0] if rc == 0 and out.strip() else ""
+            state = c.slurm_state_word(first)
+        return state
+
+    def queue_successor(self, job_script: str, me: str) -> tuple[str | None, str]:
+        rc, out, err = _run(
+            ["sbatch", "--parsable", f"--dependency=afternotok:{me}", "--kill-on-invalid-dep=yes", job_script, me]
+        )
+        found = successor_id(out) if rc == 0 else None
+        return found, " ".join((out + " " + err).split())
+
+    def cancel(self, job_id: str) -> None:
+        _run(["scancel", job_id])
+
+
+# -- the two commands --------------------------------------------------------------------------------
+
+
+def announce(message: str) -> None:
+    print(f"[gym {time.strftime('%H:%M:%S', time.gmtime())}] resume: {message}", flush=True)
+
+
+class Judge:
+    def __init__(self, job: JobDirectory, slurm: Slurm, me: str, caps: Caps, now: int | None = None) -> None:
+        self.job = job
+        self.slurm = slurm
+        self.me = me
+        self.caps = caps
+        self.now = int(time.time()) if now is None else now
+
+    def begin(self, prev: str, requeued: int) -> int:
+        chain = self.job.chain()
+        step = opening(chain, self.me, prev, requeued, self.job.exists(c.CHAIN_CANCELLED_FILE))
+        if step.kind == "stop":
+            announce(step.why)
+            return EXIT_STOP
+        if step.kind == "end":
+            self._end(c.END_CANCELLED, step.why)
+            return EXIT_STOP
+        if step.kind == "judge":
+            outcome = step.outcome or self._outcome(step.judged, step.state_dir)
+            ruling = judge(chain, step.judged, outcome, self._elapsed(chain, step.judged, step.state_dir),
+                           self.job.rollouts(), self.caps)  # fmt: skip
+            self.job.append(c.RECORD_VERDICT, *ruling.verdict)
+            announce(f"job {step.judged}: {ruling.verdict.why} -> {ruling.verdict.action}")
+            if ruling.end is not None:
+                self._end(*ruling.end)
+                return EXIT_STOP
+        self.job.append(c.RECORD_START, self.me, self.now, self.job.rollouts())
+        self._queue_successor()
+        return EXIT_GO
+
+    def finish(self, cause: str, detail: str) -> int:
+        """This job failed in a way a rerun would repeat: end the chain now, so that the successor
+        does not wait in the queue (and then take an allocation) only to stop."""
+        if cause not in c.CAUSES_A_RERUN_REPEATS:
+            return EXIT_GO
+        chain = self.job.chain()
+        started = chain.start_times.get(self.me, self.now)
+        self.job.append(c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), c.ACTION_STOP,
+                        c.outcome_text(cause))  # fmt: skip
+        self._end(c.END_FAILED, f"{detail}; not resumed: a rerun would fail the same way")
+        return EXIT_STOP
+
+    def _outcome(self, job_id: str, state_dir: str) -> str:
+        return outcome_of(
+            self.job.phase(state_dir), self.job.cancelled(job_id), self.slurm.state(job_id), self.job.cause(state_dir)
+        )
+
+    def _elapsed(self, chain: c.Chain, job_id: str, state_dir: str) -> int:
+        """From the job's start record to the last sign of life it left (works without accounting)."""
+        started = chain.start_times.get(job_id)
+        last = self.job.last_sign_of_life(state_dir)
+        if started is None or last is None or last < started:
+            return 0
+        return last - started
+
+    def _end(self, state: str, why: str) -> None:
+        """Stop the chain: record why, and take back a successor queued already (a requeued job has one)."""
+        self.job.append(c.RECORD_END, state, why)
+        announce(f"the chain ends ({state}): {why}")
+        pending = self.job.chain().successors.get(self.me)
+        if pending:
+            self.slurm.cancel(pending)
+
+    def _queue_successor(self) -> None:
+        if self.job.chain().successors.get(self.me):
+            return  # a requeued job keeps the successor it queued the first time
+        found, output = self.slurm.queue_successor(self.job.file(c.JOB_SCRIPT), self.me)
+        if found:
+            self.job.append(c.RECORD_SUCCESSOR, found, self.me)
+            announce(f"job {found} is queued to resume this one if it is cut short")
+        else:
+            self.job.append(c.RECORD_NO_SUCCESSOR, self.me, f"sbatch refused the resume job: {output}")
+            announce(f"WARNING: could not queue the resume job, this job will not be resumed: {output}")
+
+
+def _caps(args: list[str]) -> tuple[Caps, list[str]]:
+    """``--max-retries N --max-walltime T --max-walltime-seconds S --chain-limit L`` then the rest."""
+    values = {"--max-retries": "3", "--max-walltime": "", "--max-walltime-seconds": "0", "--chain-limit": str(c.CHAIN_LIMIT)}
+    rest = []
+    i = 0
+    while i < len(args):
+        if args[i] in values and i + 1 < len(args):
+            values[args[i]] = args[i + 1]
+            i += 2
+        else:
+            rest.append(args[i])
+            i += 1
+    caps = Caps(int(values["--max-retries"]), values["--max-walltime"], int(values["--max-walltime-seconds"]),
+                int(values["--chain-limit"]))  # fmt: skip
+    return caps, rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``resume.py begin [CAPS] PREV REQUEUED`` or ``resume.py finish [CAPS] CAUSE DETAIL``; the job
+    directory and this job's id come from GYM_JOB_DIR and GYM_JOB_ID."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args.pop(0) if args else ""
+    caps, rest = _caps(args)
+    judge_ = Judge(JobDirectory(os.environ[c.ENV_JOB_DIR]), Slurm(), os.environ[c.ENV_JOB_ID], caps)
+    if command == "begin" and len(rest) == 2:
+        requeued = int(rest[1]) if rest[1].isdigit() else 0
+        return judge_.begin(rest[0], requeued)
+    if command == "finish" and len(rest) == 2:
+        return judge_.finish(rest[0], rest[1])
+    print(f"usage: {sys.argv[0]} begin|finish [caps] ARG ARG", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""The library's use cases over a fake connection and a fake Slurm (tests/fakes): submit and its
+recovery from a lost connection, status (resume chains included), cancel, logs and results.
+
+The scripts are the real ones, run by bash here; the scheduler and the link to the submit host
+are the fakes (tests/cluster runs the same code against the real Slurm and sshd)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from fakes import FakeCluster, FakeConnection
+
+from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.library import LogRequest
+from nemo_gym.orchestration.record import SubmissionRecord, load_record
+
+HOST = "login.fake"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> FakeCluster:
+    return FakeCluster(tmp_path / "slurm")
+
+
+@pytest.fixture
+def conn(cluster: FakeCluster) -> FakeConnection:
+    return FakeConnection(cluster, HOST)
+
+
+@pytest.fixture(autouse=True)
+def own_index(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def config(base: dict, tmp_path: Path, *benchmarks: str, **bench: dict) -> SubmitConfig:
+    base["compute"]["cluster"]["hostname"] = HOST
+    base["job"]["output_path"] = str(tmp_path / "runs")
+    base["driver"]["benchmarks"] = {name: dict(bench.get(name, {})) for name in benchmarks}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return SubmitConfig.model_validate(base)
+
+
+def submitted(base, tmp_path, conn, *benchmarks: str, **bench: dict) -> SubmissionRecord:
+    submission = library.submit(config(base, tmp_path, *benchmarks, **bench), connect=conn.connect)
+    assert submission.interrupted is None and not submission.failed
+    return submission.record
+
+
+def job_dir(record: SubmissionRecord, benchmark: str) -> Path:
+    return Path(next(b.job_dir for b in record.benchmarks if b.benchmark == benchmark))
+
+
+def job_wrote(record: SubmissionRecord, benchmark: str, job_id: str, phase: str, detail: str = "") -> None:
+    """What a job's script writes as it goes: its state file."""
+    state = job_dir(record, benchmark) / contract.state_dir(job_id)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / contract.STATE_FILE).write_text(f"phase={phase}\ndetail={detail}\nattempt=0\n")
+
+
+def job_file(record: SubmissionRecord, benchmark: str, rel: str, text: str) -> None:
+    """A file a job writes in its directory (its artifacts, its logs)."""
+    path = job_dir(record, benchmark) / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def by_benchmark(run: library.RunStatus) -> dict[str, tuple[str, str]]:
+    return {job.benchmark: (job.state, job.detail) for job in run.jobs}
+
+
+# -- submit ------------------------------------------------------------------------------------------
+
+
+def test_submit_stages_the_run_queues_each_benchmark_and_records_it_twice(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a", "b")
+    assert [(b.benchmark, b.job_id) for b in record.benchmarks] == [("a", "100"), ("b", "101")]
+    assert [Path(c[-1]).parent.name for c in cluster.calls("sbatch")] == ["a", "b"]
+    on_cluster = load_record((Path(record.run_dir) / contract.RECORD_FILE).read_text())
+    in_index = load_record((tmp_path / "cache/nemo-gym/jobs" / f"{record.gym_job_id}.json").read_text())
+    assert on_cluster == in_index == record
+    assert (job_dir(record, "a") / contract.JOB_SCRIPT).stat().st_mode & 0o777 == 0o755
+    assert conn.plan.scripts and len(conn.plan.scripts) == 2  # one to submit, one to write the record
+
+
+def test_a_refused_sbatch_fails_only_its_benchmark(base, tmp_path, conn, cluster) -> None:
+    cluster.refuse("/b/job.sh", "Invalid partition name specified")
+    submission = library.submit(config(base, tmp_path, "a", "b", "c"), connect=conn.connect)
+    ids = {b.benchmark: (b.job_id, b.error) for b in submission.record.benchmarks}
+    assert ids["a"] == ("100", None) and ids["c"] == ("101", None)
+    assert ids["b"][0] is None and "Invalid partition name specified" in ids["b"][1]
+    assert [b.benchmark for b in submission.failed] == ["b"]
+
+
+def test_site_noise_around_sbatch_never_becomes_a_job_id(base, tmp_path, conn, cluster) -> None:
+    cluster.noise(["note: project quota 80%"], ["sbatch: INFO: site plugin says hi"])
+    cluster.cluster_name = "gpu-cluster"
+    record = submitted(base, tmp_path, conn, "a", "b")
+    assert [b.job_id for b in record.benchmarks] == ["100", "101"]
+
+
+def test_a_connection_lost_after_the_first_sbatch_is_recovered_into_a_true_record(base, tmp_path, conn, cluster) -> None:
+    conn.lose_during(1, after_output=f"{contract.JOB_MARKER}a:")
+    submission = library.submit(config(base, tmp_path, "a", "b", "c"), connect=conn.connect)
+    queued = {b.benchmark: b.job_id for b in submission.record.benchmarks}
+    assert queued == {"a": "100", "b": None, "c": None}
+    assert list(cluster.jobs()) == ["100"]  # nothing was submitted twice, nothing behind our back
+    assert "1 of 3 benchmark(s) had been queued" in submission.interrupted
+    assert submission.record.executor_metadata == {"submission": "interrupted"}
+    errors = {b.benchmark: b.error for b in submission.record.benchmarks}
+    assert errors["b"] == errors["c"] == "not submitted: the connection was lost before its sbatch ran"
+    on_cluster = load_record((Path(submission.record.run_dir) / contract.RECORD_FILE).read_text())
+    assert on_cluster == submission.record
+
+
+def test_a_connection_lost_after_everything_ran_recovers_every_job(base, tmp_path, conn, cluster) -> None:
+    conn.lose_after(1)
+    submission = library.submit(config(base, tmp_path, "a", "b"), connect=conn.connect)
+    assert [b.job_id for b in submission.record.benchmarks] == ["100", "101"]
+    assert "2 of 2 benchmark(s) had been queued" in submission.interrupted
+
+
+def test_a_connection_that_cannot_be_reopened_says_where_the_truth_is(base, tmp_path, conn, cluster) -> None:
+    conn.lose_during(1, after_output=f"{contract.JOB_MARKER}a:")
+    original_take = conn.plan.take
+
+    def refuse_after_the_loss(script: str):
+        fault = original_take(script)
+        conn.refuse_connect()
+        return fault
+
+    conn.plan.take = refuse_after_the_loss  # type: ignore[method-assign]
+    with pytest.raises(UserError, match=r"could not be re-opened.*\.gym-submitted on login\.fake"):
+        library.submit(config(base, tmp_path, "a", "b"), connect=conn.connect)
+
+
+def test_a_missing_mount_source_stops_the_submission_before_anything_is_staged(base, tmp_path, conn, cluster) -> None:
+    base["driver"]["mounts"] = [str(tmp_path / "no-such-dir") + ":/data"]
+    with pytest.raises(UserError, match=r"driver\.mounts: source .*no-such-dir' does not exist on the submit host"):
+        library.submit(config(base, tmp_path, "a"), connect=conn.connect)
+    assert not cluster.calls("sbatch") and not (tmp_path / "runs").exists()
+
+
+# -- status ------------------------------------------------------------------------------------------
+
+
+def test_status_combines_the_jobs_own_word_with_slurms(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "queued", "running", "done", "broken", "gone")
+    cluster.set_state("100", "PENDING", reason="Priority")
+    cluster.set_state("101", "RUNNING")
+    job_wrote(record, "running", "101", "running", "driver")
+    job_file(record, "running", contract.ROLLOUTS_FILE, "{}\n" * 7)
+    cluster.set_state("102", "COMPLETED")
+    job_wrote(record, "done", "102", "succeeded", "driver finished")
+    cluster.set_state("103", "FAILED")
+    job_wrote(record, "broken", "103", "failed", "service policy died on node n1 (exit status 7)")
+    cluster.set_state("104", "COMPLETED")
+    cluster.forget("104")
+    run = library.status(record, connect=conn.connect)
+    assert by_benchmark(run) == {
+        "queued": ("queued", "waiting in the Slurm queue (Priority)"),
+        "running": ("running", "driver running, 7 rollout(s) written"),
+        "done": ("succeeded", "driver finished"),
+        "broken": ("failed", "service policy died on node n1 (exit status 7)"),
+        "gone": ("unknown", "Slurm no longer knows job 104 and the job recorded no outcome"),
+    }
+    assert not run.final and not run.succeeded
+    assert len(conn.plan.scripts) == 3  # submit, record, and one probe for five benchmarks
+
+
+def test_status_without_accounting_and_with_it(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
+    cluster.forget("100")
+    assert by_benchmark(library.status(record, connect=conn.connect))["a"][0] == "unknown"
+    cluster.accounting = True
+    assert by_benchmark(library.status(record, connect=conn.connect))["a"] == ("timed out", "walltime reached (its limit)")
+
+
+def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
+    successor = cluster.add_job("gym-long", "PENDING")
+    cluster.set_state(successor, "PENDING", reason="Dependency")
+    chain = job_dir(record, "long") / contract.CHAIN_FILE
+    chain.parent.mkdir(parents=True, exist_ok=True)
+    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
+    cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
+    job_wrote(record, "long", "100", "failed", "stopped by its walltime (SIGTERM)")
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert (job.state, job.job_id, job.chain) == ("queued", successor, ["100", successor])
+    assert job.detail == (
+        f"resuming: job 100 timed out (walltime reached (00:01:00)); job {successor} waits in the queue (Dependency)"
+    )
+    with chain.open("a") as fh:
+        fh.write(contract.chain_record("end", "failed", "gave up: 4 resumes without progress"))
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert (job.state, job.detail) == ("failed", "gave up: 4 resumes without progress")
+
+
+def test_a_run_nobody_could_queue_needs_no_connection(base, tmp_path, conn, cluster) -> None:
+    cluster.refuse("job.sh", "Invalid account")
+    record = library.submit(config(base, tmp_path, "a"), connect=conn.connect).record
+    conn.refuse_connect()
+    [job] = library.status(record, connect=lambda host: (_ for _ in ()).throw(AssertionError("connected"))).jobs
+    assert job.state == "failed" and "Invalid account" in job.detail
+
+
+# -- cancel ------------------------------------------------------------------------------------------
+
+
+def test_cancel_stops_what_runs_and_leaves_what_ended(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a", "b")
+    cluster.set_state("100", "RUNNING")
+    job_wrote(record, "a", "100", "running", "driver")
+    cluster.set_state("101", "COMPLETED")
+    job_wrote(record, "b", "101", "succeeded", "driver finished")
+    report = library.cancel(record, connect=conn.connect)
+    assert [j.benchmark for j in report.cancelled] == ["a"] and [j.benchmark for j in report.already_ended] == ["b"]
+    assert report.ok and cluster.cancelled_ids() == ["100"]
+    assert (job_dir(record, "a") / contract.state_dir("100") / contract.CANCELLED_FILE).exists()
+    assert by_benchmark(library.status(record, connect=conn.connect))["a"] == (
+        "cancelled", "cancelled by the user (gym eval cancel)"
+    )  # fmt: skip
+
+
+def test_cancel_stops_a_chain_its_running_job_and_the_one_queued_behind_it(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
+    cluster.set_state("100", "RUNNING")
+    successor = cluster.add_job("gym-long", "PENDING")
+    chain = job_dir(record, "long") / contract.CHAIN_FILE
+    chain.parent.mkdir(parents=True, exist_ok=True)
+    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
+    job_wrote(record, "long", "100", "running", "driver")
+    report = library.cancel(record, connect=conn.connect)
+    assert report.ok and sorted(cluster.cancelled_ids()) == sorted(["100", successor])
+    assert (job_dir(record, "long") / contract.CHAIN_CANCELLED_FILE).exists()
+
+
+def test_a_refused_scancel_is_reported_not_hidden(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "RUNNING")
+    cluster.remove_commands("scancel")
+    report = library.cancel(record, connect=conn.connect)
+    assert not report.ok and [j.benchmark for j in report.refused] == ["a"]
+
+
+def test_cancel_of_one_benchmark_of_a_shared_deployment_is_refused(base, tmp_path, conn, cluster) -> None:
+    base["job"]["deployment"] = "shared"
+    record = submitted(base, tmp_path, conn, "a", "b")
+    assert {b.job_id for b in record.benchmarks} == {"100"}
+    cluster.set_state("100", "RUNNING")
+    with pytest.raises(UserError, match="share one deployment"):
+        library.cancel(record, ["a"], connect=conn.connect)
+    assert library.cancel(record, connect=conn.connect).ok and cluster.cancelled_ids() == ["100"]
+
+
+# -- logs --------------------------------------------------------------------------------------------
+
+
+def test_logs_of_the_job_a_service_on_every_node_and_the_driver(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    logs = job_dir(record, "a") / contract.LOGS_DIR
+    (job_dir(record, "a") / contract.job_log("100")).write_text("job line\n")
+    (logs / "policy-100-n1.log").write_text("head\n")
+    (logs / "policy-100-n2.log").write_text("rank 1\n")
+    (logs / "driver-100.log").write_text("d1\nd2\nd3\n")
+    assert library.logs(record, LogRequest(), connect=conn.connect) == "job line\n"
+    both = library.logs(record, LogRequest(service="policy"), connect=conn.connect)
+    assert "head" in both and "rank 1" in both
+    assert library.logs(record, LogRequest(driver=True, lines=2), connect=conn.connect) == "d2\nd3\n"
+    with pytest.raises(UserError, match="no log of service 'judge' for a yet"):
+        library.logs(record, LogRequest(service="judge"), connect=conn.connect)
+
+
+def test_logs_of_a_chain_are_its_latest_jobs(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
+    chain = job_dir(record, "long") / contract.CHAIN_FILE
+    chain.parent.mkdir(parents=True, exist_ok=True)
+    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", "105", 9, 3))
+    (job_dir(record, "long") / contract.job_log("100")).write_text("first job\n")
+    (job_dir(record, "long") / contract.job_log("105")).write_text("resumed job\n")
+    assert library.logs(record, LogRequest(), connect=conn.connect) == "resumed job\n"
+
+
+def test_logs_name_a_benchmark_when_the_run_has_several(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a", "b")
+    with pytest.raises(UserError, match="has 2 benchmarks; name one: a, b"):
+        library.logs(record, LogRequest(), connect=conn.connect)
+
+
+# -- results ----------------------------------------------------------------------------------------
+
+
+def test_results_are_results_only_when_the_job_succeeded(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "good", "cut")
+    for name, job_id, phase, state in (("good", "100", "succeeded", "COMPLETED"), ("cut", "101", "failed", "FAILED")):
+        cluster.set_state(job_id, state)
+        job_wrote(record, name, job_id, phase)
+        job_file(record, name, contract.ROLLOUTS_FILE, "{}\n" * 4)
+        job_file(record, name, "artifacts/b_aggregate_metrics.json", json.dumps({"mean/reward": 0.75, "nested": {"k": 2}}))
+    run = library.results(record, connect=conn.connect)
+    good, cut = run.benchmarks
+    assert good.metrics == {"mean/reward": 0.75, "nested/k": 2.0} and good.complete and good.missing is None
+    assert good.samples == 4
+    assert not cut.complete and cut.missing == "incomplete: the job failed; 4 rollout(s) on disk are partial"
+    assert not run.complete and run.states == {"good": "succeeded", "cut": "failed"}
+    assert len(conn.plan.scripts) == 4  # submit, record, then one connection: probe and metrics
+
+
+def test_results_decode_whatever_bytes_a_metrics_file_holds(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "COMPLETED")
+    job_wrote(record, "a", "100", "succeeded")
+    job_file(record, "a", "artifacts/x_aggregate_metrics.json", "{not json")
+    [result] = library.results(record, connect=conn.connect).benchmarks
+    assert result.missing is not None and "unreadable metrics file" in result.missing
+    assert base64  # the payload travels base64-encoded; a broken file is named, not a crash
