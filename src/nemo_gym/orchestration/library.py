@@ -72,7 +72,7 @@ class Submission:
 
 def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     """Carrier variable -> value, for every ``host:`` env value and the collector's token."""
-    owners = {"driver": config.driver, **config.services}
+    owners = {"driver": config.driver, **config.deployed_services}
     values = {carrier: owners[owner].env[key] for carrier, (owner, key) in plan.secrets.items()}
     if plan.otel_token_env:
         token = os.environ.get(plan.otel_token_env, "")

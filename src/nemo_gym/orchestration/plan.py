@@ -263,6 +263,7 @@ class JobPlan:
     node_count: int  # nodes in the allocation
     steps: tuple[Step, ...]
     driver: DriverPlan
+    gpus: int = 0  # GPUs the allocation holds (all its nodes'); 0 when the config does not say
     ray_addresses: tuple[RayAddress, ...] = ()
     resume: ResumePlan | None = None  # resumable: the job queues its own successor (Slurm only)
     otel: OtelPlan | None = None
@@ -370,6 +371,7 @@ class _Layout:
     pools: dict[str, NodeSlice]
     driver_node: int
     gpus: bool  # some pool has GPUs
+    gpu_count: int  # GPUs of the whole allocation
 
     @classmethod
     def of(cls, config: SubmitConfig) -> _Layout:
@@ -383,8 +385,8 @@ class _Layout:
         policy = config.services.get(config.driver.policy_model or "")
         pinned = getattr(policy, "node_pool", None)
         driver_node = pools[pinned].start if pinned else 0
-        gpus = any(p.gpus_per_node for p in compute.node_pools.values())
-        return cls(node_count=node_count, pools=pools, driver_node=driver_node, gpus=gpus)
+        gpu_count = sum(p.nodes * (p.gpus_per_node or 0) for p in compute.node_pools.values())
+        return cls(node_count=node_count, pools=pools, driver_node=driver_node, gpus=gpu_count > 0, gpu_count=gpu_count)
 
     def service_nodes(self, service: BaseServiceConfig) -> NodeSlice:
         if service.node_pool is not None:
@@ -426,6 +428,7 @@ class _Context:
             node_count=self.layout.node_count,
             steps=tuple(steps),
             driver=self.driver(benchmark, job_dir, otel, shared_driver),
+            gpus=self.layout.gpu_count,
             ray_addresses=tuple(ray_addresses),
             resume=_resume_plan(config.driver.benchmarks[benchmark]),
             otel=otel,
