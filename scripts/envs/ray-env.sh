@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build the Python environment that runs the Ray gateway in tests (tests/gateway): a Python 3.11
-# venv with ray[default] (which brings aiohttp). Cached: a second run with the same spec does
-# nothing. Prints the line to export for the tests.
+# Build the Python environments of the real Ray used in tests: $GYM_ENVS_DIR/ray, a Python 3.11 venv
+# with ray[default] (which brings aiohttp) that runs the Ray gateway (tests/gateway); and
+# $GYM_ENVS_DIR/ray-minimal, plain `ray` without the dashboard, as a vLLM image carries it.
+# Cached: a second run with the same spec does nothing. Prints the lines to export for the tests.
 #
 # usage: ray-env.sh
 #   env: GYM_ENVS_DIR (as in setup-envs; the venv goes to $GYM_ENVS_DIR/ray),
@@ -29,3 +30,18 @@ else
     printf '%s\n' "$spec" >"$marker"
 fi
 echo "export GYM_RAY_PYTHON=$venv/bin/python"
+
+minimal="$envs/ray-minimal"
+minimal_spec="ray==$RAY_VERSION python=$("$python" -c 'import sys; print(sys.version.split()[0])')"
+if [[ -f $minimal/.ray-env-done && $(cat "$minimal/.ray-env-done") == "$minimal_spec" ]]; then
+    echo "ray-env: cached ($minimal_spec)" >&2
+else
+    rm -rf "$minimal"
+    echo "ray-env: building $minimal ($minimal_spec)" >&2
+    "$python" -m venv "$minimal"
+    "$minimal/bin/pip" install --quiet --disable-pip-version-check "ray==$RAY_VERSION" \
+        >"$envs/logs/ray-minimal-env.log" 2>&1 || { tail -20 "$envs/logs/ray-minimal-env.log" >&2; exit 1; }
+    "$minimal/bin/python" -c 'import ray'
+    printf '%s\n' "$minimal_spec" >"$minimal/.ray-env-done"
+fi
+echo "export GYM_RAY_MINIMAL_BIN=$minimal/bin"

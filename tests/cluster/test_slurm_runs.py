@@ -320,3 +320,46 @@ def test_ray_gateway_serves_replicas_across_nodes_with_real_ray(cluster_run) -> 
         assert "--distributed-executor-backend" in replica["argv"] and replica["env"].get("RAY_ADDRESS")
     [driver] = standin_records(job["job_dir"], "gym-run")
     assert driver["policy_models"]["data"][0]["id"] == "tiny"  # through the gateway on port 8000
+
+
+def _ray_minimal_bin() -> Path:
+    bin_dir = Path(os.environ.get("GYM_RAY_MINIMAL_BIN", ""))
+    if not (bin_dir / "ray").exists():
+        reason = "no Ray-without-dashboard environment (scripts/envs/ray-env.sh)"
+        pytest.fail(reason) if os.environ.get("GYM_REQUIRE_CLUSTER") == "1" else pytest.skip(reason)
+    return bin_dir
+
+
+@pytest.mark.parametrize("shape", ["one vLLM instance across two nodes", "a ray service over two nodes"])
+def test_a_ray_without_its_dashboard_joins_every_node(cluster_run, shape) -> None:
+    """The real Ray a vLLM image carries: no dashboard, so no `ray list`. The step that runs one
+    instance wider than a node, and a `type: ray` head with workers, still see every node join;
+    every Ray client gets the job's token (Ray's heads ask for one)."""
+    ray_bin = _ray_minimal_bin()
+    path = f"lit:{ray_bin}:{Path(__file__).resolve().parents[1] / 'standins'}:/usr/local/bin:/usr/bin:/bin"
+    env = {"PATH": path, "RAY_USAGE_STATS_ENABLED": "lit:0"}
+    if shape.startswith("one vLLM"):
+        services = {"policy": {"type": "vllm", "model": "big", "tensor_parallel_size": 4, "pipeline_parallel_size": 2,
+                               "env": env, "health_check": {"timeout_seconds": 240}}}
+    else:
+        services = {"policy": {"type": "vllm", "model": "m", "node_pool": "gpu", "env": dict(env)},
+                    "envs": {"type": "ray", "node_pools": ["gpu", "cpu"], "env": dict(env)}}
+    config = cluster_run.config(
+        services=services,
+        pools={"gpu": {"partition": "debug", "nodes": 1 if "envs" in services else 2, "gpus_per_node": 4},
+               **({"cpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}} if "envs" in services else {})},
+        driver={"policy_model": "policy", "env": {"PATH": path, "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS"}}
+        if "envs" in services else {"policy_model": "policy"},
+        compute={"container_runtime": "none", "walltime": "00:10:00"},
+    )  # fmt: skip
+    [job] = cluster_run.submit(config)["benchmarks"]
+    fields = cluster_run.wait(job["job_id"], timeout=400)
+    logs = "".join(p.read_text()[-2000:] for p in Path(job["job_dir"], "logs").glob("*"))
+    assert fields["JobState"] == "COMPLETED", slurm_out(job) + logs
+    commands = [line for p in Path(job["job_dir"], "steps").glob("*.sh") for line in p.read_text().splitlines()
+                if not line.lstrip().startswith("#")]  # fmt: skip
+    assert not [line for line in commands if "ray list" in line]
+    token = Path(job["job_dir"], ".gym", "ray.token")
+    assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text()) == 64
+    [driver] = standin_records(job["job_dir"], "gym-run")
+    assert driver["env"]["RAY_AUTH_MODE"] == "token"  # the driver can reach the job's Ray clusters too

@@ -82,3 +82,15 @@ def test_bash_parses(script) -> None:
 def test_shellcheck_clean(script) -> None:
     proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("config", golden_configs(), ids=lambda p: p.stem)
+def test_the_resolved_config_submits_again_to_the_same_jobs(config, tmp_path) -> None:
+    """--resolve-only's output (the staged resolved-config.yaml) validates again to the same files."""
+    first = stage(config)
+    again = tmp_path / "resolved.yaml"
+    again.write_text(first.files["resolved-config.yaml"].content)
+    second = stage(again)
+    assert set(second.files) == set(first.files)
+    for rel, staged_file in first.files.items():
+        assert second.files[rel].content == staged_file.content, rel

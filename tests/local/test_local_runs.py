@@ -164,3 +164,37 @@ def test_shared_deployment_starts_the_model_once_for_every_benchmark(tmp_path) -
     assert starts[2] - starts[0] >= 0.9  # but not more
     logs = subprocess.run([*cli, "logs", "--last", "a", "--service", "policy"], capture_output=True, text=True, env=env)
     assert "serving tiny" in logs.stdout
+
+
+def test_command_benchmarks_in_a_shared_local_deployment_report_their_own_exit(tmp_path) -> None:
+    """A command runs instead of gym eval run: told its directory and the policy, its exit status is
+    its benchmark's state; beside a failing command and a gym one, on one shared deployment."""
+    record = submit(
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "/m/tiny", "served_model_name": "tiny", "port": 18236}},
+        benchmarks={
+            "asks": {"command": 'curl -sf "$NEMO_GYM_POLICY_BASE_URL/models" > "$NEMO_GYM_BENCH_DIR/artifacts/models.json"\n'
+                                'echo "done by $NEMO_GYM_POLICY_MODEL_NAME"'},
+            "fails": {"command": "echo 'about to fail' >&2\nexit 4"},
+            "gym": {},
+        },
+        job={"deployment": "shared"},
+    )  # fmt: skip
+    jobs = {b["benchmark"]: b for b in record["benchmarks"]}
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
+    deadline = time.monotonic() + 90
+    while True:
+        status = json.loads(subprocess.run([*cli, "status", "--last", "--json"], capture_output=True, text=True, env=env).stdout)
+        states = {j["benchmark"]: j for j in status["jobs"]}
+        if all(j["state"] not in ("queued", "starting", "running") for j in states.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert states["asks"]["state"] == "succeeded" and states["gym"]["state"] == "succeeded", states
+    assert states["fails"]["state"] == "failed" and "exit status 4" in states["fails"]["detail"], states
+    models = json.loads(Path(jobs["asks"]["job_dir"], "artifacts", "models.json").read_text())
+    assert models["data"][0]["id"] == "tiny"
+    logs = subprocess.run([*cli, "logs", "--last", "fails", "--driver"], capture_output=True, text=True, env=env)
+    assert "about to fail" in logs.stdout, logs.stderr
+    asked = subprocess.run([*cli, "logs", "--last", "asks", "--driver"], capture_output=True, text=True, env=env)
+    assert "done by tiny" in asked.stdout

@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 
-RECORDED_ENV_PREFIXES = ("SLURM_", "PYXIS_", "GYM_", "CUDA_", "RAY_", "STANDIN_", "HF_", "OTEL_")
+RECORDED_ENV_PREFIXES = ("SLURM_", "PYXIS_", "GYM_", "CUDA_", "RAY_", "STANDIN_", "HF_", "OTEL_", "VLLM_", "NEMO_GYM_")
 
 
 def record(tool: str, extra: dict | None = None) -> str:

@@ -227,6 +227,7 @@ def test_resolve_only_round_trips_and_hides_host_secrets(capsys, write_config, b
 
 def test_examples_validate(capsys, monkeypatch) -> None:
     monkeypatch.setenv("GYM_ENVS_DIR", "/opt/gym-envs")  # the quickstart reads where its environments are
+    monkeypatch.setenv("HF_TOKEN", "hf_example")  # prefill-decode.yaml carries it with host:
     examples = Path(__file__).resolve().parents[2] / "examples"
     paths = sorted(examples.glob("*.yaml"))
     assert len(paths) >= 3

@@ -8,6 +8,7 @@ Root keys starting with ``_`` are scratch space for interpolation and are droppe
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,23 @@ def _has_interpolation(node: Any) -> bool:
     return False
 
 
+# driver.policy_host written as ${oc.env:VAR} (as NeMo Gym 0.7.0 configs do, for a host the job
+# exports) means the node's VAR, not the submitting shell's: it is kept as runtime:VAR and read on
+# the driver's node. 0.7.0 resolves it when you submit, which fails or, worse, takes this machine's.
+_NODE_ENV_HOST = re.compile(r"^\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def _defer_node_hosts(data: Any) -> None:
+    """Rewrite a policy_host read from the environment into runtime:VAR, in place, before resolution."""
+    driver = data.get("driver") if isinstance(data, dict) else None
+    host = driver.get("policy_host") if isinstance(driver, dict) else None
+    match = _NODE_ENV_HOST.match(host) if isinstance(host, str) else None
+    if match and isinstance(driver, dict):
+        driver["policy_host"] = f"runtime:{match.group(1)}"
+
+
 def _resolve_interpolations(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    _defer_node_hosts(data)
     if not _has_interpolation(data):
         return data
     from omegaconf import OmegaConf
@@ -56,7 +73,11 @@ def _resolve_interpolations(path: Path, data: dict[str, Any]) -> dict[str, Any]:
 def _interpolation_problem(path: Path, exc: BaseException) -> str:
     key = getattr(exc, "full_key", None)
     where = f"{key}: " if key else ""
-    return f"{path}: {where}{_first_line(exc)}; fix the interpolation or set what it reads"
+    problem = _first_line(exc)
+    if problem.startswith("Interpolation key"):
+        # Most often a shell variable in a command or a value: ${...} is the config's own syntax.
+        return f"{path}: {where}{problem}; for a shell variable write $VAR or \\${{VAR}} instead of ${{VAR}}"
+    return f"{path}: {where}{problem}; fix the interpolation or set what it reads"
 
 
 def _checked_config_path(config_path: str | Path) -> Path:
@@ -160,7 +181,9 @@ def _hydra_compose(path: Path, overrides: list[str]) -> dict[str, Any]:
     try:
         with initialize_config_dir(version_base=None, config_dir=str(path.parent)):
             cfg = compose(config_name=path.stem, overrides=list(overrides))
-        container = OmegaConf.to_container(cfg, resolve=True)
+        raw = OmegaConf.to_container(cfg, resolve=False)
+        _defer_node_hosts(raw)
+        container = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
     except MissingConfigException as exc:
         raise UserError(f"{path}: {_first_line(exc)}; check the defaults list and the file names") from None
     except HydraException as exc:

@@ -19,21 +19,24 @@ from typing import Any, ClassVar, Literal
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import (
+    POLICY_RUN_KEYS,
+    RUNTIME_ENV_PREFIX,
     BaseModelServiceConfig,
     BaseServiceConfig,
     BenchmarkRunConfig,
     DriverConfig,
+    OtelConfig,
     RayServiceConfig,
     SubmitConfig,
+    VllmPDServiceConfig,
+    VllmPDTierConfig,
     VllmServiceConfig,
     effective_ray_serve,
     env_sources_of,
 )
 from nemo_gym.orchestration.overrides import flatten_overrides
-from nemo_gym.orchestration.rules import walltime_seconds
+from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT, walltime_seconds
 
-# The rpc port vLLM's data-parallel ranks use to find the head.
-VLLM_DP_RPC_PORT = 13345
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
 # a ray service's own head on the same node.
 VLLM_RAY_PORT = 6390
@@ -63,12 +66,13 @@ class NodeSlice:
 
 @dataclass(frozen=True)
 class EnvVar:
-    """One env entry of a step: a literal, a variable read where the step runs, or a secret
-    carried from the submitting machine through the submission's environment."""
+    """One env entry of a step: a literal, a variable read where the step runs, a secret carried
+    from the submitting machine through the submission's environment, or the address of the node
+    the process runs on (known only there)."""
 
     key: str
-    kind: Literal["lit", "runtime", "host"]
-    value: str  # literal value | variable to read on the node | carrier variable name
+    kind: Literal["lit", "runtime", "host", "node-address"]
+    value: str  # literal value | variable to read on the node | carrier variable name | ""
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class HealthCheck:
     timeout_seconds: int
     port: int | None = None
     path: str = "/health"
-    node: int = 0  # the node whose address is probed
+    nodes: tuple[int, ...] = (0,)  # the nodes whose addresses are probed, each until it answers
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class StepBase:
     argv: tuple[str, ...]  # what the step's first node runs (every node, for a plain step)
     launch: Launch
     health: HealthCheck | None = None
+    metrics_port: int | None = None  # where its Prometheus /metrics is served, for the collector
 
     def describe(self) -> str:
         return f"service {self.service}, step {self.name}: {self.what()}, nodes {self.nodes.start}..{self.nodes.last}"
@@ -158,10 +163,22 @@ class VllmGatewayStep(StepBase):
     instances: int
     gpus_per_instance: int  # 0: unknown (the pools do not say how many GPUs they have)
     port: int  # where the gateway serves
-    token_file: str  # Ray's auth token for this step's cluster
 
     def what(self) -> str:
         return f"{self.instances} vLLM replicas behind the Ray gateway"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmRouterStep(StepBase):
+    """vllm-router in front of a prefill/decode pair: ``argv`` plus one ``--prefill``/``--decode``
+    URL per serving node of each tier, whose addresses the job knows only when it runs."""
+
+    kind: ClassVar[str] = "vllm-router"
+    prefill: tuple[tuple[int, int], ...]  # (node, port) of each prefill server
+    decode: tuple[tuple[int, int], ...]
+
+    def what(self) -> str:
+        return f"vllm-router in front of {len(self.prefill)} prefill and {len(self.decode)} decode server(s)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +200,7 @@ class RayWorkerStep(StepBase):
         return "Ray workers"
 
 
-Step = PlainStep | VllmDataParallelStep | VllmRayStep | VllmGatewayStep | RayHeadStep | RayWorkerStep
+Step = PlainStep | VllmDataParallelStep | VllmRayStep | VllmGatewayStep | VllmRouterStep | RayHeadStep | RayWorkerStep
 
 
 @dataclass(frozen=True)
@@ -200,12 +217,19 @@ class RayAddress:
 class DriverPlan:
     node: int
     launch: Launch
-    env: tuple[EnvVar, ...]  # the collector's OTLP settings first, then driver.env (which wins)
+    # Telemetry settings first, then driver.env (which wins over them), then what a command
+    # benchmark is told (which wins over both).
+    env: tuple[EnvVar, ...]
     prepare_argv: tuple[str, ...] | None
-    run_argv: tuple[str, ...]
+    run_argv: tuple[str, ...]  # gym eval run; empty for a command benchmark
     gym_repo: str | None
     gym_ref: str | None
     rollouts_path: str
+    command: str | None = None  # a benchmark's own shell script, run instead of gym eval run
+    gym_extras: str = ""  # pip extras of gym_install, e.g. "telemetry"
+    # driver.policy_host read on the driver's node (runtime:VAR): the variable, whose value replaces
+    # "runtime:VAR" in the run arguments and the environment when the driver starts.
+    policy_host_variable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +291,10 @@ class JobPlan:
     ray_addresses: tuple[RayAddress, ...] = ()
     resume: ResumePlan | None = None  # resumable: the job queues its own successor (Slurm only)
     otel: OtelPlan | None = None
+    # Every Ray cluster of the job (and every client of one) authenticates with this token, made
+    # by the job before its steps start: Ray turns token auth on for its heads, and a client
+    # without the token is refused. None when the job runs no Ray.
+    ray_token_file: str | None = None
 
     def services(self) -> dict[str, list[str]]:
         """Service -> its steps' names, in order: what the job watches."""
@@ -410,10 +438,12 @@ class _Context:
         compute = next(iter(config.compute.values()))
         steps: list[Step] = []
         ray_addresses: list[RayAddress] = []
-        for name, service in config.services.items():
+        for name, service in config.deployed_services.items():
             env = self.env(name, service)
             if isinstance(service, VllmServiceConfig):
                 steps.append(self.vllm_step(job_dir, name, service, env))
+            elif isinstance(service, VllmPDServiceConfig):
+                steps.append(self.router_step(job_dir, name, service, env, steps))
             else:
                 assert isinstance(service, RayServiceConfig)
                 steps += self.ray_steps(job_dir, name, service, env)
@@ -432,6 +462,7 @@ class _Context:
             ray_addresses=tuple(ray_addresses),
             resume=_resume_plan(config.driver.benchmarks[benchmark]),
             otel=otel,
+            ray_token_file=f"{job_dir}/{contract.RAY_TOKEN_FILE}" if any(_runs_ray(s) for s in steps) else None,
         )
 
     def env(self, owner_label: str, owner: BaseServiceConfig | DriverConfig) -> tuple[EnvVar, ...]:
@@ -460,21 +491,27 @@ class _Context:
         gpus = [p.gpus_per_node for p in pools if p.gpus_per_node is not None]
         assert service.health_check is not None and service.health_check.port is not None
         check = service.health_check
-        health = HealthCheck("http", check.timeout_seconds, check.port, check.path, nodes.start)
+        one_server_per_node = isinstance(service, VllmPDTierConfig) and service.server_per_node
+        probed = tuple(nodes.indices) if one_server_per_node else (nodes.start,)
+        health = HealthCheck("http", check.timeout_seconds, check.port, check.path, probed)
         base = _vllm_argv(service)
         n = service.number_of_instances
+        if isinstance(service, VllmPDTierConfig):
+            env = _nixl_env(service) + env  # the tier's own env still wins
         common: dict[str, Any] = dict(
             name=name, service=name, nodes=nodes, env=env, pre_command=service.pre_command, health=health,
-            launch=self.launch(job_dir, name, nodes, service),
+            launch=self.launch(job_dir, name, nodes, service), metrics_port=service.port,
         )  # fmt: skip
+        if one_server_per_node:
+            # Independent servers, one a node; the router lists each (validation holds n to 1).
+            return PlainStep(argv=tuple(base), **common)
         if effective_ray_serve(service, nodes.count, gpus):
             # Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
             # replica gets its own port from the gateway.
             footprint = service.tensor_parallel_size * service.pipeline_parallel_size
             return VllmGatewayStep(
                 argv=tuple(_drop_flags(base, ("--port",))), ray_port=VLLM_RAY_PORT, instances=n, port=service.port,
-                gpus_per_instance=footprint if gpus else 0,
-                token_file=f"{job_dir}/{contract.ray_token_file(name)}", **common,
+                gpus_per_instance=footprint if gpus else 0, **common,
             )  # fmt: skip
         if nodes.count == 1:
             argv = base + (["--data-parallel-size", str(n)] if n > 1 else [])
@@ -482,7 +519,7 @@ class _Context:
         if n > 1:
             local = n // nodes.count
             dp = ["--data-parallel-size", str(n), "--data-parallel-size-local", str(local),
-                  "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]  # fmt: skip
+                  "--data-parallel-rpc-port", str(service.data_parallel_rpc_port)]  # fmt: skip
             return VllmDataParallelStep(
                 argv=tuple(base + dp),
                 worker_argv=tuple(_drop_flags(base, _HEAD_ONLY_VLLM_FLAGS) + dp + ["--headless"]),
@@ -491,6 +528,33 @@ class _Context:
             )
         argv = base + ["--distributed-executor-backend", "ray"]
         return VllmRayStep(argv=tuple(argv), ray_port=VLLM_RAY_PORT, **common)
+
+    def router_step(
+        self, job_dir: str, name: str, service: VllmPDServiceConfig, env: tuple[EnvVar, ...], steps: list[Step]
+    ) -> Step:
+        """vllm-router on the driver's node, in front of the tiers planned just before it."""
+        tiers = {step.name: step for step in steps}
+        prefill, decode = (tiers[tier] for tier in service.tiers(name))
+        node = self.layout.driver_node
+        nodes = NodeSlice(node, 1)
+        assert service.health_check is not None and service.health_check.port is not None
+        check = service.health_check
+        metrics_port = router_metrics_port(self.config, name)
+        argv = [
+            "vllm-router", "--vllm-pd-disaggregation",
+            "--prefill-policy", service.prefill_policy, "--decode-policy", service.decode_policy,
+            "--host", "0.0.0.0", "--port", str(service.port),
+            "--intra-node-data-parallel-size", str(service.intra_node_data_parallel_size),
+            "--request-timeout-secs", str(service.request_timeout_secs), "--log-level", service.log_level,
+            # Its metrics on every interface, so the collector beside the driver can scrape them.
+            "--prometheus-host", "0.0.0.0", "--prometheus-port", str(metrics_port),
+        ]  # fmt: skip
+        return VllmRouterStep(
+            name=name, service=name, nodes=nodes, env=env, pre_command=service.pre_command, argv=tuple(argv),
+            launch=self.launch(job_dir, name, nodes, service), metrics_port=metrics_port,
+            health=HealthCheck("http", check.timeout_seconds, check.port, check.path, (node,)),
+            prefill=_serving_endpoints(prefill), decode=_serving_endpoints(decode),
+        )  # fmt: skip
 
     # -- Ray ------------------------------------------------------------------------------------
 
@@ -503,9 +567,9 @@ class _Context:
         head_flags = _ray_resource_flags(service, head_pool if head_pool in service.node_pools else None)
         if service.health_check is not None:
             check = service.health_check
-            health = HealthCheck("http", check.timeout_seconds, check.port, check.path, head)
+            health = HealthCheck("http", check.timeout_seconds, check.port, check.path, (head,))
         else:
-            health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, node=head)
+            health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, nodes=(head,))
         worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
         head_nodes = NodeSlice(head, 1)
         steps: list[Step] = [
@@ -541,15 +605,17 @@ class _Context:
         prepare = None
         if bench.prepare:
             prepare = ("gym", "eval", "prepare", *flatten_overrides(bench.prepare, "prepare."))
-        run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
-        if driver.policy_model and driver.policy_model_type:
-            run_argv += ["--model-type", driver.policy_model_type]
-        run = bench.run
-        if bench.resume_config is not None and "resume_from_cache" not in run:
-            # Every job of a resumable chain continues from the rollouts on disk; on the first job
-            # there are none yet, which gym treats as a fresh start.
-            run = {**run, "resume_from_cache": True}
-        run_argv += flatten_overrides(run, "run.")
+        run_argv: list[str] = []
+        if bench.command is None:
+            run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
+            if driver.policy_model and driver.policy_model_type:
+                run_argv += ["--model-type", driver.policy_model_type]
+            run = bench.run
+            if bench.resume_config is not None and "resume_from_cache" not in run:
+                # Every job of a resumable chain continues from the rollouts on disk; on the first job
+                # there are none yet, which gym treats as a fresh start.
+                run = {**run, "resume_from_cache": True}
+            run_argv += flatten_overrides(run, "run.")
         node = self.layout.driver_node
         mounts = tuple(driver.mounts) + (f"{job_dir}:{job_dir}",)
         # A shared deployment's job runs every benchmark's driver from its own directory: the
@@ -557,10 +623,16 @@ class _Context:
         log_dir = f"{job_dir}/{contract.LOGS_DIR}" if shared_driver else contract.LOGS_DIR
         launch = Launch(DRIVER_STEP, job_dir, NodeSlice(node, 1), driver.container, mounts, False, log_dir)
         env = self.env("driver", driver)
+        gym_telemetry = otel is not None and self.config.otel.gym_telemetry
         if otel is not None:
             own = {var.key for var in env}
-            from_collector = driver_otel_env(self.run_id, benchmark, self.compute_name)
-            env = tuple(EnvVar(k, "lit", v) for k, v in from_collector.items() if k not in own) + env
+            telemetry = driver_otel_env(self.run_id, benchmark, self.compute_name)
+            if gym_telemetry:
+                telemetry.update(gym_telemetry_env(self.config.otel, self.run_id))
+            env = tuple(EnvVar(k, "lit", v) for k, v in telemetry.items() if k not in own) + env
+        if bench.command is not None:
+            told = command_env(job_dir, bench.run)
+            env = tuple(var for var in env if var.key not in told) + tuple(EnvVar(k, "lit", v) for k, v in told.items())
         return DriverPlan(
             node=node,
             launch=launch,
@@ -570,6 +642,9 @@ class _Context:
             gym_repo=driver.gym_install.repo if driver.gym_install else None,
             gym_ref=driver.gym_install.ref if driver.gym_install else None,
             rollouts_path=rollouts,
+            command=bench.command,
+            gym_extras="telemetry" if gym_telemetry else "",
+            policy_host_variable=runtime_variable(driver.policy_host),
         )
 
     # -- telemetry ------------------------------------------------------------------------------
@@ -599,14 +674,14 @@ class _Context:
         otel = self.config.otel
         jobs: list[ScrapeJob] = []
         for step in steps:
-            service = self.config.services.get(step.service)
-            if not isinstance(service, BaseModelServiceConfig):
+            port = step.metrics_port
+            if port is None:
                 continue
             jobs.append(
                 ScrapeJob(
                     name=f"{otel.component}/{step.service}",
-                    port=service.port,
-                    targets=tuple((i, f"{node_ref(i)}:{service.port}") for i in metrics_nodes(step)),
+                    port=port,
+                    targets=tuple((i, f"{node_ref(i)}:{port}") for i in metrics_nodes(step)),
                     labels=(("gym_component", otel.component), ("gym_service", step.service)),
                 )
             )
@@ -632,6 +707,10 @@ class _Context:
         if isinstance(policy, BaseModelServiceConfig):
             values.append(Attribute("model", policy.served_model_name or policy.model))
         return tuple(values)
+
+
+def _runs_ray(step: Step) -> bool:
+    return isinstance(step, (RayHeadStep, RayWorkerStep, VllmRayStep, VllmGatewayStep))
 
 
 def node_ref(index: int) -> str:
@@ -671,6 +750,54 @@ def driver_otel_env(run_id: str, benchmark: str, compute_name: str) -> dict[str,
     }
 
 
+def router_metrics_port(config: SubmitConfig, name: str) -> int:
+    """Where vllm_pd service ``name``'s router serves its Prometheus metrics: vllm-router's own
+    default port for the first, the next ports for the others (they all run on the driver's node)."""
+    routers = [n for n, s in config.services.items() if isinstance(s, VllmPDServiceConfig)]
+    return ROUTER_METRICS_PORT + routers.index(name)
+
+
+def _serving_endpoints(step: Step) -> tuple[tuple[int, int], ...]:
+    """(node, port) of each server a tier's step runs: every node of one server a node, else its head."""
+    assert step.health is not None and step.health.port is not None
+    return tuple((node, step.health.port) for node in step.health.nodes)
+
+
+def _nixl_env(tier: VllmPDTierConfig) -> tuple[EnvVar, ...]:
+    """NIXL's side channel listens on the node's own address, known only there."""
+    return (
+        EnvVar("VLLM_NIXL_SIDE_CHANNEL_HOST", "node-address", ""),
+        EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", str(tier.nixl_side_channel_port)),
+    )
+
+
+def gym_telemetry_env(otel: OtelConfig, run_id: str) -> dict[str, str]:
+    """What NeMo Gym's own telemetry reads (otel.gym_telemetry). Unlike NeMo Gym 0.7.0, which
+    points the logs at the collector's gRPC port while the protocol is HTTP, the logs go where
+    the other signals go: OTLP/HTTP on the collector beside the driver."""
+    return {
+        "NEMO_GYM_OTEL_ENABLED": "1",
+        "NEMO_GYM_OTEL_RUN_ID": run_id,
+        "NEMO_GYM_OTEL_SPAN_GROUPS": otel.gym_span_groups,
+        "NEMO_GYM_OTEL_LOGS_ENABLED": "1" if otel.gym_logs else "0",
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": f"http://localhost:{OTLP_HTTP_PORT}/v1/logs",
+    }
+
+
+def command_env(job_dir: str, run: dict[str, Any]) -> dict[str, str]:
+    """What a command benchmark's script is told: its directory and the policy's endpoint."""
+    env = {"NEMO_GYM_BENCH_DIR": job_dir}
+    for key in POLICY_RUN_KEYS:
+        if key in run:
+            env[f"NEMO_GYM_{key.upper()}"] = str(run[key])
+    return env
+
+
+def runtime_variable(host: str) -> str | None:
+    """``runtime:VAR`` -> VAR: a host known only on the node, read there."""
+    return host[len(RUNTIME_ENV_PREFIX) :] if host.startswith(RUNTIME_ENV_PREFIX) else None
+
+
 def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:
     caps = bench.resume_config
     if caps is None:
@@ -691,6 +818,8 @@ def _vllm_argv(service: VllmServiceConfig) -> list[str]:
         argv += ["--served-model-name", service.served_model_name]
     if service.trust_remote_code:
         argv.append("--trust-remote-code")
+    if isinstance(service, VllmPDTierConfig):
+        argv += ["--kv-transfer-config", json.dumps(service.kv_transfer_config, separators=(",", ":"))]
     return argv + shlex.split(service.extra_args)
 
 

@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.api import RUNTIME_ENV_PREFIX
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan import COLLECTOR_STEP, DRIVER_STEP, EnvVar, JobPlan, RunPlan, VllmGatewayStep
 from nemo_gym.orchestration.resume import EXIT_STOP
@@ -24,6 +25,7 @@ from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
 from nemo_gym.orchestration.yamlio import dump_yaml
 
+COMMAND_FILE = "command.sh"  # a command benchmark's own script, under steps/
 EXECUTABLE = 0o755
 READABLE = 0o644
 PRIVATE = 0o600
@@ -46,11 +48,23 @@ class StagedRun:
         return self.files[f"{benchmark}/{contract.JOB_SCRIPT}"].content
 
 
-def _export_env(var: EnvVar) -> str:
+def _export_env(var: EnvVar, host_variable: str | None = None) -> str:
     if var.kind == "lit":
-        return f"export {var.key}={bash_quote(var.value)}"
+        return f"export {var.key}={_quote_host(var.value, host_variable)}"
+    if var.kind == "node-address":
+        return f'{var.key}=$(gym_node_ip "$(gym_this_node)")\nexport {var.key}'
     # runtime: read where the step runs; host: carried by the submission's environment.
     return f'export {var.key}="${{{var.value}-}}"'
+
+
+def _quote_host(text: str, host_variable: str | None) -> str:
+    """``text`` as one bash word, with every ``//runtime:VAR`` host replaced by the value of VAR
+    where the script runs (driver.policy_host: runtime:VAR)."""
+    if not host_variable:
+        return bash_quote(text)
+    marker = f"//{RUNTIME_ENV_PREFIX}{host_variable}"
+    pieces = text.split(marker)
+    return f'"//${{{host_variable}}}"'.join(bash_quote(p) if p else "" for p in pieces) or "''"
 
 
 def _bytecode_cache(jinja2: Any) -> Any:
@@ -83,6 +97,7 @@ def _environment() -> Any:
     env.filters["q"] = lambda v: bash_quote(str(v))
     env.filters["argv"] = bash_argv
     env.filters["export_env"] = _export_env
+    env.filters["q_host"] = _quote_host
     env.globals["c"] = contract
     env.globals["collector_step"] = COLLECTOR_STEP
     env.globals["driver_step"] = DRIVER_STEP
@@ -106,7 +121,8 @@ def render_run(plan: RunPlan) -> StagedRun:
             files[f"{job.benchmark}/{rel}"] = staged
     if plan.shared is not None:
         for job in plan.jobs:  # each benchmark's driver, run by the shared job
-            files[f"{job.benchmark}/{contract.step_script(DRIVER_STEP)}"] = _driver_file(plan, job)
+            for rel, staged in _driver_files(plan, job).items():
+                files[f"{job.benchmark}/{rel}"] = staged
             files[f"{job.benchmark}/{contract.LIBRARY_SCRIPT}"] = _library(plan.run_id)
     for rel, text in backend.run_files(plan).items():
         files[rel] = StagedFile(text, EXECUTABLE)
@@ -120,7 +136,7 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
         contract.LIBRARY_SCRIPT: _library(plan.run_id),
     }
     if job is not plan.shared:
-        files[contract.step_script(DRIVER_STEP)] = _driver_file(plan, job)
+        files.update(_driver_files(plan, job))
     if job.resume is not None:
         files[contract.step_script("resume")] = StagedFile(
             render_template("resume.sh.j2", run_id=plan.run_id, resume=job.resume, exit_stop=EXIT_STOP)
@@ -160,7 +176,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         backend_template=backend.template(),
         runtime=plan.runtime,
         launches={step.name: launch(step.launch) for step in job.steps},
-        probe_hosts={step.name: backend.node_host(step.health.node) for step in job.steps if step.health},
+        probe_hosts={step.name: [backend.node_host(n) for n in step.health.nodes] for step in job.steps if step.health},
         driver_launch=launch(job.driver.launch),
         otel=otel,
         otel_launch=launch(otel.launch) if otel else "",
@@ -170,8 +186,13 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
     )
 
 
-def _driver_file(plan: RunPlan, job: JobPlan) -> StagedFile:
-    return StagedFile(render_template("driver.sh.j2", run_id=plan.run_id, job=job, driver=job.driver), EXECUTABLE)
+def _driver_files(plan: RunPlan, job: JobPlan) -> dict[str, StagedFile]:
+    """The driver's script and, for a command benchmark, the command exactly as written."""
+    text = render_template("driver.sh.j2", run_id=plan.run_id, job=job, driver=job.driver, command_file=COMMAND_FILE)
+    files = {contract.step_script(DRIVER_STEP): StagedFile(text, EXECUTABLE)}
+    if job.driver.command is not None:
+        files[f"{contract.STEPS_DIR}/{COMMAND_FILE}"] = StagedFile(job.driver.command)
+    return files
 
 
 @lru_cache(maxsize=4)

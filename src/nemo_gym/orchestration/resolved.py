@@ -1,12 +1,15 @@
-"""The validated config written back out, in a form that validates again to the same jobs.
+r"""The validated config written back out, in a form that validates again to the same jobs.
 
 Env values are written with their prefixes: a ``host:`` value as its reference (``host:VAR``),
 never the secret it resolved to, so printing or storing the config leaks nothing. That holds for
 the prefill and decode tiers of a ``vllm_pd`` service too, which carry their service's env.
+A literal ``${`` in a value (written ``\${`` in the config) is escaped again, so that it is not
+read as an interpolation the next time.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +43,20 @@ def _env_owners(config: SubmitConfig) -> Iterator[tuple[tuple[str, ...], BaseSer
     yield ("driver",), config.driver
 
 
+_BACKSLASHES_BEFORE_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
+def _escaped(node: Any) -> Any:
+    r"""Every string as the config must spell it: ``${`` -> ``\${`` (backslashes before it doubled)."""
+    if isinstance(node, str):
+        return _BACKSLASHES_BEFORE_INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", node)
+    if isinstance(node, dict):
+        return {key: _escaped(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_escaped(value) for value in node]
+    return node
+
+
 def resolved_config_dict(config: SubmitConfig) -> dict[str, Any]:
     data = config.model_dump(mode="json")
     for path, owner in _env_owners(config):
@@ -47,5 +64,5 @@ def resolved_config_dict(config: SubmitConfig) -> dict[str, Any]:
         for key in path:
             node = node[key]
         node["env"] = _prefixed_env(owner)
-    return data
+    return _escaped(data)
 

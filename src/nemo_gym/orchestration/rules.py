@@ -24,6 +24,8 @@ HOST_RE = re.compile(r"^([A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f
 
 # Ports the OTel collector listens on beside the driver (OTLP gRPC, OTLP HTTP, health).
 COLLECTOR_PORTS = (4317, 4318, 13133)
+# vllm-router's Prometheus port (its own default); the Nth router on the driver's node takes +N.
+ROUTER_METRICS_PORT = 29000
 
 
 def is_integer(v: Any) -> bool:
@@ -169,9 +171,14 @@ def optional_hostname(cls: Any, v: str | None) -> str | None:
 
 
 def host(cls: Any, v: str) -> str:
-    """A bare host for a URL the job builds (``http://<host>:<port>/v1``): no scheme, port or path."""
+    """A bare host for a URL the job builds (``http://<host>:<port>/v1``): no scheme, port or path;
+    or ``runtime:VAR``, a host known only on the node, read there from VAR."""
     if HOST_RE.match(v):
         return v
+    if v.startswith("runtime:"):
+        if ENV_VAR_NAME_RE.fullmatch(v[len("runtime:") :]):
+            return v
+        raise ValueError(f"{v!r}: after 'runtime:' give the variable that holds the host on the node, e.g. runtime:HEAD_NODE_IP")
     if "://" in v:
         bare = v.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
         raise ValueError(f"{v!r} is a URL; give only the host, e.g. {bare!r} (the scheme and port are added)")
@@ -294,6 +301,9 @@ def check_port_clashes(
     if otel_enabled:
         for p in COLLECTOR_PORTS:
             taken[(driver_pool, p)] = "the OTel collector"
+    routers = [name for name, service in services.items() if getattr(service, "type", None) == "vllm_pd"]
+    for i, router in enumerate(routers):
+        taken[(driver_pool, ROUTER_METRICS_PORT + i)] = f"the metrics of {router}'s vllm-router"
     for name, service in services.items():
         for scope in _scopes(service, pool_names, driver_pool):
             key = (scope, service.port)

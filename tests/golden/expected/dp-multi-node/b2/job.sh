@@ -31,6 +31,13 @@ if [ -d "$(gym_state_dir)" ]; then
 fi
 GYM_ATTEMPT=$gym_requeued
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+# One Ray token for every Ray cluster of this job and every client of one (steps, driver): Ray
+# turns token auth on for its heads and refuses clients without it. Readable by this user only.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/lustre/runs/gym-job-20260101T000000Z-000000/b2/.gym/ray.token)
+export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/lustre/runs/gym-job-20260101T000000Z-000000/b2/.gym/ray.token
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
 echo "$$" >"$(gym_state_dir)/pid"

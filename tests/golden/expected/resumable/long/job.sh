@@ -38,6 +38,9 @@ mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/resume.sh"
 gym_resume_begin "${1:-}" "$gym_requeued" || exit 0
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
 echo "$$" >"$(gym_state_dir)/pid"

@@ -32,6 +32,9 @@ if [ -d "$(gym_state_dir)" ]; then
 fi
 GYM_ATTEMPT=$gym_requeued
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
 echo "$$" >"$(gym_state_dir)/pid"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The benchmark driver for b2: NeMo Gym's gym eval prepare, then run.
+# The benchmark driver for b2: NeMo Gym's gym eval prepare, then NeMo Gym's gym eval run.
 set -uo pipefail
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"

@@ -13,7 +13,7 @@ until ray status --address "$my_ip:6379" >/dev/null 2>&1; do
     sleep 0.5
 done
 # Ready when every worker node has joined: the driver may schedule onto any of them.
-until [ "$(ray list nodes --address "$my_ip:6379" --filter state=ALIVE 2>/dev/null | grep -c ALIVE)" -ge 3 ]; do
+until [ "$(gym_ray_alive_nodes "$my_ip:6379")" -ge 3 ]; do
     kill -0 "$ray_head" 2>/dev/null || exit 1
     sleep 0.5
 done

@@ -128,6 +128,14 @@ gym_step_run() {
     return "$rc"
 }
 
+# How many nodes of the Ray cluster at address $1 are alive: the "Active:" part of `ray status`,
+# which every Ray install answers (`ray list nodes` needs the dashboard, which the minimal Ray of a
+# vLLM image lacks). Each line there is "<count> <node type or id>".
+gym_ray_alive_nodes() {
+    ray status --address "$1" 2>/dev/null |
+        awk '/^Active:/ {on = 1; next} /^[A-Z]/ {on = 0} on && $1 ~ /^[0-9]+$/ {n += $1} END {print n + 0}'
+}
+
 gym_mark_ready() {
     : >"$(gym_state_dir)/ready/$GYM_STEP_NAME@$(gym_this_node)"
 }

@@ -16,7 +16,8 @@ if [ "$GYM_STEP_RANK" -eq 0 ]; then
         kill -0 "$ray_head" 2>/dev/null || exit 1
         sleep 0.5
     done
-    until [ "$(ray list nodes --address "$head_ip:6390" --filter state=ALIVE 2>/dev/null | grep -c ALIVE)" -ge 2 ]; do
+    until [ "$(gym_ray_alive_nodes "$head_ip:6390")" -ge 2 ]; do
+        kill -0 "$ray_head" 2>/dev/null || exit 1
         sleep 1
     done
     gym_step_run vllm serve big --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --distributed-executor-backend ray

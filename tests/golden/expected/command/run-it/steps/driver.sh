@@ -1,0 +1,30 @@
+#!/bin/bash
+# The benchmark driver for run-it: NeMo Gym's gym eval run.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin driver 0 1
+# driver.policy_host is read here, on the driver's node.
+if [ -z "${HEAD_NODE_IP:-}" ]; then
+    gym_log "ERROR: driver.policy_host is runtime:HEAD_NODE_IP, but HEAD_NODE_IP is not set on node $(gym_this_node)"
+    exit 1
+fi
+export NEMO_GYM_BENCH_DIR=$'ignored: the benchmark\'s own directory wins'
+mkdir -p "$GYM_JOB_DIR/artifacts"
+# gym writes Hydra outputs and prepared data into its working directory: keep them in the job.
+mkdir -p "$GYM_JOB_DIR/work" && cd "$GYM_JOB_DIR/work" || exit 1
+
+run_cmd=(
+    gym
+    eval
+    run
+    +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/run-it/artifacts/rollouts.jsonl
+    --model-type
+    openai_model
+    +limit=4
+    '+policy_base_url="http:'"//${HEAD_NODE_IP}"':8100/v1"'
+    '+policy_model_name="m"'
+    '+policy_api_key="dummy"'
+)
+gym_log "driver: ${run_cmd[*]}"
+gym_step_run "${run_cmd[@]}"
