@@ -272,20 +272,34 @@ def test_pinned_service_counts_only_its_pool(base) -> None:
     assert "which exceeds the node pool's gpus_per_node (8)" in errors_of(base)
 
 
-def test_pools_must_agree_on_allocation_wide_values(base) -> None:
+def test_pools_that_differ_need_every_vllm_service_pinned_to_one(base) -> None:
     base["compute"]["cluster"]["node_pools"] = {
         "a": {"partition": "p", "gpus_per_node": 2},
         "b": {"partition": "p", "gpus_per_node": 8},
     }
-    assert "node_pools disagree on gpus_per_node (a=2, b=8)" in errors_of(base)
+    assert problem_lines(base) == [
+        "services.policy.node_pool: is not set, but the node pools differ on gpus_per_node (a=2, b=8), so each "
+        "pool is a component of a heterogeneous job and a service runs within one; set "
+        "services.policy.node_pool to one of a, b"
+    ]
+    base["services"]["policy"]["node_pool"] = "a"
+    base["services"]["policy"]["tensor_parallel_size"] = 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # checked against its own pool's GPUs: no "idle GPUs" from pool b
+        SubmitConfig.model_validate(base)
 
 
-def test_pool_extra_args_must_not_conflict(base) -> None:
+def test_pools_that_differ_take_no_job_array(base) -> None:
     base["compute"]["cluster"]["node_pools"] = {
-        "a": {"partition": "p", "extra_args": {"constraint": "h100"}},
+        "a": {"partition": "p", "extra_args": {"constraint": "h100", "array": "1-3"}},
         "b": {"partition": "p", "extra_args": {"constraint": "a100"}},
     }
-    assert "node_pools.b.extra_args['constraint']='a100' conflicts with node_pools.a's 'h100'" in errors_of(base)
+    base["services"]["policy"]["node_pool"] = "a"
+    assert problem_lines(base) == [
+        "compute.cluster.node_pools.a.extra_args.array: the node pools differ on extra_args ("
+        "a={'constraint': 'h100', 'array': '1-3'}, b={'constraint': 'a100'}), so the job is a heterogeneous "
+        "Slurm job, and Slurm has no job arrays of those; drop array or make the pools agree"
+    ]
 
 
 def test_extra_args_must_split(base) -> None:

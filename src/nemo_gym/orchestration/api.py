@@ -504,7 +504,21 @@ class SlurmComputeConfig(BaseComputeConfig):
 
     @model_validator(mode="after")
     def _pools_share_one_allocation(self) -> SlurmComputeConfig:
-        rules.check_pools_agree(self.node_pools)
+        """Pools that differ make a heterogeneous job: one component per pool. What Slurm cannot
+        do with one is refused here."""
+        if not rules.pools_differ(self.node_pools):
+            return self
+        for where, args in [("extra_args", self.extra_args)] + [
+            (f"node_pools.{name}.extra_args", pool.extra_args) for name, pool in self.node_pools.items()
+        ]:
+            for option in rules.NOT_FOR_HETEROGENEOUS_JOBS:
+                if option in args:
+                    raise error_at(
+                        f"{where}.{option}",
+                        f"the node pools differ on {rules.disagreement(self.node_pools)}, so the job is a "
+                        f"heterogeneous Slurm job, and Slurm has no job arrays of those; drop {option} or "
+                        f"make the pools agree",
+                    )
         return self
 
 
@@ -752,6 +766,8 @@ class SubmitConfig(_StrictModel):
             if isinstance(service, VllmServiceConfig):
                 self._check_vllm_shape(name, service, node_pools, total_nodes, path)
         self._check_routers_beside_driver(list(node_pools))
+        if rules.pools_differ(node_pools):
+            self._check_each_service_fits_one_component(deployment, node_pools)
         rules.check_port_clashes(
             self.deployed_services,
             list(node_pools),
@@ -768,6 +784,20 @@ class SubmitConfig(_StrictModel):
         self._wire_policy_model()
         self._check_gym_telemetry()
         return self
+
+    def _check_each_service_fits_one_component(
+        self, deployment: list[tuple[str, str, BaseServiceConfig]], node_pools: dict[str, NodePool]
+    ) -> None:
+        """In a heterogeneous job each pool is a component of its own, and one step (srun) runs in
+        one component: a vLLM service must say which pool it runs on."""
+        for _, path, service in deployment:
+            if isinstance(service, VllmServiceConfig) and service.node_pool is None:
+                raise error_at(
+                    f"{path}.node_pool",
+                    f"is not set, but the node pools differ on {rules.disagreement(node_pools)}, so each "
+                    f"pool is a component of a heterogeneous job and a service runs within one; set "
+                    f"{path}.node_pool to one of {', '.join(node_pools)}",
+                )
 
     def _check_gym_telemetry(self) -> None:
         if self.otel.enabled and self.otel.gym_telemetry and self.driver.gym_install is None:

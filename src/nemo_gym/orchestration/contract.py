@@ -95,8 +95,7 @@ def state_dir(job_id: str) -> str:
     return f"{MARKERS_DIR}/{job_id}"
 
 
-def ray_token_file(step: str) -> str:
-    return f"{MARKERS_DIR}/ray-{step}.token"
+RAY_TOKEN_FILE = ".gym/ray.token"  # the job's Ray auth token, private to the job's user
 
 
 # -- one job's state directory: .gym/<job id>/ (names relative to it) ------------------------------
@@ -418,4 +417,18 @@ ENV_STEP_NAME = "GYM_STEP_NAME"
 ENV_STEP_RANK = "GYM_STEP_RANK"
 NODE_ADDRESS_ENV_PREFIX = "GYM_NODE_"  # GYM_NODE_<i>: an address of allocation node i
 RAY_ADDRESS_ENV_PREFIX = "GYM_RAY_ADDRESS_"  # + the ray service's name as a shell word
+SERVICE_URL_ENV_PREFIX = "GYM_SERVICE_URL_"  # + a model service's name: its http://<address>:<port>/v1
 SECRET_CARRIER_PREFIX = "GYM_HOST_"  # GYM_HOST_<OWNER>__<KEY>: a host: secret in the job's env
+
+# -- results users can trust and compare: completeness, usage --------------------------------------
+
+# results: <benchmark><sep><which><sep><encoding><sep><metric names><sep><base64>, one per file read:
+# which is ROLLOUTS_PART or EXPECTED_PART; encoding is ENCODING_PROJECTED (zlib of the rows cut down
+# to their indices and the metric, line for line) or ENCODING_RAW (the file itself, no python3 there).
+ROLLOUTS_MARKER = "__GYM_ROLLOUTS:"
+ROLLOUTS_PART = "rollouts"
+EXPECTED_PART = "expected"
+ENCODING_PROJECTED = "z"
+ENCODING_RAW = "raw"
+# The state of a benchmark whose driver finished but left expected samples unwritten.
+STATE_INCOMPLETE = "incomplete"

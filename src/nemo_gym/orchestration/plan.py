@@ -35,7 +35,7 @@ from nemo_gym.orchestration.api import (
     env_sources_of,
 )
 from nemo_gym.orchestration.overrides import flatten_overrides
-from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT, walltime_seconds
+from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT, pools_differ, walltime_seconds
 
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
 # a ray service's own head on the same node.
@@ -98,6 +98,8 @@ class Launch:
     mounts: tuple[str, ...]  # besides the job directory, which is always mounted at its own path
     gpus: bool  # the nodes have GPUs a container must be given
     log_dir: str = contract.LOGS_DIR  # relative to the job directory, or absolute
+    # The component of a heterogeneous job the nodes belong to (srun --het-group); None otherwise.
+    component: int | None = None
 
     @property
     def script(self) -> str:
@@ -214,6 +216,17 @@ class RayAddress:
 
 
 @dataclass(frozen=True)
+class ServiceUrl:
+    """Where a model service answers (its OpenAI base URL), exported to the job as ``variable``:
+    the driver, a command and the other services reach it there, whichever component it is on."""
+
+    service: str
+    node: int
+    port: int
+    variable: str
+
+
+@dataclass(frozen=True)
 class DriverPlan:
     node: int
     launch: Launch
@@ -283,12 +296,17 @@ class JobPlan:
     benchmark: str
     local_job_id: str  # the job's id under the local backend (Slurm assigns its own)
     job_dir: str
-    directives: tuple[tuple[str, str | None], ...]  # the scheduler's options; None for a bare flag
+    # The scheduler's options, one tuple per component (a heterogeneous job has several): (option,
+    # value) pairs, value None for a bare flag.
+    directives: tuple[tuple[tuple[str, str | None], ...], ...]
     node_count: int  # nodes in the allocation
     steps: tuple[Step, ...]
     driver: DriverPlan
     gpus: int = 0  # GPUs the allocation holds (all its nodes'); 0 when the config does not say
     ray_addresses: tuple[RayAddress, ...] = ()
+    service_urls: tuple[ServiceUrl, ...] = ()
+    # The pools whose components make a heterogeneous job, in order; empty for a plain job.
+    component_pools: tuple[str, ...] = ()
     resume: ResumePlan | None = None  # resumable: the job queues its own successor (Slurm only)
     otel: OtelPlan | None = None
     # Every Ray cluster of the job (and every client of one) authenticates with this token, made
@@ -398,8 +416,10 @@ class _Layout:
     node_count: int
     pools: dict[str, NodeSlice]
     driver_node: int
-    gpus: bool  # some pool has GPUs
     gpu_count: int  # GPUs of the whole allocation
+    pool_gpus: dict[str, int]  # GPUs per node, by pool
+    # Pools that differ make a heterogeneous job whose components are the pools, in order.
+    heterogeneous: bool
 
     @classmethod
     def of(cls, config: SubmitConfig) -> _Layout:
@@ -413,8 +433,26 @@ class _Layout:
         policy = config.services.get(config.driver.policy_model or "")
         pinned = getattr(policy, "node_pool", None)
         driver_node = pools[pinned].start if pinned else 0
-        gpu_count = sum(p.nodes * (p.gpus_per_node or 0) for p in compute.node_pools.values())
-        return cls(node_count=node_count, pools=pools, driver_node=driver_node, gpus=gpu_count > 0, gpu_count=gpu_count)
+        pool_gpus = {name: pool.gpus_per_node or 0 for name, pool in compute.node_pools.items()}
+        gpu_count = sum(p.nodes * pool_gpus[name] for name, p in compute.node_pools.items())
+        return cls(node_count=node_count, pools=pools, driver_node=driver_node, gpu_count=gpu_count,
+                   pool_gpus=pool_gpus, heterogeneous=pools_differ(compute.node_pools))  # fmt: skip
+
+    def pool_of(self, node: int) -> str | None:
+        return next((name for name, nodes in self.pools.items() if node in nodes.indices), None)
+
+    def component_of(self, nodes: NodeSlice) -> int | None:
+        """The heterogeneous job's component that holds these nodes (validation keeps a step in one)."""
+        if not self.heterogeneous:
+            return None
+        names = list(self.pools)
+        first, last = self.pool_of(nodes.start), self.pool_of(nodes.last)
+        assert first is not None and first == last, f"nodes {nodes} span components"
+        return names.index(first)
+
+    def has_gpus(self, nodes: NodeSlice) -> bool:
+        pools = {pool for pool in (self.pool_of(i) for i in nodes.indices) if pool is not None}
+        return any(self.pool_gpus[p] for p in pools)
 
     def service_nodes(self, service: BaseServiceConfig) -> NodeSlice:
         if service.node_pool is not None:
@@ -460,6 +498,8 @@ class _Context:
             driver=self.driver(benchmark, job_dir, otel, shared_driver),
             gpus=self.layout.gpu_count,
             ray_addresses=tuple(ray_addresses),
+            service_urls=tuple(_service_url(step) for step in steps if step.metrics_port is not None and step.health),
+            component_pools=tuple(self.layout.pools) if self.layout.heterogeneous else (),
             resume=_resume_plan(config.driver.benchmarks[benchmark]),
             otel=otel,
             ray_token_file=f"{job_dir}/{contract.RAY_TOKEN_FILE}" if any(_runs_ray(s) for s in steps) else None,
@@ -479,7 +519,9 @@ class _Context:
         return tuple(entries)
 
     def launch(self, job_dir: str, step: str, nodes: NodeSlice, service: BaseServiceConfig) -> Launch:
-        return Launch(step, job_dir, nodes, service.container, tuple(service.mounts), self.layout.gpus)
+        layout = self.layout
+        return Launch(step, job_dir, nodes, service.container, tuple(service.mounts), layout.has_gpus(nodes),
+                      component=layout.component_of(nodes))  # fmt: skip
 
     # -- vLLM -----------------------------------------------------------------------------------
 
@@ -621,7 +663,9 @@ class _Context:
         # A shared deployment's job runs every benchmark's driver from its own directory: the
         # drivers' logs go to their benchmarks' directories.
         log_dir = f"{job_dir}/{contract.LOGS_DIR}" if shared_driver else contract.LOGS_DIR
-        launch = Launch(DRIVER_STEP, job_dir, NodeSlice(node, 1), driver.container, mounts, False, log_dir)
+        nodes = NodeSlice(node, 1)
+        launch = Launch(DRIVER_STEP, job_dir, nodes, driver.container, mounts, False, log_dir,
+                        component=self.layout.component_of(nodes))  # fmt: skip
         env = self.env("driver", driver)
         gym_telemetry = otel is not None and self.config.otel.gym_telemetry
         if otel is not None:
@@ -654,7 +698,9 @@ class _Context:
         assert otel.endpoint is not None and otel.service_name is not None  # validate_destination ran
         node = self.layout.driver_node
         config_path = f"{job_dir}/{contract.COLLECTOR_CONFIG_FILE}"
-        launch = Launch(COLLECTOR_STEP, job_dir, NodeSlice(node, 1), otel.container, (), False)
+        nodes = NodeSlice(node, 1)
+        launch = Launch(COLLECTOR_STEP, job_dir, nodes, otel.container, (), False,
+                        component=self.layout.component_of(nodes))  # fmt: skip
         return OtelPlan(
             launch=launch,
             argv=(otel.binary, "--config", config_path),
@@ -707,6 +753,12 @@ class _Context:
         if isinstance(policy, BaseModelServiceConfig):
             values.append(Attribute("model", policy.served_model_name or policy.model))
         return tuple(values)
+
+
+def _service_url(step: Step) -> ServiceUrl:
+    assert step.health is not None and step.health.port is not None
+    variable = contract.SERVICE_URL_ENV_PREFIX + shell_var(step.service)
+    return ServiceUrl(step.service, step.health.nodes[0], step.health.port, variable)
 
 
 def _runs_ray(step: Step) -> bool:

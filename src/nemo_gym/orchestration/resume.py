@@ -217,7 +217,8 @@ class Slurm:
     def state(self, job_id: str) -> str:
         """What Slurm says of a job: scontrol, then sacct where there is accounting; "" when neither knows."""
         rc, out, _ = _run(["scontrol", "show", "job", "-o", job_id])
-        state = c.parse_scontrol_line(out).get("JobState", "") if rc == 0 else ""
+        first = out.splitlines()[0] if rc == 0 and out.strip() else ""  # a heterogeneous job: its leader
+        state = c.parse_scontrol_line(first).get("JobState", "")
         if not state:
             rc, out, _ = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
             first = out.splitlines()[0] if rc == 0 and out.strip() else ""

@@ -103,25 +103,27 @@ def shell_words(cls: Any, v: str) -> str:
     return v
 
 
-def check_pools_agree(pools: dict[str, Any]) -> None:
-    """One Slurm job has one partition, tasks-per-node and GPUs-per-node for the whole allocation."""
-    for field in ("partition", "ntasks_per_node", "gpus_per_node"):
+# What one Slurm job (one component) takes a single value of for its whole allocation.
+ALLOCATION_FIELDS = ("partition", "ntasks_per_node", "gpus_per_node", "extra_args")
+
+
+def pools_differ(pools: dict[str, Any]) -> bool:
+    """Pools that disagree on what an allocation takes one value of make a heterogeneous job."""
+    shapes = {tuple(repr(getattr(pool, field)) for field in ALLOCATION_FIELDS) for pool in pools.values()}
+    return len(shapes) > 1
+
+
+def disagreement(pools: dict[str, Any]) -> str:
+    """``partition (a='x', b='y')``: what the pools differ on, for messages."""
+    for field in ALLOCATION_FIELDS:
         values = {name: getattr(pool, field) for name, pool in pools.items()}
-        if len(set(values.values())) > 1:
-            listing = ", ".join(f"{n}={v!r}" for n, v in values.items())
-            raise ValueError(
-                f"node_pools disagree on {field} ({listing}); one Slurm job takes a single value for "
-                f"the whole allocation, so make the pools agree or split the run"
-            )
-    seen: dict[str, tuple[str, str]] = {}
-    for name, pool in pools.items():
-        for key, value in pool.extra_args.items():
-            if key in seen and seen[key][1] != value:
-                raise ValueError(
-                    f"node_pools.{name}.extra_args[{key!r}]={value!r} conflicts with node_pools."
-                    f"{seen[key][0]}'s {seen[key][1]!r}; #SBATCH options apply to the whole allocation"
-                )
-            seen[key] = (name, value)
+        if len({repr(v) for v in values.values()}) > 1:
+            return f"{field} ({', '.join(f'{n}={v!r}' for n, v in values.items())})"
+    return "nothing"
+
+
+# sbatch options a heterogeneous job cannot take (Slurm refuses job arrays of heterogeneous jobs).
+NOT_FOR_HETEROGENEOUS_JOBS = ("array",)
 
 
 def optional_walltime(cls: Any, v: str | None) -> str | None:

@@ -99,6 +99,10 @@ trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT
 gym_phase starting "launching services"
 
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8100/v1"
+export GYM_SERVICE_URL_POLICY
+
 # service policy, step policy: one process, nodes 0..0
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/run-it:/lustre/runs/gym-job-20260101T000000Z-000000/run-it --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/run-it bash /lustre/runs/gym-job-20260101T000000Z-000000/run-it/steps/policy.sh &
 GYM_STEP_PID[policy]=$!

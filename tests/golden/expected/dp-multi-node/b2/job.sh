@@ -108,6 +108,10 @@ trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT
 gym_phase starting "launching services"
 
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 1)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+
 # Ray service envs: its head runs on node 1; the driver and the workers dial it here.
 GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 1)"):6379"
 export GYM_RAY_ADDRESS_ENVS

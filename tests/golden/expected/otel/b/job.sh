@@ -121,6 +121,10 @@ gym_wait_http otel_collector "http://$(gym_node_name 0):13133/" 300 || gym_finis
 # Watched while it starts; a collector that dies later costs telemetry, not the evaluation.
 unset 'GYM_SERVICE_STEPS[otel_collector]'
 
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+
 # service policy, step policy: vLLM data parallel, 1 rank(s) a node, nodes 0..1
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/policy-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy.sh &
 GYM_STEP_PID[policy]=$!

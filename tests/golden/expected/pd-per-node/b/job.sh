@@ -105,6 +105,14 @@ trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT
 gym_phase starting "launching services"
 
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_PD_PREFILL="http://$(gym_node_ip "$(gym_node_name 0)"):9001/v1"
+export GYM_SERVICE_URL_PD_PREFILL
+GYM_SERVICE_URL_PD_DECODE="http://$(gym_node_ip "$(gym_node_name 2)"):9002/v1"
+export GYM_SERVICE_URL_PD_DECODE
+GYM_SERVICE_URL_PD="http://$(gym_node_ip "$(gym_node_name 0)"):9000/v1"
+export GYM_SERVICE_URL_PD
+
 # service pd-prefill, step pd-prefill: one process, nodes 0..1
 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/pd-prefill-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd-prefill.sh &
 GYM_STEP_PID[pd-prefill]=$!

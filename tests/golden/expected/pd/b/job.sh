@@ -123,6 +123,14 @@ gym_wait_http otel_collector "http://$(gym_node_name 0):13133/" 300 || gym_finis
 # Watched while it starts; a collector that dies later costs telemetry, not the evaluation.
 unset 'GYM_SERVICE_STEPS[otel_collector]'
 
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY_PREFILL="http://$(gym_node_ip "$(gym_node_name 0)"):8001/v1"
+export GYM_SERVICE_URL_POLICY_PREFILL
+GYM_SERVICE_URL_POLICY_DECODE="http://$(gym_node_ip "$(gym_node_name 1)"):8002/v1"
+export GYM_SERVICE_URL_POLICY_DECODE
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+
 # service policy-prefill, step policy-prefill: one process, nodes 0..0
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-prefill-%j.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy-prefill.sh &
 GYM_STEP_PID[policy-prefill]=$!

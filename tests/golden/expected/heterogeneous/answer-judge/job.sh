@@ -1,0 +1,195 @@
+#!/bin/bash
+#SBATCH --job-name=gym-answer-judge
+#SBATCH --account=my-account
+#SBATCH --time=06:00:00
+#SBATCH --chdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge
+#SBATCH --output=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/slurm-%j.out
+#SBATCH --partition=h100
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH hetjob
+#SBATCH --partition=l40s
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=1
+#SBATCH hetjob
+#SBATCH --partition=cpu
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+# gym orchestration: benchmark answer-judge of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
+# A heterogeneous job: component 0 is pool policy, component 1 is pool judge, component 2 is pool cpu.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge
+GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A heterogeneous job: its nodes are its components' nodes, component by component (pool by pool).
+GYM_NODES=$(for g in 0 1 2; do
+    nodes=SLURM_JOB_NODELIST_HET_GROUP_$g
+    scontrol show hostnames "${!nodes}"
+done | paste -sd, -)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_requeued=0
+if [ -d "$(gym_state_dir)" ]; then
+    # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
+    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
+    gym_attempt=1
+    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+    gym_requeued=$gym_attempt
+fi
+GYM_ATTEMPT=$gym_requeued
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+# One Ray token for every Ray cluster of this job and every client of one (steps, driver): Ray
+# turns token auth on for its heads and refuses clients without it. Readable by this user only.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/ray.token)
+export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/ray.token
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+    [judge]=judge
+    [envs]='envs envs_cpu_workers'
+)
+
+# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
+# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
+# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
+# its Reason still says TimeLimit after a walltime.
+gym_ending_cause() {
+    local line
+    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+        return 0
+    fi
+    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
+    case "$line" in
+        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
+        *" JobState=PREEMPTED "*) printf 'preempted' ;;
+        *" JobState=CANCELLED "*) printf 'cancelled' ;;
+    esac
+}
+
+# Ends the job. A failure also records its cause, which a resumable job's successor reads when the
+# scheduler has forgotten the job:
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal.
+gym_finish() {
+    local rc=$1 detail=$2 cause=${3:-} ending
+    trap - TERM INT
+    case "$cause" in
+        startup-failed | service-died | driver-failed | driver-killed)
+            # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_ending_cause)
+            cause=${ending:-$cause}
+            ;;
+    esac
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
+    gym_stop_collector
+    gym_stop_steps
+    [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+# Slurm's TERM, with the reason when it can be told.
+# shellcheck disable=SC2317  # run by the TERM trap
+gym_on_term() {
+    local cause
+    cause=$(gym_ending_cause)
+    case "$cause" in
+        walltime) gym_finish 143 "stopped by its walltime (SIGTERM)" walltime ;;
+        preempted) gym_finish 143 "preempted (SIGTERM)" preempted ;;
+        cancelled) gym_finish 143 "cancelled (SIGTERM)" cancelled ;;
+        *) gym_finish 143 "stopped by a signal (SIGTERM)" signal ;;
+    esac
+}
+trap gym_on_term TERM
+trap 'gym_finish 130 "interrupted" signal' INT
+gym_phase starting "launching services"
+
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+GYM_SERVICE_URL_JUDGE="http://$(gym_node_ip "$(gym_node_name 2)"):8001/v1"
+export GYM_SERVICE_URL_JUDGE
+
+# Ray service envs: its head runs on node 0; the driver and the workers dial it here.
+GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 0)"):6379"
+export GYM_RAY_ADDRESS_ENVS
+
+# service policy, step policy: vLLM data parallel, 1 rank(s) a node, nodes 0..1
+srun --overlap --het-group=0 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/policy-%j-%N.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/policy.sh &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+# service judge, step judge: one process, nodes 2..2
+srun --overlap --het-group=1 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 1)" --output=logs/judge-%j.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/judge.sh &
+GYM_STEP_PID[judge]=$!
+gym_event "launched judge"
+
+# service envs, step envs: Ray head, nodes 0..0
+srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/envs-%j.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs.sh &
+GYM_STEP_PID[envs]=$!
+gym_event "launched envs"
+
+# service envs, step envs_cpu_workers: Ray workers, nodes 3..4
+srun --overlap --het-group=2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 3 2)" --output=logs/envs_cpu_workers-%j-%N.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs_cpu_workers.sh &
+GYM_STEP_PID[envs_cpu_workers]=$!
+gym_event "launched envs_cpu_workers"
+
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start" startup-failed
+
+gym_wait_http judge "http://$(gym_node_name 2):8001/health" 60 || gym_finish 1 "service judge did not start" startup-failed
+
+gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" startup-failed
+
+# Driver: gym eval run, watched together with the services.
+gym_phase running "driver"
+srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
+GYM_DRIVER_PID=$!
+gym_event "driver-start"
+while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            kill -TERM "$GYM_DRIVER_PID" 2>/dev/null
+            wait "$GYM_DRIVER_PID" 2>/dev/null
+            gym_finish 1 "service $service died while the driver ran" service-died
+        fi
+    done
+    sleep 1
+done
+wait "$GYM_DRIVER_PID"
+driver_rc=$?
+gym_event "driver-end $driver_rc"
+# A service that died between two looks of the watch still makes the results suspect (the driver
+# may have talked to something else on that port): check every service once more.
+for service in "${!GYM_SERVICE_STEPS[@]}"; do
+    gym_check_alive "$service" || gym_finish 1 "service $service died while the driver ran" service-died
+done
+if [ "$driver_rc" -ne 0 ]; then
+    gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
+    tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'
+    if [ "$driver_rc" -gt 128 ]; then
+        # Killed by a signal (the OOM killer's KILL, a node going down): not its own failure.
+        gym_finish "$driver_rc" "the driver was killed by signal $((driver_rc - 128))" driver-killed
+    fi
+    gym_finish "$driver_rc" "driver failed with exit status $driver_rc" driver-failed
+fi
+gym_finish 0 "driver finished"

@@ -1,0 +1,14 @@
+#!/bin/bash
+# Step policy of service policy (vllm-dp) on 2 node(s), once per node.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin policy 0 2
+
+# Data parallel across nodes: the step's first node serves the API, the others run headless ranks.
+head_ip=$(gym_node_ip "$(gym_node_name 0)")
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_step_run vllm serve meta-llama/Llama-3.1-70B-Instruct --port 8000 --tensor-parallel-size 8 --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-rpc-port 13345 --data-parallel-address "$head_ip"
+else
+    gym_step_run vllm serve meta-llama/Llama-3.1-70B-Instruct --port 8000 --tensor-parallel-size 8 --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-rpc-port 13345 --headless --data-parallel-address "$head_ip" --data-parallel-start-rank $((GYM_STEP_RANK * 1))
+fi
