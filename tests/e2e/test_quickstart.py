@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,15 +30,18 @@ def envs() -> Path:
     return ENVS
 
 
-def gym(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def gym(tmp_path: Path, *args: str, path_prefix: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "GYM_ENVS_DIR": str(ENVS), "GYM_RUNS_DIR": str(tmp_path / "runs"),
            "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    if path_prefix:
+        env["PATH"] = f"{path_prefix}:{env['PATH']}"
     return subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
 
 
-def run_quickstart(tmp_path: Path, config: str, *overrides: str) -> tuple[dict, dict]:
-    submitted = gym(tmp_path, "submit", "-c", str(REPO / "examples" / config), "--json", *overrides)
+def run_quickstart(tmp_path: Path, config: str, *overrides: str, path_prefix: str = "") -> tuple[dict, dict]:
+    submitted = gym(tmp_path, "submit", "-c", str(REPO / "examples" / config), "--json", *overrides,
+                    path_prefix=path_prefix)  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr
     record = json.loads(submitted.stdout)
     watched = gym(tmp_path, "status", record["gym_job_id"], "--watch", "--json", "--interval", "1")
@@ -59,19 +63,71 @@ def assert_real_results(record: dict, status: dict) -> None:
     assert "Application startup complete" in (job_dir / "logs" / f"policy-{job['job_id']}.log").read_text()
 
 
+def assert_usage_is_the_jobs_own_record(job: dict, gpus: int) -> None:
+    """Without accounting: wall time from the job's own job-start/job-end, times the GPUs it held."""
+    times = {}
+    for line in (Path(job["job_dir"]) / ".gym" / job["job_id"] / "events").read_text().splitlines():
+        stamp, _, event = line.partition(" ")
+        times[event] = float(stamp)
+    wall = times["job-end 0"] - times["job-start"]
+    assert 10 < wall < 600
+    assert (job["gpus"], job["usage_source"], job["wall_seconds"]) == (gpus, "job record", round(wall, 1))
+    assert job["gpu_hours"] == round(gpus * wall / 3600, 4)
+
+
+def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> None:
+    """The live run's results are 12/12; a copy elsewhere with rows removed is incomplete and fails
+    results; a copy with flipped rewards is a significant improvement, and the gate fails the reverse."""
+    results = gym(tmp_path, "results", record["gym_job_id"], "--json")
+    assert results.returncode == 0, results.stdout + results.stderr
+    [bench] = json.loads(results.stdout)["benchmarks"]
+    assert (bench["state"], bench["complete"], bench["samples"], bench["expected_samples"]) == ("succeeded", True, 12, 12)
+    assert bench["missing"] == [] and bench["duplicates"] == 0
+    copies = tmp_path / "archive"
+    incomplete, flipped = copies / "incomplete", copies / "flipped"
+    shutil.copytree(record["run_dir"], incomplete)
+    shutil.copytree(record["run_dir"], flipped)
+    rows_file = Path("answer-judge") / "artifacts" / "rollouts.jsonl"
+    rows = [json.loads(line) for line in (incomplete / rows_file).read_text().splitlines()]
+    (incomplete / rows_file).write_text("".join(json.dumps(r) + "\n" for r in rows if r["_ng_task_index"] not in (2, 9)))
+    cut = gym(tmp_path, "results", str(incomplete))
+    assert cut.returncode == 1, cut.stdout
+    assert "answer-judge  incomplete  10/12" in cut.stdout and "missing task 2 rollout 0, task 9 rollout 0" in cut.stdout
+    up = {1, 3, 4, 6, 7, 8, 10}
+    (flipped / rows_file).write_text("".join(json.dumps({**r, "reward": 1.0 if r["_ng_task_index"] in up else r["reward"]}) + "\n"
+                                             for r in rows))  # fmt: skip
+    base_rewards = {r["_ng_task_index"]: r["reward"] for r in rows}
+    assert set(base_rewards.values()) == {0.0}  # random weights: the comparison's arithmetic is exact
+    compared = gym(tmp_path, "compare", record["run_dir"], str(flipped), "--json", "--fail-on-regression")
+    assert compared.returncode == 0, compared.stderr
+    [b] = json.loads(compared.stdout)["benchmarks"]
+    assert (b["delta"], b["improved"], b["regressed"], b["verdict"]) == (7 / 12, sorted(up), [], "improved")
+    reverse = gym(tmp_path, "compare", str(flipped), record["gym_job_id"], "--fail-on-regression")
+    assert reverse.returncode == 1 and "regression gate: failed (answer-judge regressed)" in reverse.stdout
+
+
 def test_quickstart_locally(envs, tmp_path) -> None:
-    record, status = run_quickstart(tmp_path, "quickstart.yaml")
+    # The local backend counts the GPUs this machine shows at submit: two, from a stand-in nvidia-smi.
+    fake_smi = tmp_path / "bin" / "nvidia-smi"
+    fake_smi.parent.mkdir()
+    fake_smi.write_text("#!/bin/sh\necho 'GPU 0: Fake (UUID: GPU-0)'\necho 'GPU 1: Fake (UUID: GPU-1)'\n")
+    fake_smi.chmod(0o755)
+    record, status = run_quickstart(tmp_path, "quickstart.yaml", path_prefix=str(fake_smi.parent))
     assert record["executor"] == "local"
     assert_real_results(record, status)
+    assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=2)
     results = gym(tmp_path, "results", record["gym_job_id"])
     assert results.returncode == 0, results.stdout + results.stderr
-    assert "answer-judge  succeeded  12" in results.stdout and "mean/reward=" in results.stdout
+    assert "answer-judge  succeeded  12/12" in results.stdout and "mean/reward=" in results.stdout
+    assert_results_can_be_trusted_and_compared(tmp_path, record)
 
 
 def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path) -> None:
     record, status = run_quickstart(tmp_path, "quickstart-slurm.yaml")
     assert record["executor"] == "slurm"
     assert_real_results(record, status)
+    assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=0)  # the config names no GPUs; no accounting here
+    assert_results_can_be_trusted_and_compared(tmp_path, record)
 
 
 def test_bad_model_path_fails_fast_naming_the_service(envs, tmp_path) -> None:

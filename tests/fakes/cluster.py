@@ -148,6 +148,11 @@ class FakeCluster:
             if nodes is not None:
                 job["nodes"] = nodes
 
+    def set_times(self, job_id: str | int, start: float | None, end: float | None) -> None:
+        """When the job started and ended (epoch seconds), for tests of what it cost."""
+        with self._state.edit() as data:
+            data["jobs"][str(job_id)].update(start_time=start, end_time=end)
+
     def forget(self, job_id: str | int) -> None:
         """MinJobAge has passed: scontrol, squeue and scancel no longer know the job; sacct does."""
         with self._state.edit() as data:

@@ -558,8 +558,10 @@ SACCT_FIELDS: dict[str, tuple[int, Callable[[dict], str]]] = {
     "start": (19, lambda j: format_timestamp(j["start_time"])),
     "end": (19, lambda j: format_timestamp(j["end_time"])),
     "elapsed": (10, lambda j: format_duration(elapsed_seconds(j))),
+    "elapsedraw": (10, lambda j: str(int(elapsed_seconds(j)))),
+    "alloctres": (10, lambda j: alloc_tres(j)),
 }
-SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "jobname": "JobName", "alloccpus": "AllocCPUS",
+SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "elapsedraw": "ElapsedRaw", "alloctres": "AllocTRES", "jobname": "JobName", "alloccpus": "AllocCPUS",
                  "exitcode": "ExitCode", "timelimit": "Timelimit", "nodelist": "NodeList"}  # fmt: skip
 SACCT_DEFAULT_FORMAT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 
@@ -568,6 +570,22 @@ def elapsed_seconds(job: dict) -> float:
     if not job["start_time"]:
         return 0
     return (job["end_time"] or time.time()) - job["start_time"]
+
+
+def alloc_tres(job: dict) -> str:
+    """What the allocation held, as Slurm's accounting prints it: empty until the job started; GPUs
+    from --gpus-per-node times --nodes (or a ``tres`` a test set on the job)."""
+    if not job["start_time"]:
+        return ""
+    if job.get("tres"):
+        return job["tres"]
+    options = job["options"]
+    nodes = int(options.get("nodes") or 1)
+    tres = f"billing=1,cpu={nodes},mem=1G,node={nodes}"
+    gpus = options.get("gpus-per-node")
+    if gpus and gpus.isdigit():
+        tres += f",gres/gpu={nodes * int(gpus)}"
+    return tres
 
 
 def sacct_state(job: dict) -> str:

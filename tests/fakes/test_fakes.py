@@ -358,7 +358,7 @@ def test_siblings_share_the_cluster_and_number_scripts_together(conn, cluster, m
     conn.lose_before(2)
     with real_connection.connect("login.fake") as first:
         first.run_script("sbatch --wrap true")
-    with real_connection.using(None, "login.fake") as second, pytest.raises(ConnectionLost):
+    with real_connection.connect("login.fake") as second, pytest.raises(ConnectionLost):
         second.run_script("sbatch --wrap true")
     assert isinstance(first, FakeConnection) and first is not conn
     assert list(cluster.jobs()) == ["100"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import time
 import warnings
 from pathlib import Path
 
@@ -297,20 +299,27 @@ def test_logs_name_a_benchmark_when_the_run_has_several(base, tmp_path, conn, cl
 # -- results ----------------------------------------------------------------------------------------
 
 
+def rollout_rows(pairs: list[tuple[int, int]], reward: float = 1.0) -> str:
+    return "".join(json.dumps({"_ng_task_index": t, "_ng_rollout_index": r, "reward": reward}) + "\n" for t, r in pairs)
+
+
 def test_results_are_results_only_when_the_job_succeeded(base, tmp_path, conn, cluster) -> None:
     record = submitted(base, tmp_path, conn, "good", "cut")
+    pairs = [(t, 0) for t in range(4)]
     for name, job_id, phase, state in (("good", "100", "succeeded", "COMPLETED"), ("cut", "101", "failed", "FAILED")):
         cluster.set_state(job_id, state)
         job_wrote(record, name, job_id, phase)
-        job_file(record, name, contract.ROLLOUTS_FILE, "{}\n" * 4)
+        job_file(record, name, contract.ROLLOUTS_FILE, rollout_rows(pairs[:3] if name == "cut" else pairs))
+        job_file(record, name, contract.MATERIALIZED_INPUTS_FILE, rollout_rows(pairs))
         job_file(record, name, "artifacts/b_aggregate_metrics.json", json.dumps({"mean/reward": 0.75, "nested": {"k": 2}}))
     run = library.results(record, connect=conn.connect)
     good, cut = run.benchmarks
-    assert good.metrics == {"mean/reward": 0.75, "nested/k": 2.0} and good.complete and good.missing is None
-    assert good.samples == 4
-    assert not cut.complete and cut.missing == "incomplete: the job failed; 4 rollout(s) on disk are partial"
+    assert good.metrics == {"mean/reward": 0.75, "nested/k": 2.0} and good.complete and good.note is None
+    assert (good.samples, good.expected_samples, good.value) == (4, 4, 1.0)
+    assert not cut.complete and cut.missing == [(3, 0)]
+    assert cut.note == "partial: the job failed; 3/4 samples on disk"
     assert not run.complete and run.states == {"good": "succeeded", "cut": "failed"}
-    assert len(conn.plan.scripts) == 4  # submit, record, then one connection: probe and metrics
+    assert len(conn.plan.scripts) == 4  # submit, record, then one connection: probe and files
 
 
 def test_results_decode_whatever_bytes_a_metrics_file_holds(base, tmp_path, conn, cluster) -> None:
@@ -319,5 +328,161 @@ def test_results_decode_whatever_bytes_a_metrics_file_holds(base, tmp_path, conn
     job_wrote(record, "a", "100", "succeeded")
     job_file(record, "a", "artifacts/x_aggregate_metrics.json", "{not json")
     [result] = library.results(record, connect=conn.connect).benchmarks
-    assert result.missing is not None and "unreadable metrics file" in result.missing
+    assert not result.complete and result.note is not None and "unreadable metrics file" in result.note
     assert base64  # the payload travels base64-encoded; a broken file is named, not a crash
+
+
+# -- GPU-hours and wall time ---------------------------------------------------------------------------
+
+GPU_POOL = {"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}}
+
+
+def job_events(record: SubmissionRecord, benchmark: str, job_id: str, *lines: str, shared: bool = False) -> None:
+    directory = Path(record.run_dir) / contract.SHARED_DEPLOYMENT_DIR if shared else job_dir(record, benchmark)
+    state = directory / contract.state_dir(job_id)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / contract.EVENTS_FILE).write_text("".join(line + "\n" for line in lines))
+
+
+def test_the_record_keeps_the_gpus_each_job_holds(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    record = submitted(base, tmp_path, conn, "a", "b")
+    assert [b.gpus for b in record.benchmarks] == [8, 8]
+
+
+def test_without_accounting_gpu_hours_are_the_jobs_own_times_the_planned_gpus(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    record = submitted(base, tmp_path, conn, "a", "b")
+    for name, job_id in (("a", "100"), ("b", "101")):
+        cluster.set_state(job_id, "COMPLETED")
+        job_wrote(record, name, job_id, "succeeded", "driver finished")
+    job_events(record, "a", "100", "1000.25 job-start", "1000.5 driver-start", "1900.25 job-end 0")
+    job_events(record, "b", "101", "2000 job-start", "3800 job-end 0")
+    run = library.status(record, connect=conn.connect)
+    a, b = (json.loads(observe_json(run))["jobs"][i] for i in (0, 1))
+    assert (a["gpus"], a["wall_seconds"], a["gpu_hours"], a["usage_source"]) == (8, 900.0, 2.0, "job record")
+    assert (b["wall_seconds"], b["gpu_hours"]) == (1800.0, 4.0)
+    assert (run.usage.gpu_hours, run.usage.wall_seconds) == (6.0, 2700.0)
+    assert json.loads(observe_json(run))["gpu_hours"] == 6.0
+
+
+def test_with_accounting_gpu_hours_come_from_sacct(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.accounting = True
+    cluster.set_state("100", "COMPLETED")
+    cluster.set_times("100", 10_000, 13_600)
+    job_wrote(record, "a", "100", "succeeded")
+    job_events(record, "a", "100", "10005 job-start", "10010 job-end 0")  # accounting wins over the job's own word
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.gpus, job.usage.source) == (3600.0, 8.0, 8, "sacct")
+    [sacct] = [argv for argv in cluster.calls("sacct") if "JobID,ElapsedRaw,AllocTRES" in argv]
+    assert "-D" in sacct  # every run of a requeued job
+    cluster.slurmdbd_down = True  # accounting unreachable: the job's own record instead
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.source) == (5.0, 8 * 5 / 3600, "job record")
+
+
+def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
+    successor = cluster.add_job("gym-long", "COMPLETED")
+    chain = job_dir(record, "long") / contract.CHAIN_FILE
+    chain.parent.mkdir(parents=True, exist_ok=True)
+    chain.write_text(contract.chain_record("start", "100", 1000, 0) + contract.chain_record("successor", successor, "100")
+                     + contract.chain_record("start", successor, 5000, 40))  # fmt: skip
+    cluster.set_state("100", "TIMEOUT")
+    job_wrote(record, "long", "100", "failed", "stopped by its walltime")
+    job_wrote(record, "long", successor, "succeeded", "driver finished")
+    job_events(record, "long", "100", "1000 job-start", "4600 job-end 143")
+    job_events(record, "long", successor, "5000 job-start", "6800 job-end 0")
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert job.chain == ["100", successor] and job.usage.wall_seconds == 3600 + 1800 and job.usage.gpu_hours == 12.0
+
+
+def test_benchmarks_of_a_shared_deployment_show_its_job_and_the_total_counts_it_once(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    base["job"]["deployment"] = "shared"
+    record = submitted(base, tmp_path, conn, "a", "b")
+    cluster.set_state("100", "COMPLETED")
+    for name in ("a", "b"):
+        job_wrote(record, name, "100", "succeeded", "driver finished")
+    job_events(record, "", "100", "0 job-start", "100 driver-start a", "900 job-end 0", shared=True)
+    run = library.status(record, connect=conn.connect)
+    assert [j.usage.gpu_hours for j in run.jobs] == [2.0, 2.0]
+    assert run.usage.gpu_hours == 2.0 and run.usage.wall_seconds == 900.0
+
+
+def test_a_running_job_counts_up_to_now(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "RUNNING")
+    job_wrote(record, "a", "100", "running", "driver")
+    started = time.time() - 360
+    job_events(record, "a", "100", f"{started} job-start")
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert job.state == "running" and 358 <= (job.usage.wall_seconds or 0) <= 380 and not job.usage.approximate
+
+
+# -- samples in status ----------------------------------------------------------------------------------
+
+
+def test_status_calls_a_finished_job_with_missing_samples_incomplete(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a", "b")
+    pairs = [(t, r) for t in range(3) for r in range(2)]
+    for name, job_id in (("a", "100"), ("b", "101")):
+        cluster.set_state(job_id, "COMPLETED")
+        job_wrote(record, name, job_id, "succeeded", "driver finished")
+        job_file(record, name, contract.MATERIALIZED_INPUTS_FILE, rollout_rows(pairs))
+    job_file(record, "a", contract.ROLLOUTS_FILE, rollout_rows(pairs))
+    job_file(record, "b", contract.ROLLOUTS_FILE, rollout_rows([pairs[0], pairs[2], pairs[5], pairs[0]]))
+    run = library.status(record, connect=conn.connect)
+    assert by_benchmark(run) == {
+        "a": ("succeeded", "driver finished"),
+        "b": ("incomplete", "driver finished, but 3 of 6 samples are missing (task 0 rollout 1, task 1 rollout 1, task 2 rollout 0)"),
+    }
+    assert run.final and not run.succeeded
+    b = run.jobs[1].as_dict()
+    assert (b["complete"], b["expected_samples"], b["samples"], b["missing_samples"], b["duplicates"]) == (False, 6, 3, 3, 1)
+
+
+def test_watching_counts_the_samples_of_an_ended_job_once(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "COMPLETED")
+    job_wrote(record, "a", "100", "succeeded", "driver finished")
+    job_file(record, "a", contract.MATERIALIZED_INPUTS_FILE, rollout_rows([(0, 0), (1, 0)]))
+    job_file(record, "a", contract.ROLLOUTS_FILE, rollout_rows([(0, 0), (1, 0)]))
+    first = library.status(record, connect=conn.connect)
+    job_file(record, "a", contract.ROLLOUTS_FILE, rollout_rows([(0, 0)]))  # a final count cannot change ...
+    again = library.status(record, connect=conn.connect, previous=first)
+    assert again.jobs[0].state == "succeeded" and again.jobs[0].check == first.jobs[0].check  # ... so it is not redone
+    assert library.status(record, connect=conn.connect).jobs[0].state == "incomplete"
+
+
+def test_no_count_while_the_job_runs(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "RUNNING")
+    job_wrote(record, "a", "100", "running", "driver")
+    job_file(record, "a", contract.MATERIALIZED_INPUTS_FILE, rollout_rows([(0, 0), (1, 0)]))
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert job.state == "running" and job.check is None
+
+
+def observe_json(run: library.RunStatus) -> str:
+    from nemo_gym.orchestration.observe import statuses_json
+
+    return statuses_json(run.record, run.jobs)
+
+
+def test_a_job_killed_without_its_end_record_counts_to_its_last_sign_of_life(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    record = library.submit(config(base, tmp_path / "with spaces", "a"), connect=conn.connect).record
+    assert " " in record.benchmarks[0].job_dir
+    cluster.set_state("100", "NODE_FAIL")
+    job_wrote(record, "a", "100", "running", "driver")
+    job_events(record, "a", "100", "1000 job-start", "1010 driver-start")
+    state = job_dir(record, "a") / contract.state_dir("100") / contract.STATE_FILE
+    os.utime(state, (1000 + 1800, 1000 + 1800))  # the job's last write before the node died
+    [job] = library.status(record, connect=conn.connect).jobs
+    assert job.state == "failed"
+    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.approximate) == (1800.0, 4.0, True)

@@ -11,13 +11,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
-from nemo_gym.orchestration.observe import FINAL, JobStatus, probe_run
+from nemo_gym.orchestration.observe import FINAL, JobStatus, probe_run, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
@@ -28,9 +29,13 @@ from nemo_gym.orchestration.record import (
     write_local_index,
 )
 from nemo_gym.orchestration.render import StagedRun, render_run
-from nemo_gym.orchestration.results import BenchmarkResult, collect_results
+from nemo_gym.orchestration.results import DEFAULT_METRIC, RunResults, collect_results
 from nemo_gym.orchestration.runid import new_run_id
 from nemo_gym.orchestration.submission import QueuedJob, recover_results, stage_and_submit, write_remote_file
+from nemo_gym.orchestration.usage import Usage
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import RunComparison
 
 __all__ = [
     "CancelReport",
@@ -39,10 +44,12 @@ __all__ = [
     "RunStatus",
     "Submission",
     "cancel",
+    "compare",
     "list_runs",
     "logs",
     "prepare",
     "results",
+    "results_of_runs",
     "submission_secrets",
     "status",
     "submit",
@@ -72,7 +79,7 @@ class Submission:
 
 def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     """Carrier variable -> value, for every ``host:`` env value and the collector's token."""
-    owners = {"driver": config.driver, **config.deployed_services}
+    owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
     values = {carrier: owners[owner].env[key] for carrier, (owner, key) in plan.secrets.items()}
     if plan.otel_token_env:
         token = os.environ.get(plan.otel_token_env, "")
@@ -105,6 +112,7 @@ def submit(config: SubmitConfig, staged: StagedRun | None = None, *, connect: Co
 
 
 def _record(plan: RunPlan, queued: list[QueuedJob], interrupted: bool = False) -> SubmissionRecord:
+    gpus = backend_named(plan.backend).allocated_gpus(plan)
     return SubmissionRecord(
         gym_job_id=plan.run_id,
         submitted_at=now_utc(),
@@ -115,7 +123,7 @@ def _record(plan: RunPlan, queued: list[QueuedJob], interrupted: bool = False) -
         hostname=plan.hostname,
         benchmarks=[
             BenchmarkJob(benchmark=q.benchmark, job_dir=contract.job_dir(plan.run_dir, q.benchmark), job_id=q.job_id,
-                         error=q.error)
+                         error=q.error, gpus=gpus.get(q.benchmark))
             for q in queued
         ],  # fmt: skip
         executor_metadata={"submission": "interrupted"} if interrupted else {},
@@ -179,28 +187,60 @@ class RunStatus:
     def succeeded(self) -> bool:
         return all(job.state == "succeeded" for job in self.jobs)
 
-
-def status(record: SubmissionRecord, conn: Connection | None = None, *, connect: Connect = connect) -> RunStatus:
-    """Every job's state, over ``conn`` (kept open by the caller, e.g. for --watch) or a new connection."""
-    return RunStatus(record, probe_run(record, conn, connect))
-
-
-@dataclass(frozen=True)
-class RunResults:
-    record: SubmissionRecord
-    states: dict[str, str]
-    benchmarks: list[BenchmarkResult]
-
     @property
-    def complete(self) -> bool:
-        return all(not r.missing for r in self.benchmarks)
+    def usage(self) -> Usage:
+        """The run's total: every job once."""
+        return run_usage(self.jobs)
 
 
-def results(record: SubmissionRecord, *, connect: Connect = connect) -> RunResults:
-    with connect(record.hostname) as conn:  # one connection for the states and the metrics
-        states = {s.benchmark: s.state for s in probe_run(record, conn)}
-        found = collect_results(record, states, conn)
-    return RunResults(record, states, found)
+def status(
+    record: SubmissionRecord,
+    conn: Connection | None = None,
+    *,
+    connect: Connect = connect,
+    previous: RunStatus | None = None,
+) -> RunStatus:
+    """Every job's state, over ``conn`` (kept open by the caller, e.g. for --watch) or a new
+    connection. ``previous``: the status a moment ago, whose final sample counts are kept, not made
+    again (they cannot change once a job has ended)."""
+    known = {}
+    if previous is not None:
+        known = {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state in FINAL}
+    return RunStatus(record, probe_run(record, conn, connect, known))
+
+
+def results(record: SubmissionRecord, metric: str = DEFAULT_METRIC, *, connect: Connect = connect) -> RunResults:
+    """A run's results: each benchmark's metrics, samples against the expected ones, its ``metric``
+    per task, and what its jobs cost."""
+    return results_of_runs([record], metric, connect=connect)[0]
+
+
+def results_of_runs(
+    records: list[SubmissionRecord], metric: str = DEFAULT_METRIC, *, connect: Connect = connect
+) -> list[RunResults]:
+    """Several runs' results, in order, over one connection per host (a sweep's runs share one)."""
+    by_host: dict[str | None, list[int]] = {}
+    for i, record in enumerate(records):
+        by_host.setdefault(record.hostname, []).append(i)
+    out: dict[int, RunResults] = {}
+    for host, indices in by_host.items():
+        with connect(host) as conn:  # one connection for the states and the files
+            for i in indices:
+                statuses = probe_run(records[i], conn)
+                out[i] = RunResults(records[i], statuses, collect_results(records[i], statuses, conn, metric))
+    return [out[i] for i in range(len(records))]
+
+
+def compare(
+    base: SubmissionRecord, candidate: SubmissionRecord, metric: str = DEFAULT_METRIC, *, connect: Connect = connect
+) -> RunComparison:
+    """BASE against CANDIDATE, per benchmark, on the tasks both runs have."""
+    from nemo_gym.orchestration.comparison import compare_runs
+    from nemo_gym.orchestration.results import require_metric
+
+    runs = results_of_runs([base, candidate], metric, connect=connect)
+    require_metric(runs, metric)
+    return compare_runs(runs[0], runs[1], metric)
 
 
 # -- logs ------------------------------------------------------------------------------------------

@@ -12,17 +12,39 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
 from nemo_gym.orchestration.connection import Connect, Connection, connect
-from nemo_gym.orchestration.contract import Chain, parse_chain
+from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
-STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "timed out", "unknown")
-FINAL = frozenset({"succeeded", "failed", "cancelled", "timed out", "unknown"})
+STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
+FINAL = frozenset({"succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown"})
+# How many missing (task, rollout) pairs status names; results names them all.
+MISSING_NAMED = 5
+
+
+@dataclass(frozen=True)
+class SampleCheck:
+    """The cluster-side count of a benchmark's samples against the ones gym meant to write, made
+    once its latest job has ended (a scan of the two files with awk; ``results`` parses them)."""
+
+    expected: int
+    written: int  # distinct (task, rollout) pairs, each counted once
+    duplicates: int  # rows repeating a pair already written
+    extra: int  # written pairs not in the expected list
+    missing: int
+    first_missing: tuple[tuple[int, int], ...]  # up to MISSING_NAMED, in the expected list's order
+
+    @property
+    def done(self) -> int:
+        return self.written - self.extra
 
 
 @dataclass
@@ -35,9 +57,31 @@ class JobStatus:
     job_dir: str
     # Every job of a resumable benchmark's chain, oldest first (just job_id otherwise).
     chain: list[str] = field(default_factory=list)
+    usage: Usage = NO_USAGE
+    check: SampleCheck | None = None  # None until the latest job has ended (or without gym's list)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("usage")
+        out.pop("check")
+        check = self.check
+        out.update(
+            complete=None if check is None else check.missing == 0,
+            expected_samples=None if check is None else check.expected,
+            samples=None if check is None else check.done,
+            missing_samples=None if check is None else check.missing,
+            duplicates=None if check is None else check.duplicates,
+            gpus=self.usage.gpus,
+            gpu_hours=_rounded(self.usage.gpu_hours, 4),
+            wall_seconds=_rounded(self.usage.wall_seconds, 1),
+            usage_source=self.usage.source,
+            usage_approximate=self.usage.approximate,
+        )
+        return out
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def all_final(statuses: list[JobStatus]) -> bool:
@@ -53,7 +97,7 @@ def all_final(statuses: list[JobStatus]) -> bool:
 _PROBE_FUNCTIONS = r"""
 gym_chain_ids() { { echo "$1"; CHAIN_IDS_AWK; } | awk '!seen[$0]++' | tail -n 4; }
 gym_probe() {
-    local b=$1 d=$2 first=$3 ids now ch out id st sc sa n try
+    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st sc sa n try
     for try in 1 2 3; do
         ids=$(cat "$d/CHAIN_FILE" 2>/dev/null | gym_chain_ids "$first")
         out=""
@@ -70,26 +114,92 @@ gym_probe() {
     n=$(cat "$d/ROLLOUTS_FILE" 2>/dev/null | wc -l)
     printf '%s' "$out"
     printf 'MARKERB\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch"
+    gym_usage "$b" "$d"
+    if [ -f "$d/CHAIN_FILE" ]; then
+        gym_all_ids+=",$({ echo "$first"; CHAIN_IDS_AWK "$d/CHAIN_FILE"; } | awk '!seen[$0]++' | paste -sd, -)"
+    else
+        gym_all_ids+=",$first"
+    fi
+    # The samples are counted once the latest job has ended: its files are final then.
+    if [ "$check" = 1 ]; then
+        case $st in phase=PHASE_SUCCEEDED*|phase=PHASE_FAILED*|phase=PHASE_CANCELLED*) gym_check_samples "$b" "$d" ;; esac
+    fi
+}
+# Per run of a job (a state directory): its job-start, its job-end and its last event; and the
+# times its state, heartbeat and log files were last written (its last signs of life).
+gym_usage() {
+    local b=$1 d=$2 files
+    files=("$d"/MARKERS_DIR/*/EVENTS_FILE)
+    [ -e "${files[0]}" ] || return 0
+    awk -v m='MARKER' -v b="$b" '
+        function out(  n, parts) { n = split(f, parts, "/"); printf "%sE\037%s\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], s, e, l }
+        FNR == 1 { if (f != "") out(); f = FILENAME; s = ""; e = ""; l = "" }
+        $2 == "EVENT_JOB_START" && s == "" { s = $1 }
+        $2 == "EVENT_JOB_END" { e = $1 }
+        { l = $1 }
+        END { if (f != "") out() }' "${files[@]}"
+    stat -c '%Y %n' "$d"/MARKERS_DIR/*/STATE_FILE "$d"/MARKERS_DIR/*/HEARTBEAT_FILE "$d"/JOB_LOG_GLOB 2>/dev/null |
+        awk -v m='MARKER' -v b="$b" '{ p = $0; sub(/^[0-9]+ /, "", p); n = split(p, parts, "/"); printf "%sM\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], parts[n], $1 }'
+}
+# The expected (task, rollout) pairs against the distinct ones written: a scan for status, not a
+# parse (results parses every row): a row counts when it is one whole line holding both indices.
+gym_check_samples() {
+    local b=$1 d=$2 expected="$2/EXPECTED_FILE" written="$2/ROLLOUTS_FILE"
+    [ -f "$expected" ] || return 0
+    [ -f "$written" ] || written=/dev/null
+    awk -v m='MARKER' -v b="$b" -v expected="$expected" -v named=MISSING_NAMED '
+        function pair(line,  t, r) {
+            if (!match(line, /"TASK_KEY"[ \t]*:[ \t]*-?[0-9]+/)) return ""
+            t = substr(line, RSTART, RLENGTH); sub(/^.*:[ \t]*/, "", t)
+            if (!match(line, /"ROLLOUT_KEY"[ \t]*:[ \t]*-?[0-9]+/)) return ""
+            r = substr(line, RSTART, RLENGTH); sub(/^.*:[ \t]*/, "", r)
+            return t ":" r
+        }
+        { sub(/[ \t\r]+$/, "") }
+        FILENAME == expected { p = pair($0); if (p != "" && !(p in want)) { want[p] = 1; order[++n] = p }; next }
+        $0 !~ /^[ \t]*[{]/ || $0 !~ /[}]$/ { next }
+        { p = pair($0); if (p == "") next; if (p in got) { dup++; next }; got[p] = 1; if (p in want) done++; else extra++ }
+        END {
+            for (i = 1; i <= n; i++) if (!(order[i] in got)) { k++; if (k <= named) shown = shown (shown == "" ? "" : " ") order[i] }
+            printf "%sC\037%s\037%d\037%d\037%d\037%d\037%d\037%s\n", m, b, n, done + extra, dup, extra, k, shown
+        }' "$expected" "$written"
 }
 """
 
 
-def probe_script(record: SubmissionRecord, backend: Backend) -> str:
-    """Per benchmark: its rollouts and resume chain, and per job of the chain (the last few): the
-    job's own state file, and what the scheduler says of it."""
+def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset()) -> str:
+    """Per benchmark: its rollouts and resume chain, per job of the chain (the last few) the job's
+    own state file and what the scheduler says of it, the times its jobs ran, and once its latest
+    job has ended, its samples against the expected ones (unless ``checked`` names it: the count
+    of an ended job does not change, so ``--watch`` makes it once)."""
     functions = _PROBE_FUNCTIONS
     for name, value in (
         ("CHAIN_IDS_AWK", contract.chain_ids_awk()), ("SCHEDULER_PROBE", backend.probe_scheduler_shell()),
         ("CHAIN_CANCELLED_FILE", contract.CHAIN_CANCELLED_FILE), ("CHAIN_FILE", contract.CHAIN_FILE),
         ("MARKERS_DIR", contract.MARKERS_DIR), ("CANCELLED_FILE", contract.CANCELLED_FILE),
         ("STATE_FILE", contract.STATE_FILE), ("ROLLOUTS_FILE", contract.ROLLOUTS_FILE),
+        ("EXPECTED_FILE", contract.MATERIALIZED_INPUTS_FILE), ("EVENTS_FILE", contract.EVENTS_FILE),
+        ("HEARTBEAT_FILE", contract.HEARTBEAT_FILE), ("JOB_LOG_GLOB", contract.job_log("*")),
+        ("EVENT_JOB_START", contract.EVENT_JOB_START), ("EVENT_JOB_END", contract.EVENT_JOB_END),
+        ("PHASE_SUCCEEDED", contract.PHASE_SUCCEEDED), ("PHASE_FAILED", contract.PHASE_FAILED),
+        ("PHASE_CANCELLED", contract.PHASE_CANCELLED), ("MISSING_NAMED", str(MISSING_NAMED)),
+        ("TASK_KEY", TASK_INDEX_KEY), ("ROLLOUT_KEY", ROLLOUT_INDEX_KEY),
         ("MARKER", contract.PROBE_MARKER),
     ):  # fmt: skip
         functions = functions.replace(name, value)
-    lines = [*backend.probe_prelude(record), functions]
+    lines = [*backend.probe_prelude(record), "gym_all_ids=''", functions]
+    lines.append(f"printf '%sT\\x1f%s\\n' {shlex.quote(contract.PROBE_MARKER)} \"$(date +%s)\"")
     for job in record.benchmarks:
         if job.job_id:
-            lines.append(f"gym_probe {shlex.quote(job.benchmark)} {shlex.quote(job.job_dir)} {shlex.quote(job.job_id)}")
+            check = 0 if job.benchmark in checked else 1
+            lines.append(
+                f"gym_probe {shlex.quote(job.benchmark)} {shlex.quote(job.job_dir)} {shlex.quote(job.job_id)} {check}"
+            )
+    # The shared job of a shared deployment keeps its own events (its benchmarks' are in their dirs).
+    shared_dir = shlex.quote(contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR))
+    lines.append(f"[ -d {shared_dir} ] && gym_usage '' {shared_dir}")
+    lines.append("gym_all_ids=${gym_all_ids#,}")
+    lines += backend.accounting_shell()
     lines += backend.probe_tail(record)
     return "\n".join(lines) + "\n"
 
@@ -99,11 +209,17 @@ class ProbeAnswer:
     benchmarks: dict[str, tuple[int, Chain]] = field(default_factory=dict)  # name -> (rollouts, chain)
     jobs: dict[tuple[str, str], JobProbe] = field(default_factory=dict)  # (benchmark, job id) -> probe
     facts: dict[str, str] = field(default_factory=dict)  # run-wide, from the backend's probe tail
+    checks: dict[str, SampleCheck] = field(default_factory=dict)  # benchmark -> its samples, once ended
+    own_records: dict[str, list[OwnRecord]] = field(default_factory=dict)  # benchmark ('' shared) -> runs
+    accounting: dict[str, list[AccountingRow]] = field(default_factory=dict)  # job id -> its runs
+    now: float | None = None  # the cluster's clock when it was probed
 
 
 def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
     answer = ProbeAnswer()
     sep = contract.FIELD_SEPARATOR
+    events: list[list[str]] = []
+    mtimes: dict[tuple[str, str], list[float]] = {}  # (benchmark, state dir) -> times
     for line in out.splitlines():
         if not line.startswith(contract.PROBE_MARKER) or sep not in line:
             continue
@@ -122,7 +238,49 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
             answer.jobs[(bench, job_id)] = JobProbe(own, backend.read_scheduler(sc, sa), by_user)
         elif kind == "R" and len(cols) >= 2:
             answer.facts[cols[0]] = cols[1]
+        elif kind == "C" and len(cols) >= 7:
+            check = _sample_check(cols[1:])
+            if check is not None:
+                answer.checks[cols[0]] = check
+        elif kind == "E" and len(cols) >= 5:
+            events.append(cols[:5])
+        elif kind == "M" and len(cols) >= 4:
+            _add_mtime(mtimes, *cols[:4])
+        elif kind == "A":
+            row = usage.parse_accounting_row(cols)
+            if row is not None:
+                answer.accounting.setdefault(row.job_id, []).append(row)
+        elif kind == "T" and cols and cols[0].strip().isdigit():
+            answer.now = float(cols[0])
+    for bench, state_dir, start, end, last in events:
+        record = usage.own_record(state_dir, start, end, last, mtimes.get((bench, state_dir), []), contract.ATTEMPT_SUFFIX)
+        answer.own_records.setdefault(bench, []).append(record)
     return answer
+
+
+def _add_mtime(mtimes: dict[tuple[str, str], list[float]], bench: str, parent: str, name: str, mtime: str) -> None:
+    """A file's mtime, for the state directory it speaks of: ``.gym/<dir>/state`` or ``slurm-<id>.out``."""
+    if not mtime.strip().isdigit():
+        return
+    log_prefix, log_suffix = contract.job_log("\0").split("\0")
+    if name.startswith(log_prefix) and name.endswith(log_suffix):
+        parent = name[len(log_prefix) : len(name) - len(log_suffix)]
+    mtimes.setdefault((bench, parent), []).append(float(mtime))
+
+
+def _sample_check(cols: list[str]) -> SampleCheck | None:
+    numbers = [c.strip() for c in cols[:5]]
+    if not all(n.isdigit() for n in numbers):
+        return None
+    expected, written, duplicates, extra, missing = (int(n) for n in numbers)
+    named = []
+    for item in cols[5].split():
+        task, _, rollout = item.partition(":")
+        try:
+            named.append((int(task), int(rollout)))
+        except ValueError:
+            continue
+    return SampleCheck(expected, written, duplicates, extra, missing, tuple(named))
 
 
 # -- from what the probe found to a state ----------------------------------------------------------
@@ -167,7 +325,9 @@ def chain_status(
     return state, f"{detail}; its resume job {successor} ended without starting ({said})", latest
 
 
-def statuses_from(record: SubmissionRecord, answer: ProbeAnswer | None, backend: Backend) -> list[JobStatus]:
+def statuses_from(
+    record: SubmissionRecord, answer: ProbeAnswer | None, backend: Backend, known: Mapping[str, SampleCheck] | None = None
+) -> list[JobStatus]:
     statuses = []
     for job in record.benchmarks:
         if not job.job_id:
@@ -182,26 +342,75 @@ def statuses_from(record: SubmissionRecord, answer: ProbeAnswer | None, backend:
         state, detail, current = chain_status(job.job_id, chain, probe, rollouts, backend, answer.facts)
         # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
         ids = chain.job_ids(with_successor=state != "succeeded") or [job.job_id]
-        statuses.append(JobStatus(job.benchmark, current, state, detail, rollouts, job.job_dir, ids))
+        check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
+        if state not in FINAL:
+            check = None  # counted while a job of the chain still runs: not the final count
+        if state == "succeeded" and check is not None and check.missing:
+            state, detail = STATE_INCOMPLETE, f"{detail}, but {missing_text(check)}"
+        elif check is not None and check.duplicates and state == "succeeded":
+            detail += f" ({check.duplicates} duplicate row(s) counted once)"
+        job_usage = _usage(job.benchmark, job.gpus, ids, current if state not in FINAL else None, answer)
+        statuses.append(JobStatus(job.benchmark, current, state, detail, rollouts, job.job_dir, ids, job_usage, check))
     return statuses
 
 
-def probe_run(record: SubmissionRecord, conn: Connection | None = None, connect: Connect = connect) -> list[JobStatus]:
+def missing_text(check: SampleCheck) -> str:
+    """``3 of 12 samples are missing (task 4 rollout 0, ...)``."""
+    named = ", ".join(f"task {t} rollout {r}" for t, r in check.first_missing)
+    more = ", ..." if check.missing > len(check.first_missing) else ""
+    return f"{check.missing} of {check.expected} samples are missing ({named}{more})"
+
+
+def _usage(benchmark: str, gpus: int | None, ids: list[str], running: str | None, answer: ProbeAnswer) -> Usage:
+    """The benchmark's jobs' usage; a job with no record in the benchmark's directory is a shared
+    deployment's, whose record is in the shared job's directory."""
+    own = answer.own_records.get(benchmark, [])
+    here = {r.job_id for r in own}
+    shared = [r for r in answer.own_records.get("", []) if r.job_id in ids and r.job_id not in here]
+    by_job: dict[str, list[OwnRecord]] = {}
+    for record in [*own, *shared]:
+        by_job.setdefault(record.job_id, []).append(record)
+    return usage.chain_usage(ids, answer.accounting, by_job, gpus, answer.now, running)
+
+
+def run_usage(statuses: list[JobStatus]) -> Usage:
+    """A run's total: every job once (benchmarks of a shared deployment share theirs)."""
+    seen: dict[tuple[str, ...], Usage] = {}
+    for s in statuses:
+        seen.setdefault(tuple(s.chain), s.usage)
+    return usage.total(seen.values())
+
+
+def probe_run(
+    record: SubmissionRecord,
+    conn: Connection | None = None,
+    connect: Connect = connect,
+    known: Mapping[str, SampleCheck] | None = None,
+) -> list[JobStatus]:
     """The status of every job of a run, over ``conn`` (or a connection opened for it, only when
-    some job was queued: a run nobody could queue needs no cluster to be told)."""
+    some job was queued: a run nobody could queue needs no cluster to be told). ``known``: sample
+    counts of benchmarks that had ended at an earlier probe, not made again."""
     backend = backend_named(record.executor)
     if not any(b.job_id for b in record.benchmarks):
         return statuses_from(record, None, backend)
-    script = probe_script(record, backend)
+    script = probe_script(record, backend, frozenset(known or ()))
     if conn is None:
         with connect(record.hostname) as opened:
             out = opened.run_script(script).stdout
     else:
         out = conn.run_script(script).stdout
-    return statuses_from(record, parse_probe(out, backend), backend)
+    return statuses_from(record, parse_probe(out, backend), backend, known)
 
 
 def statuses_json(record: SubmissionRecord, statuses: list[JobStatus]) -> str:
+    total = run_usage(statuses)
     return json.dumps(
-        {"run": record.gym_job_id, "run_dir": record.run_dir, "jobs": [s.as_dict() for s in statuses]}, indent=2
+        {
+            "run": record.gym_job_id,
+            "run_dir": record.run_dir,
+            "jobs": [s.as_dict() for s in statuses],
+            "gpu_hours": _rounded(total.gpu_hours, 4),
+            "wall_seconds": _rounded(total.wall_seconds, 1),
+        },
+        indent=2,
     )

@@ -31,6 +31,9 @@ class BenchmarkJob(BaseModel):
     job_dir: str
     job_id: str | None  # None exactly when the job could not be queued
     error: str | None = None
+    # The GPUs the job's allocation holds, for its GPU-hours where there is no accounting (the
+    # plan's count; on this machine, the GPUs it showed at submit). None in older records.
+    gpus: int | None = None
 
 
 class SubmissionRecord(BaseModel):
@@ -107,8 +110,46 @@ def all_records() -> list[SubmissionRecord]:
     return sorted(records, key=lambda r: (r.submitted_at, r.gym_job_id))
 
 
+def looks_like_a_directory(name: str) -> bool:
+    """Run ids never hold a slash; a path does. A bare name is a directory only when it holds a
+    run's record (a run id's suffix may well be the name of some directory here)."""
+    return "/" in name or name in (".", "..") or (Path(name) / RECORD_NAME).is_file()
+
+
+def run_in_directory(path: str) -> SubmissionRecord:
+    """The run whose directory is ``path``, read where it lies now: runs are copied to shared or
+    archival storage, and a colleague's run is a directory, not an entry of your index. Its paths
+    are those under ``path`` and it is read on this machine, whatever its record says."""
+    run_dir = os.path.abspath(os.path.expanduser(path))
+    record_path = Path(run_dir) / RECORD_NAME
+    if not os.path.isdir(run_dir):
+        raise UserError(f"no run directory {path}; give a run id (gym eval list), --last or a run's directory")
+    try:
+        record = load_record(record_path.read_text())
+    except FileNotFoundError:
+        raise UserError(
+            f"{path} is not a run directory (it has no {RECORD_NAME}); give the directory gym eval submit "
+            f"printed (<output_path>/<run id>)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{record_path}: cannot read the run's record ({exc})") from None
+    jobs = [b.model_copy(update={"job_dir": contract.job_dir(run_dir, b.benchmark)}) for b in record.benchmarks]
+    return record.model_copy(update={"run_dir": run_dir, "benchmarks": jobs, "hostname": None})
+
+
+def find_runs(names: list[str], last: bool = False) -> list[SubmissionRecord]:
+    """Several runs, in the order named (``last``: the newest after them); the newest without any."""
+    records = [find_run(name) for name in names]
+    if last or not names:
+        records.append(find_run(None, last=True))
+    return records
+
+
 def find_run(name: str | None, last: bool = False) -> SubmissionRecord:
-    """The run a user names: its id or a unique part of it; the newest with ``last`` or no name."""
+    """The run a user names: its directory, its id or a unique part of it; the newest with ``last``
+    or no name."""
+    if name and not last and looks_like_a_directory(name):
+        return run_in_directory(name)
     records = all_records()
     if not records:
         raise UserError(f"no runs in the local index ({index_dir()}); submit one with gym eval submit")

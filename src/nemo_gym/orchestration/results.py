@@ -1,44 +1,214 @@
-"""Collect every benchmark's aggregate metrics of a run into one table, marking what is missing."""
+"""A run's results, told so that they can be trusted: every benchmark's aggregate metrics, its
+samples checked against the ones gym meant to write, its metric per task for comparisons, and what
+its jobs cost.
+
+One script over the run's connection reads every benchmark's metrics files and its two rollout
+files, the latter cut down where they lie to the indices and the metric of each row
+(``rollout_projection``: kilobytes a row become bytes). Everything is decided here in Python from
+the exact rows (``rollouts.py``): a benchmark whose driver finished but left expected samples
+unwritten is ``incomplete``, never ``succeeded``; partial numbers are shown as partial.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import shlex
-from dataclasses import asdict, dataclass, field
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.connection import Connection
+from nemo_gym.orchestration.contract import STATE_INCOMPLETE
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.observe import JobStatus, run_usage
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.rollouts import (
+    Completeness,
+    RolloutSet,
+    TaskRollout,
+    completeness,
+    parse_expected,
+    parse_rollouts,
+    per_task_means,
+)
+from nemo_gym.orchestration.usage import NO_USAGE, Usage
 
 MARKER = contract.RESULT_MARKER
+DEFAULT_METRIC = "reward"
 # Metric names shown in the table, most telling first; the JSON has every metric.
 PREFERRED = ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
+PROJECTION_SOURCE = Path(__file__).with_name("rollout_projection.py")
 
 
 @dataclass
 class BenchmarkResult:
     benchmark: str
-    samples: int
-    metrics: dict[str, float] = field(default_factory=dict)
+    state: str  # the job's state; ``incomplete`` when it succeeded but left samples missing
+    samples: int  # expected (task, rollout) pairs written, each counted once (all written when unknown)
+    expected_samples: int | None = None  # None: gym wrote no list of what it meant to write
+    missing: list[TaskRollout] = field(default_factory=list)
+    duplicates: int = 0  # rows repeating a pair already written (counted once)
+    extra_samples: int = 0  # written pairs that were not expected
+    unreadable_lines: int = 0
+    metric: str = DEFAULT_METRIC
+    value: float | None = None  # the metric's mean over tasks (each task's rollouts averaged first)
+    scored_tasks: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # gym's aggregate metrics
     files: list[str] = field(default_factory=list)
-    missing: str | None = None  # why there are no (trustworthy) results
-    complete: bool = False  # the job succeeded: its files are final, not what a killed driver left
+    note: str | None = None  # why the numbers are not (all) to be trusted
+    complete: bool = False  # succeeded, every expected sample written, metrics written
+    usage: Usage = NO_USAGE
+    task_means: dict[int, float] = field(default_factory=dict)  # for compare; not in the JSON
+    metric_names: list[str] = field(default_factory=list)  # numeric keys the rows carry
+
+    @property
+    def partial(self) -> bool:
+        return not self.complete
+
+    def samples_text(self) -> str:
+        """``12/12``, ``9/12``, or ``12`` when the expected count is unknown."""
+        return f"{self.samples}/{self.expected_samples}" if self.expected_samples is not None else str(self.samples)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "state": self.state,
+            "complete": self.complete,
+            "expected_samples": self.expected_samples,
+            "samples": self.samples,
+            "missing": [{"task": t, "rollout": r} for t, r in self.missing],
+            "duplicates": self.duplicates,
+            "extra_samples": self.extra_samples,
+            "unreadable_lines": self.unreadable_lines,
+            "metric": self.metric,
+            "value": _json_number(self.value),
+            "scored_tasks": self.scored_tasks,
+            "metrics": {k: _json_number(v) for k, v in self.metrics.items()},
+            "files": self.files,
+            "note": self.note,
+            "gpus": self.usage.gpus,
+            "gpu_hours": _rounded(self.usage.gpu_hours, 4),
+            "wall_seconds": _rounded(self.usage.wall_seconds, 1),
+            "usage_source": self.usage.source,
+            "usage_approximate": self.usage.approximate,
+        }
 
 
-def _script(record: SubmissionRecord) -> str:
+@dataclass(frozen=True)
+class RunResults:
+    record: SubmissionRecord
+    statuses: list[JobStatus]
+    benchmarks: list[BenchmarkResult]
+
+    @property
+    def states(self) -> dict[str, str]:
+        return {r.benchmark: r.state for r in self.benchmarks}
+
+    @property
+    def complete(self) -> bool:
+        return all(r.complete for r in self.benchmarks)
+
+    @property
+    def usage(self) -> Usage:
+        return run_usage(self.statuses)
+
+    def as_dict(self) -> dict[str, Any]:
+        total = self.usage
+        return {
+            "run": self.record.gym_job_id,
+            "run_dir": self.record.run_dir,
+            "complete": self.complete,
+            "gpu_hours": _rounded(total.gpu_hours, 4),
+            "wall_seconds": _rounded(total.wall_seconds, 1),
+            "benchmarks": [r.as_dict() for r in self.benchmarks],
+        }
+
+
+# -- reading a run's files ---------------------------------------------------------------------------
+
+
+def results_script(record: SubmissionRecord, metric: str) -> str:
+    """Bash: every metrics file whole, and the two rollout files of every benchmark cut down by the
+    projection (or whole, base64, where the host has no ``python3``)."""
     lines = []
     for job in record.benchmarks:
-        d = shlex.quote(job.job_dir)
-        b = shlex.quote(job.benchmark)
+        d, b = shlex.quote(job.job_dir), shlex.quote(job.benchmark)
         lines.append(
-            f"n=$(cat {d}/{contract.ROLLOUTS_FILE} 2>/dev/null | wc -l); "
             f"for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f \"$f\" ] || continue; "
-            f"printf '%s%s\\x1f%s\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$n\" \"$f\" \"$(base64 -w0 <\"$f\")\"; done; "
-            f"printf '%s%s\\x1f%s\\x1f\\x1f\\n' {shlex.quote(MARKER)} {b} \"$n\""
+            f"printf '%s%s\\x1f\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$f\" \"$(base64 -w0 <\"$f\")\"; done"
         )
+    files = [
+        (job.benchmark, f"{job.job_dir}/{contract.ROLLOUTS_FILE}", f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}")
+        for job in record.benchmarks
+    ]
+    args = " ".join(shlex.quote(word) for entry in files for word in entry)
+    marker = shlex.quote(contract.ROLLOUTS_MARKER)
+    projection = f"python3 -c {shlex.quote(PROJECTION_SOURCE.read_text())} {marker} {shlex.quote(metric)} {args}"
+    raw = [
+        f"[ -f {shlex.quote(path)} ] && {{ printf '%s%s\\x1f%s\\x1f{contract.ENCODING_RAW}\\x1f\\x1f' {marker} "
+        f"{shlex.quote(bench)} {part}; base64 -w0 <{shlex.quote(path)}; echo; }}"
+        for bench, rollouts, expected in files
+        for part, path in ((contract.ROLLOUTS_PART, rollouts), (contract.EXPECTED_PART, expected))
+    ]
+    lines.append(f"if ! {{ command -v python3 >/dev/null 2>&1 && {projection}; }}; then")
+    lines += [f"  {line}" for line in raw]
+    lines.append("fi")
+    lines.append("true")
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _Found:
+    metrics: dict[str, float] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    unreadable_file: str | None = None
+    rollout_lines: list[str] | None = None  # None: there is no rollouts file
+    expected_lines: list[str] | None = None  # None: gym wrote no list of expected pairs
+    metric_names: list[str] = field(default_factory=list)
+
+
+def parse_results_output(out: str, benchmarks: list[str]) -> dict[str, _Found]:
+    found = {b: _Found() for b in benchmarks}
+    sep = contract.FIELD_SEPARATOR
+    for line in out.splitlines():
+        if line.startswith(MARKER):
+            bench, _n, path, payload = (line[len(MARKER) :].split(sep) + [""] * 4)[:4]
+            if bench in found and path and payload:
+                _add_metrics_file(found[bench], path, payload)
+        elif line.startswith(contract.ROLLOUTS_MARKER):
+            bench, part, encoding, names, payload = (line[len(contract.ROLLOUTS_MARKER) :].split(sep) + [""] * 5)[:5]
+            if bench not in found:
+                continue
+            lines = _decoded_lines(encoding, payload)
+            if part == contract.ROLLOUTS_PART:
+                found[bench].rollout_lines = lines
+                found[bench].metric_names = [n for n in names.split(",") if n]
+            elif part == contract.EXPECTED_PART:
+                found[bench].expected_lines = lines
+    return found
+
+
+def _add_metrics_file(found: _Found, path: str, payload: str) -> None:
+    try:
+        found.metrics.update(_numbers(json.loads(base64.b64decode(payload))))
+        found.files.append(path)
+    except ValueError:
+        found.unreadable_file = path
+
+
+def _decoded_lines(encoding: str, payload: str) -> list[str]:
+    """The file's lines as the reader splits them (at newlines only: a JSON row may hold U+2028)."""
+    try:
+        data = base64.b64decode(payload)
+        if encoding == contract.ENCODING_PROJECTED:
+            data = zlib.decompress(data)
+    except (ValueError, zlib.error):
+        return ["!"]  # damaged in transit: one unreadable line, never a silent empty file
+    return data.decode("utf-8", errors="replace").split("\n")
 
 
 def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
@@ -54,39 +224,97 @@ def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
+# -- deciding what the files say ---------------------------------------------------------------------
+
+
 def collect_results(
-    record: SubmissionRecord, states: dict[str, str], conn: Connection
+    record: SubmissionRecord, statuses: list[JobStatus], conn: Connection, metric: str = DEFAULT_METRIC
 ) -> list[BenchmarkResult]:
-    found: dict[str, BenchmarkResult] = {
-        b.benchmark: BenchmarkResult(b.benchmark, 0) for b in record.benchmarks
-    }
-    out = conn.run_script(_script(record)).stdout
-    for line in out.splitlines():
-        if not line.startswith(MARKER):
-            continue
-        bench, n, path, payload = (line[len(MARKER) :].split("\x1f") + [""] * 4)[:4]
-        result = found.get(bench)
-        if result is None:
-            continue
-        result.samples = int(n.strip() or 0)
-        if path and payload:
-            try:
-                result.metrics.update(_numbers(json.loads(base64.b64decode(payload))))
-                result.files.append(path)
-            except ValueError:
-                result.missing = f"unreadable metrics file {path}"
-    for job in record.benchmarks:
-        result = found[job.benchmark]
-        state = states.get(job.benchmark, "unknown")
-        result.complete = state == "succeeded" and bool(result.files)
-        if result.files and state != "succeeded":
-            # A driver that died may have left partial files: never present them as results.
-            result.missing = f"incomplete: the job {state}; {result.samples} rollout(s) on disk are partial"
-        if not result.files and result.missing is None:
-            result.missing = (
-                f"no aggregate metrics yet (job {state})" if state != "succeeded" else "the job wrote no aggregate metrics"
-            )
-    return list(found.values())
+    names = [b.benchmark for b in record.benchmarks]
+    found = parse_results_output(conn.run_script(results_script(record, metric)).stdout, names)
+    by_name = {s.benchmark: s for s in statuses}
+    return [benchmark_result(name, by_name.get(name), found[name], metric) for name in names]
+
+
+def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric: str) -> BenchmarkResult:
+    """One benchmark's result from its job's state and its files, decided on the exact rows."""
+    state = status.state if status is not None else "unknown"
+    rollouts = parse_rollouts(found.rollout_lines or [], metric)
+    expected, expected_problem = _expected_pairs(found.expected_lines)
+    check = completeness(expected, rollouts)
+    if state in ("succeeded", STATE_INCOMPLETE):
+        # The exact count decides; status's scan on the cluster only approximates it.
+        state = STATE_INCOMPLETE if check.complete is False else "succeeded"
+    means = per_task_means(rollouts, only=expected)
+    result = BenchmarkResult(
+        benchmark=name,
+        state=state,
+        samples=check.written - len(check.extra),
+        expected_samples=check.expected,
+        missing=list(check.missing),
+        duplicates=check.duplicates,
+        extra_samples=len(check.extra),
+        unreadable_lines=rollouts.unreadable,
+        metric=metric,
+        value=math.fsum(means.values()) / len(means) if means else None,
+        scored_tasks=len(means),
+        metrics=found.metrics,
+        files=found.files,
+        usage=status.usage if status is not None else NO_USAGE,
+        task_means=means,
+        metric_names=found.metric_names,
+    )
+    result.complete = state == "succeeded" and bool(found.files) and found.unreadable_file is None
+    result.note = _note(result, found, check, rollouts, expected_problem)
+    return result
+
+
+def _expected_pairs(lines: list[str] | None) -> tuple[frozenset[TaskRollout] | None, str | None]:
+    if lines is None:
+        return None, None
+    try:
+        return parse_expected(lines), None
+    except ValueError as exc:
+        return None, f"{contract.MATERIALIZED_INPUTS_FILE} cannot be trusted ({exc}); completeness unknown"
+
+
+def _note(
+    result: BenchmarkResult, found: _Found, check: Completeness, rollouts: RolloutSet, expected_problem: str | None
+) -> str | None:
+    """Why the numbers are partial or not to be trusted, most important first; None when they are."""
+    parts = []
+    state = result.state
+    if state == STATE_INCOMPLETE:
+        parts.append(f"incomplete: {len(check.missing)} of {check.expected} samples missing")
+    elif state != "succeeded":
+        parts.append(f"partial: the job {state}; {result.samples_text()} samples on disk")
+    if found.unreadable_file:
+        parts.append(f"unreadable metrics file {found.unreadable_file}")
+    elif not found.files:
+        parts.append("the job wrote no aggregate metrics" if state == "succeeded" else "no aggregate metrics")
+    if expected_problem:
+        parts.append(expected_problem)
+    elif check.expected is None and found.rollout_lines is not None:
+        parts.append(f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name}: completeness unknown")
+    if rollouts.unreadable:
+        lines = ", ".join(map(str, rollouts.unreadable_lines))
+        parts.append(f"{rollouts.unreadable} unreadable row(s) (line {lines}{', ...' if rollouts.unreadable > len(rollouts.unreadable_lines) else ''})")
+    if check.duplicates:
+        parts.append(f"{check.duplicates} duplicate row(s) counted once")
+    if check.extra:
+        parts.append(f"{len(check.extra)} unexpected sample(s) left out")
+    return "; ".join(parts) or None
+
+
+def require_metric(runs: list[RunResults], metric: str) -> None:
+    """The metric is a score in some row of some run, or the user made a typo: say what there is."""
+    results = [r for run in runs for r in run.benchmarks]
+    if any(r.scored_tasks for r in results) or not any(r.metric_names for r in results):
+        return
+    names = sorted({n for r in results for n in r.metric_names})
+    raise UserError(
+        f"no rollout carries a numeric {metric!r}; the rows have: {', '.join(names)}; choose one with --metric NAME"
+    )
 
 
 def headline(metrics: dict[str, float]) -> list[tuple[str, float]]:
@@ -97,5 +325,17 @@ def headline(metrics: dict[str, float]) -> list[tuple[str, float]]:
     return (chosen or list(pool.items()))[:4]
 
 
-def results_json(record: SubmissionRecord, results: list[BenchmarkResult]) -> str:
-    return json.dumps({"run": record.gym_job_id, "benchmarks": [asdict(r) for r in results]}, indent=2)
+def results_json(runs: list[RunResults]) -> str:
+    """One run's document, or ``{"runs": [...]}`` with one per run."""
+    if len(runs) == 1:
+        return json.dumps(runs[0].as_dict(), indent=2)
+    return json.dumps({"runs": [run.as_dict() for run in runs]}, indent=2)
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _json_number(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: those are null."""
+    return value if value is not None and math.isfinite(value) else None

@@ -151,16 +151,19 @@ def completeness(expected: frozenset[TaskRollout] | None, rollouts: RolloutSet) 
     )
 
 
-def per_task_means(rollouts: RolloutSet) -> dict[int, float]:
-    """Each task's metric averaged over its rollouts that have one, ordered by task index.
+def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = None) -> dict[int, float]:
+    """Each task's metric averaged over its rollouts that have one, ordered by task index; with
+    ``only``, over those of its pairs only (the expected ones: rows of other inputs mixed in are
+    not this run's).
 
     Tasks are the unit of comparison (repeats of one task are not independent samples).
     ``math.fsum`` makes the mean independent of row order, so two runs with the same per-rollout
     scores written in a different order get bit-identical task means and count as unchanged.
     """
     by_task: dict[int, list[float]] = defaultdict(list)
-    for (task, _rollout), value in rollouts.rewards.items():
-        by_task[task].append(value)
+    for (task, rollout), value in rollouts.rewards.items():
+        if only is None or (task, rollout) in only:
+            by_task[task].append(value)
     return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
 
 

@@ -77,8 +77,11 @@ class Backend(ABC):
 
     # -- planning ---------------------------------------------------------------------------------
 
-    def directives(self, compute: Any, benchmark: str, job_dir: str) -> tuple[tuple[str, str | None], ...]:
-        """The scheduler options of one job, as (option, value) pairs; value None for a bare flag."""
+    def directives(
+        self, compute: Any, benchmark: str, job_dir: str
+    ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
+        """The scheduler options of one job, one tuple per component (several make a heterogeneous
+        job), each of (option, value) pairs; value None for a bare flag."""
         return ()
 
     def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
@@ -126,6 +129,18 @@ class Backend(ABC):
 
     def read_scheduler(self, sc: str, sa: str) -> SchedulerView:
         return SchedulerView()
+
+    def accounting_shell(self) -> list[str]:
+        """Bash run once after the jobs were probed, with every job id of the run (resume chains
+        whole) comma-separated in ``$gym_all_ids``: prints ``PROBE_MARKER`` A<sep>id<sep>elapsed
+        seconds<sep>TRES records, one per run of a job, where the scheduler keeps accounts."""
+        return []
+
+    def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
+        """Benchmark -> the GPUs its job's allocation holds, recorded at submit for its GPU-hours
+        where there is no accounting: what the plan gives it."""
+        shared = plan.shared
+        return {job.benchmark: (shared.gpus if shared is not None else job.gpus) for job in plan.jobs}
 
     @abstractmethod
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:

@@ -3,7 +3,10 @@ would share the machine's ports and GPUs); each step is a process group of its o
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
@@ -71,7 +74,32 @@ class LocalBackend(Backend):
             return "unknown", "the local runner is gone but the job recorded no outcome (machine restarted?)"
         return "unknown", "the job has not started and the local runner is gone"
 
+    def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
+        # No allocation: a local job holds this machine, so its GPU-hours count what it shows at submit.
+        gpus = visible_gpus()
+        return {job.benchmark: gpus for job in plan.jobs}
+
     def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
         # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
         pid = shlex.quote(f"{job.job_dir}/{contract.state_dir(job.job_id or '')}/{contract.PID_FILE}")
         return [f'[ -f {pid} ] && kill -TERM "$(cat {pid})" 2>/dev/null; true']
+
+
+def visible_gpus(environ: Mapping[str, str] = os.environ) -> int:
+    """The GPUs a process started here can use: ``CUDA_VISIBLE_DEVICES`` when it is set (its
+    entries up to the first invalid one, where CUDA stops counting), else ``nvidia-smi -L``'s list;
+    0 without either."""
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        count = 0
+        for item in listed.split(","):
+            item = item.strip()
+            if not item or item.startswith("-") or item.lower() == "nodevfiles":
+                break
+            count += 1
+        return count
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, env=dict(environ)).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))

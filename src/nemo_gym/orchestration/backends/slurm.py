@@ -13,11 +13,26 @@ from nemo_gym.orchestration.backends.base import (
     SchedulerView,
     recorded_outcome,
 )
+from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.plan import Launch, RunPlan
     from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+
+
+def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:
+    return [(k, v if v != "" else None) for k, v in extra.items()]
+
+
+def _allocation(pool: Any, nodes: int, extra: dict[str, str]) -> list[tuple[str, str | None]]:
+    """What one component allocates: the pool's partition, nodes, tasks and GPUs a node, its options."""
+    out: list[tuple[str, str | None]] = [
+        ("partition", pool.partition), ("nodes", str(nodes)), ("ntasks-per-node", str(pool.ntasks_per_node)),
+    ]  # fmt: skip
+    if pool.gpus_per_node is not None:
+        out.append(("gpus-per-node", str(pool.gpus_per_node)))
+    return out + _options(extra)
 
 
 def _apptainer_image(image: str) -> str:
@@ -34,27 +49,26 @@ class SlurmBackend(Backend):
 
     # -- planning ---------------------------------------------------------------------------------
 
-    def directives(self, compute: Any, benchmark: str, job_dir: str) -> tuple[tuple[str, str | None], ...]:
-        out: list[tuple[str, str | None]] = [("job-name", f"gym-{benchmark}"), ("account", compute.account)]
+    def directives(
+        self, compute: Any, benchmark: str, job_dir: str
+    ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
+        """One component, or one per pool when the pools differ (a heterogeneous job: Slurm takes the
+        job-wide options, name, account, time, directory and log, from the first)."""
+        job_wide: list[tuple[str, str | None]] = [("job-name", f"gym-{benchmark}"), ("account", compute.account)]
         if compute.walltime:
-            out.append(("time", compute.walltime))
-        out += [("chdir", job_dir), ("output", f"{job_dir}/{contract.job_log_pattern()}")]
+            job_wide.append(("time", compute.walltime))
+        job_wide += [("chdir", job_dir), ("output", f"{job_dir}/{contract.job_log_pattern()}")]
         pools = list(compute.node_pools.values())
-        if pools:
-            first = pools[0]
-            out += [
-                ("partition", first.partition),
-                ("nodes", str(sum(p.nodes for p in pools))),
-                ("ntasks-per-node", str(first.ntasks_per_node)),
-            ]
-            if first.gpus_per_node is not None:
-                out.append(("gpus-per-node", str(first.gpus_per_node)))
+        if pools and pools_differ(compute.node_pools):
+            components = [_allocation(pool, pool.nodes, {**pool.extra_args, **compute.extra_args}) for pool in pools]
+            return (tuple(job_wide + components[0]), *(tuple(c) for c in components[1:]))
         extra: dict[str, str] = {}
         for pool in pools:
             extra.update(pool.extra_args)
         extra.update(compute.extra_args)
-        out += [(k, v if v != "" else None) for k, v in extra.items()]
-        return tuple(out)
+        if not pools:
+            return (tuple(job_wide + _options(extra)),)
+        return (tuple(job_wide + _allocation(pools[0], sum(p.nodes for p in pools), extra)),)
 
     def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
         return (("slurm_job_id", "SLURM_JOB_ID"),)
@@ -66,7 +80,7 @@ class SlurmBackend(Backend):
         log = contract.step_log_pattern(launch.step, per_node=nodes.count > 1, log_dir=launch.log_dir)
         # One task per node, whatever ntasks_per_node the allocation has: each step runs once a node.
         parts = [
-            "srun --overlap",
+            "srun --overlap" + (f" --het-group={launch.component}" if launch.component is not None else ""),
             f"--nodes={nodes.count} --ntasks={nodes.count} --ntasks-per-node=1",
             f'--nodelist="$(gym_node_list {nodes.start} {nodes.count})"',
             f"--output={bash_quote(log)}",
@@ -114,9 +128,20 @@ class SlurmBackend(Backend):
 
     def probe_scheduler_shell(self) -> str:
         return (
-            "sc=$(scontrol show job -o \"$id\" 2>/dev/null | tr '\\n' ' '); sa=''; "
+            # A heterogeneous job prints a line per component: the first (offset 0) is the job's.
+            "sc=$(scontrol show job -o \"$id\" 2>/dev/null | head -n 1); sa=''; "
             '[ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$id" -o State,ExitCode 2>/dev/null | head -1)'
         )
+
+    def accounting_shell(self) -> list[str]:
+        # One sacct for the whole run; -D lists every run of a requeued job, which all used GPUs.
+        marker = shlex.quote(contract.PROBE_MARKER)
+        return [
+            'if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then',
+            '  sacct -X -D -n -P -j "$gym_all_ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null |',
+            f"    awk -F'|' -v m={marker} '{{ printf \"%sA\\037%s\\037%s\\037%s\\n\", m, $1, $2, $3 }}'",
+            "fi",
+        ]
 
     def read_scheduler(self, sc: str, sa: str) -> SchedulerView:
         fields = contract.parse_scontrol_line(sc)
@@ -199,7 +224,7 @@ class SlurmBackend(Backend):
             f"date -u +%Y-%m-%dT%H:%M:%SZ >{job_dir}/{contract.CHAIN_CANCELLED_FILE}",
             f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {contract.chain_ids_awk()} {chain} 2>/dev/null; }} "
             "| awk '!seen[$0]++'); do",
-            "  case $(scontrol show job -o \"$id\" 2>/dev/null | grep -o 'JobState=[A-Z_]*') in",
+            "  case $(scontrol show job -o \"$id\" 2>/dev/null | head -n 1 | grep -o 'JobState=[A-Z_]*') in",
             f"    {ended}) ;;",
             # Anything else, Slurm's silence included, gets a scancel; only a job Slurm does not
             # know (ended long ago) may refuse it without it being a failure.

@@ -16,10 +16,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_cancel(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.cli.common import run_and_benchmarks
+    from nemo_gym.orchestration.errors import UserError
     from nemo_gym.orchestration.library import cancel
-    from nemo_gym.orchestration.record import find_run
+    from nemo_gym.orchestration.record import find_run, looks_like_a_directory
 
     run, names = run_and_benchmarks(args, args.benchmarks)
+    if run is not None and looks_like_a_directory(run):
+        # A copied run's job ids may name other jobs by now: only a run of your index is cancelled.
+        raise UserError(f"gym eval cancel takes a run id from your index (gym eval list), not a directory ({run})")
     report = cancel(find_run(run, args.last), names)
     for job in report.already_ended:
         print(f"  {job.benchmark}: already {job.state}, nothing to cancel")

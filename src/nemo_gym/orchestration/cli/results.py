@@ -1,35 +1,128 @@
-"""``gym eval results``: every benchmark's aggregate metrics of a run in one table."""
+"""``gym eval results``: one run's results, or several runs side by side (a checkpoint sweep)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector, table
+from nemo_gym.orchestration.cli.common import table
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+    from nemo_gym.orchestration.usage import Usage
+
+# Missing (task, rollout) pairs named in the table's notes; --json lists them all.
+MISSING_NAMED = 10
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("results", help="every benchmark's aggregate metrics of a run")
-    add_run_selector(p)
+    p = verbs.add_parser(
+        "results",
+        help="a run's results, or several runs side by side",
+        description="Every benchmark's results: samples against the expected ones, the metric, GPU-hours. "
+        "With several runs, a benchmark x run table of the metric. Exits 1 when any benchmark is "
+        "incomplete or failed.",
+    )
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run id (or a unique part), or a run directory")
+    p.add_argument("--last", action="store_true", help="the most recent run (after any RUN given)")
+    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric to show (default: reward)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_results)
 
 
 def run_results(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import results
-    from nemo_gym.orchestration.record import find_run
-    from nemo_gym.orchestration.results import headline, results_json
+    from nemo_gym.orchestration.library import results_of_runs
+    from nemo_gym.orchestration.record import find_runs
+    from nemo_gym.orchestration.results import DEFAULT_METRIC, require_metric, results_json
 
-    run = results(find_run(args.run, args.last))
+    metric = args.metric or DEFAULT_METRIC
+    runs = results_of_runs(find_runs(args.runs, args.last), metric)
+    if args.metric or len(runs) > 1:
+        require_metric(runs, metric)
     if args.json:
-        print(results_json(run.record, run.benchmarks))
-        return 0
+        print(results_json(runs))
+    elif len(runs) == 1:
+        print(run_text(runs[0]))
+    else:
+        print(sweep_text(runs, metric))
+    return 0 if all(run.complete for run in runs) else 1
+
+
+def value_text(result: BenchmarkResult, with_samples: bool) -> str:
+    """``0.6667``; a partial one says so: ``0.5000 (9/12)`` or ``0.5000 (partial)``; ``-`` without."""
+    if result.value is None:
+        return f"{result.state} ({result.samples_text()})" if result.partial and with_samples else "-"
+    text = f"{result.value:.4f}"
+    if result.partial:
+        text += f" ({result.samples_text()})" if with_samples else " (partial)"
+    return text
+
+
+def run_text(run: RunResults) -> str:
+    from nemo_gym.orchestration.results import headline
+    from nemo_gym.orchestration.usage import hours_text, wall_text
+
     rows = []
     for r in run.benchmarks:
-        metrics = ", ".join(f"{k}={v:.4g}" for k, v in headline(r.metrics)) if not r.missing else r.missing
-        rows.append([r.benchmark, run.states.get(r.benchmark, "?"), str(r.samples), metrics])
-    print(f"Run {run.record.gym_job_id}: {run.record.run_dir}")
-    print(table(["BENCHMARK", "STATE", "SAMPLES", "METRICS"], rows))
+        metrics = ", ".join(f"{k}={v:.4g}" for k, v in headline(r.metrics)) if r.complete else (r.note or "")
+        rows.append([r.benchmark, r.state, r.samples_text(), value_text(r, False), hours_text(r.usage),
+                     wall_text(r.usage), metrics])  # fmt: skip
+    metric = run.benchmarks[0].metric.upper() if run.benchmarks else "VALUE"
+    lines = [f"Run {run.record.gym_job_id}: {run.record.run_dir}"]
+    lines.append(table(["BENCHMARK", "STATE", "SAMPLES", metric, "GPU-HOURS", "WALL", "METRICS"], rows))
     for r in run.benchmarks:
-        for path in r.files:
-            print(f"  {r.benchmark}: {path}")
-    return 0 if run.complete else 1
+        lines += [f"  {r.benchmark}: {line}" for line in notes(r)]
+    lines.append(total_line(run.usage))
+    for r in run.benchmarks:
+        lines += [f"  {r.benchmark}: {path}" for path in r.files]
+    return "\n".join(lines)
+
+
+def notes(result: BenchmarkResult) -> list[str]:
+    out = []
+    if result.missing:
+        named = ", ".join(f"task {t} rollout {r}" for t, r in result.missing[:MISSING_NAMED])
+        more = f", and {len(result.missing) - MISSING_NAMED} more (--json lists all)" if len(result.missing) > MISSING_NAMED else ""
+        out.append(f"missing {named}{more}")
+    if result.complete and result.note:  # a complete result's caveats (duplicates); partial ones are in the table
+        out.append(result.note)
+    return out
+
+
+def total_line(total: Usage) -> str:
+    """The run's GPU-hours and wall time, and where they come from."""
+    from nemo_gym.orchestration.usage import SOURCE_NONE, hours_text, wall_text
+
+    if total.source == SOURCE_NONE:
+        return "Total: no job has started yet"
+    where = {
+        "sacct": "from Slurm's accounting",
+        "job record": "from the jobs' own start/end records x the GPUs each job was given",
+    }.get(total.source, "from Slurm's accounting where it has the job, else the jobs' own records")
+    guessed = "; ~: a job ended without its end record, counted to its last sign of life" if total.approximate else ""
+    return f"Total: {hours_text(total)} GPU-hours, {wall_text(total)} wall ({where}{guessed})"
+
+
+def sweep_text(runs: list[RunResults], metric: str) -> str:
+    from nemo_gym.orchestration.usage import hours_text, wall_text
+
+    names: list[str] = []
+    for run in runs:
+        names += [r.benchmark for r in run.benchmarks if r.benchmark not in names]
+    by_run = [{r.benchmark: r for r in run.benchmarks} for run in runs]
+    rows = [[name, *(value_text(found[name], True) if name in found else "-" for found in by_run)] for name in names]
+    rows.append(["GPU-HOURS", *(hours_text(run.usage) for run in runs)])
+    rows.append(["WALL", *(wall_text(run.usage) for run in runs)])
+    labels = run_labels(runs)
+    lines = [f"{metric}: mean over tasks; (k/n): samples written of those expected, where not complete"]
+    lines.append(table(["BENCHMARK", *labels], rows))
+    for label, run in zip(labels, runs):
+        lines.append(f"  {label}: {run.record.run_dir}")
+    return "\n".join(lines)
+
+
+def run_labels(runs: list[RunResults]) -> list[str]:
+    """Column names: run ids, or the directories' names where copies of one run share an id."""
+    ids = [run.record.gym_job_id for run in runs]
+    return [os.path.basename(run.record.run_dir) if ids.count(i) > 1 else i for i, run in zip(ids, runs)]

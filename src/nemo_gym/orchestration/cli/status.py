@@ -43,16 +43,23 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+HEADERS = ["BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
+
+
 def status_rows(jobs: list[JobStatus]) -> list[list[str]]:
+    from nemo_gym.orchestration.usage import hours_text, wall_text
+
     # A resumed benchmark shows its chain of jobs, oldest first: 101 -> 102 -> 103.
-    return [[s.benchmark, " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-", s.state, s.detail]
-            for s in jobs]  # fmt: skip
+    return [[s.benchmark, " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-", s.state,
+             hours_text(s.usage), wall_text(s.usage), s.detail] for s in jobs]  # fmt: skip
 
 
 def status_text(run: RunStatus) -> str:
+    from nemo_gym.orchestration.cli.results import total_line
+
     record = run.record
     head = f"Run {record.gym_job_id} ({record.executor}{' on ' + record.hostname if record.hostname else ''})"
-    return head + "\n" + table(["BENCHMARK", "JOB", "STATE", "DETAIL"], status_rows(run.jobs))
+    return head + "\n" + table(HEADERS, status_rows(run.jobs)) + "\n" + total_line(run.usage)
 
 
 def status_json(run: RunStatus) -> str:
@@ -79,8 +86,9 @@ def _watch(record, interval: float, as_json: bool) -> int:
 
     with connect(record.hostname) as conn:
         if as_json or not sys.stdout.isatty():
+            run = None
             while True:
-                run = status(record, conn)
+                run = status(record, conn, previous=run)
                 if run.final:
                     print(status_json(run) if as_json else status_text(run))
                     return 0 if run.succeeded else 1
@@ -89,10 +97,12 @@ def _watch(record, interval: float, as_json: bool) -> int:
         from rich.live import Live
         from rich.table import Table
 
+        from nemo_gym.orchestration.cli.results import total_line
+
         def render(run: RunStatus) -> Table:
-            view = Table(title=f"Run {record.gym_job_id}", expand=False)
-            for header in ("benchmark", "job", "state", "detail"):
-                view.add_column(header)
+            view = Table(title=f"Run {record.gym_job_id}", caption=total_line(run.usage), expand=False)
+            for header in HEADERS:
+                view.add_column(header.lower())
             for row in status_rows(run.jobs):
                 view.add_row(*row)
             return view
@@ -101,6 +111,6 @@ def _watch(record, interval: float, as_json: bool) -> int:
         with Live(render(run), console=Console(), auto_refresh=False) as live:
             while not run.final:
                 time.sleep(interval)
-                run = status(record, conn)
+                run = status(record, conn, previous=run)
                 live.update(render(run), refresh=True)
         return 0 if run.succeeded else 1

@@ -1,0 +1,96 @@
+"""``gym eval compare``: did a candidate run score better than a base run, benchmark by benchmark,
+beyond chance? Paired over the tasks both runs have."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from nemo_gym.orchestration.cli.common import table
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import BenchmarkComparison, RunComparison
+
+# Improved/regressed tasks named in the text; --json lists them all.
+TASKS_NAMED = 20
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "compare",
+        help="compare a candidate run with a base run, per benchmark",
+        description="Per benchmark in both runs: the metric in each, the delta, the tasks that improved "
+        "and regressed, a paired-bootstrap 95% CI of the delta, an exact p-value and a verdict.",
+    )
+    p.add_argument("base", metavar="BASE", help="run id (or a unique part), or a run directory")
+    p.add_argument("candidate", nargs="?", metavar="CANDIDATE", help="the same; omit it with --last")
+    p.add_argument("--last", action="store_true", help="the candidate is the most recent run")
+    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when any benchmark regressed significantly")  # fmt: skip
+    p.set_defaults(handler=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.errors import UserError
+    from nemo_gym.orchestration.library import compare
+    from nemo_gym.orchestration.record import find_run
+    from nemo_gym.orchestration.results import DEFAULT_METRIC
+
+    if (args.candidate is None) != args.last:
+        raise UserError(
+            "compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last"
+        )
+    base = find_run(args.base)
+    candidate = find_run(args.candidate, last=args.last)
+    outcome = compare(base, candidate, args.metric or DEFAULT_METRIC)
+    print(outcome.to_json() if args.json else comparison_text(outcome))
+    if args.fail_on_regression and outcome.regressed:
+        if not args.json:
+            print(f"regression gate: failed ({', '.join(outcome.regressed)} regressed)")
+        return 1
+    return 0
+
+
+def signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.4f}"
+
+
+def plain(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def row(b: BenchmarkComparison) -> list[str]:
+    p = b.paired
+    ci = f"[{signed(p.ci[0])}, {signed(p.ci[1])}]" if p.ci is not None else "-"
+    p_value = f"{p.p_value:.3g}" if p.p_value is not None else "-"
+    test = {"mcnemar-exact": "McNemar", "sign": "sign"}.get(p.test or "", "-")
+    return [b.benchmark, str(p.n), plain(p.base_mean), plain(p.candidate_mean), signed(p.delta), ci, p_value, test,
+            f"{p.improved}/{p.regressed}", p.verdict]  # fmt: skip
+
+
+def task_list(tasks: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, tasks[:TASKS_NAMED]))
+    return shown + (f", and {len(tasks) - TASKS_NAMED} more (--json lists all)" if len(tasks) > TASKS_NAMED else "")
+
+
+def comparison_text(outcome: RunComparison) -> str:
+    lines = [
+        f"Base:      {outcome.base.record.gym_job_id} ({outcome.base.record.run_dir})",
+        f"Candidate: {outcome.candidate.record.gym_job_id} ({outcome.candidate.record.run_dir})",
+        f"Metric:    {outcome.metric} (mean over tasks; a task's rollouts averaged first; paired by task index)",
+    ]
+    headers = ["BENCHMARK", "TASKS", "BASE", "CANDIDATE", "DELTA", "95% CI", "P", "TEST", "UP/DOWN", "VERDICT"]
+    lines.append(table(headers, [row(b) for b in outcome.benchmarks]))
+    for b in outcome.benchmarks:
+        if b.paired.improved_tasks:
+            lines.append(f"  {b.benchmark}: improved tasks {task_list(b.paired.improved_tasks)}")
+        if b.paired.regressed_tasks:
+            lines.append(f"  {b.benchmark}: regressed tasks {task_list(b.paired.regressed_tasks)}")
+        lines += [f"  {b.benchmark}: {flag}" for flag in b.flags]
+    if outcome.only_in_base:
+        lines.append(f"Only in base (not compared): {', '.join(outcome.only_in_base)}")
+    if outcome.only_in_candidate:
+        lines.append(f"Only in candidate (not compared): {', '.join(outcome.only_in_candidate)}")
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""Two runs compared benchmark by benchmark, over the tasks both have. No I/O here.
+
+Per benchmark in both runs: each task's metric (its rollouts averaged) in each run, paired by task
+index, and ``stats.paired_comparison`` over the pairs: the delta, its paired-bootstrap 95 % CI, an
+exact p-value (McNemar's for 0/1 scores, the sign test otherwise), the tasks that went up and down,
+and a verdict. A benchmark that is partial in either run is still compared on the tasks both have,
+and flagged. Benchmarks of one run only are listed, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+from nemo_gym.orchestration.stats import REGRESSED, PairedComparison, paired_comparison
+
+
+@dataclass(frozen=True)
+class BenchmarkComparison:
+    benchmark: str
+    metric: str
+    paired: PairedComparison
+    flags: tuple[str, ...]  # why the comparison may be weaker than it looks (partial runs, ...)
+
+    @property
+    def regressed(self) -> bool:
+        return self.paired.verdict == REGRESSED
+
+    def as_dict(self) -> dict[str, Any]:
+        p = self.paired
+        return {
+            "benchmark": self.benchmark,
+            "metric": self.metric,
+            "base": p.base_mean,
+            "candidate": p.candidate_mean,
+            "delta": p.delta,
+            "ci95": list(p.ci) if p.ci is not None else None,
+            "p_value": p.p_value,
+            "improved": list(p.improved_tasks),
+            "regressed": list(p.regressed_tasks),
+            "paired_tasks": p.n,
+            "verdict": p.verdict,
+            "test": p.test,
+            "unchanged": p.unchanged,
+            "tasks_only_in_base": p.only_in_base,
+            "tasks_only_in_candidate": p.only_in_candidate,
+            "flags": list(self.flags),
+        }
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    base: RunResults
+    candidate: RunResults
+    metric: str
+    benchmarks: tuple[BenchmarkComparison, ...]
+    only_in_base: tuple[str, ...]
+    only_in_candidate: tuple[str, ...]
+
+    @property
+    def regressed(self) -> tuple[str, ...]:
+        return tuple(b.benchmark for b in self.benchmarks if b.regressed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base.record.gym_job_id,
+            "candidate": self.candidate.record.gym_job_id,
+            "base_dir": self.base.record.run_dir,
+            "candidate_dir": self.candidate.record.run_dir,
+            "metric": self.metric,
+            "benchmarks": [b.as_dict() for b in self.benchmarks],
+            "only_in_base": list(self.only_in_base),
+            "only_in_candidate": list(self.only_in_candidate),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
+
+
+def compare_runs(base: RunResults, candidate: RunResults, metric: str, *, seed: int = 0) -> RunComparison:
+    base_by_name = {r.benchmark: r for r in base.benchmarks}
+    candidate_by_name = {r.benchmark: r for r in candidate.benchmarks}
+    common = [name for name in base_by_name if name in candidate_by_name]
+    compared = tuple(
+        compare_benchmark(base_by_name[name], candidate_by_name[name], metric, seed=seed) for name in common
+    )
+    return RunComparison(
+        base=base,
+        candidate=candidate,
+        metric=metric,
+        benchmarks=compared,
+        only_in_base=tuple(n for n in base_by_name if n not in candidate_by_name),
+        only_in_candidate=tuple(n for n in candidate_by_name if n not in base_by_name),
+    )
+
+
+def compare_benchmark(
+    base: BenchmarkResult, candidate: BenchmarkResult, metric: str, *, seed: int = 0
+) -> BenchmarkComparison:
+    paired = paired_comparison(base.task_means, candidate.task_means, seed=seed)
+    flags = [*partial_flags(base, "base"), *partial_flags(candidate, "candidate")]
+    if paired.only_in_base or paired.only_in_candidate:
+        flags.append(
+            f"compared on the {paired.n} task(s) both have ({paired.only_in_base} only in base, "
+            f"{paired.only_in_candidate} only in candidate)"
+        )
+    return BenchmarkComparison(base.benchmark, metric, paired, tuple(flags))
+
+
+def partial_flags(result: BenchmarkResult, role: str) -> list[str]:
+    """What makes one side's numbers partial: ``base incomplete (9/12 samples)``."""
+    flags = []
+    if not result.complete:
+        flags.append(f"{role} {result.state} ({result.samples_text()} samples)")
+    if result.duplicates:
+        flags.append(f"{role} has {result.duplicates} duplicate row(s), counted once")
+    if not result.scored_tasks:
+        flags.append(f"{role} has no {result.metric!r} scores")
+    return flags

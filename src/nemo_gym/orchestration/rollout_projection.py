@@ -1,0 +1,126 @@
+"""Cut a benchmark's rollouts down to what results need, where the files lie. Stdlib only, Python 3.8.
+
+``gym eval results`` and ``compare`` need three things of every row: the task and rollout indices
+and one metric. A real ``rollouts.jsonl`` carries whole conversations (kilobytes a row, hundreds
+of megabytes a run), so the submit host runs this file's source with its ``python3`` and sends back
+each row reduced to those keys, zlib-compressed: a few bytes a row.
+
+The reduction keeps ``rollouts.parse_rollouts`` and ``parse_expected`` exact: one output line per
+input line (so line numbers, blank lines and duplicates stay as they were), ``!`` for a line that
+is not a JSON object, and the metric copied under its own name only when it is a scalar (a
+non-scalar value is no score either way). Run as
+
+    python3 -c SOURCE MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [BENCHMARK ROLLOUTS EXPECTED ...]
+
+it prints, per file that exists, ``MARKER<benchmark>\\x1f<part>\\x1fz\\x1f<metric names>\\x1f<base64>``
+(part: rollouts or expected; metric names: the numeric top-level keys of the first row).
+"""
+
+import base64
+import json
+import os
+import sys
+import zlib
+
+TASK_INDEX_KEY = "_ng_task_index"
+ROLLOUT_INDEX_KEY = "_ng_rollout_index"
+UNREADABLE = "!"
+SEPARATOR = "\x1f"
+
+
+def metric_value(row, metric):
+    """The metric's value as ``parse_rollouts`` finds it (top-level key, then dotted path), or a
+    sentinel for "absent"."""
+    if metric in row:
+        return row[metric]
+    if "." not in metric:
+        return _ABSENT
+    node = row
+    for part in metric.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+_ABSENT = object()
+
+
+def project_line(line, metric):
+    """One line of ``rollouts.jsonl`` (or of the materialized inputs) reduced to its indices and metric."""
+    if not line.strip():
+        return ""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return UNREADABLE
+    if not isinstance(row, dict):
+        return UNREADABLE
+    kept = {key: row[key] for key in (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY) if key in row}
+    if metric:
+        value = metric_value(row, metric)
+        if value is not _ABSENT:
+            scalar = isinstance(value, (bool, int, float))
+            kept[metric] = value if scalar else None
+    return json.dumps(kept)
+
+
+def numeric_keys(line):
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return []
+    if not isinstance(row, dict):
+        return []
+    return sorted(k for k, v in row.items() if isinstance(v, (bool, int, float)) and not k.startswith("_ng_"))
+
+
+def project_file(path, metric):
+    """(metric names of the first readable row, zlib of the projected lines joined by newlines)."""
+    packer = zlib.compressobj(6)
+    chunks = []
+    names = None
+    first = True
+    with open(path, "rb") as fh:
+        for raw in _lines(fh):
+            line = raw.decode("utf-8", "replace")
+            if names is None and line.strip():
+                names = numeric_keys(line) or None
+            chunks.append(packer.compress(((("" if first else "\n") + project_line(line, metric))).encode()))
+            first = False
+    chunks.append(packer.flush())
+    return names or [], b"".join(chunks)
+
+
+def _lines(fh):
+    """The file split at b"\\n" only (as the reader splits it: JSON may hold a raw U+2028), the
+    piece after a final newline included."""
+    rest = b""
+    for block in iter(lambda: fh.read(1 << 20), b""):
+        pieces = (rest + block).split(b"\n")
+        rest = pieces.pop()
+        for piece in pieces:
+            yield piece
+    yield rest
+
+
+def main(argv):
+    marker, metric, rest = argv[0], argv[1], argv[2:]
+    out = sys.stdout
+    for i in range(0, len(rest) - 2, 3):
+        benchmark, rollouts, expected = rest[i : i + 3]
+        for part, path, part_metric in (("rollouts", rollouts, metric), ("expected", expected, "")):
+            if not os.path.isfile(path):
+                continue
+            try:
+                names, packed = project_file(path, part_metric)
+            except OSError:
+                continue
+            fields = [benchmark, part, "z", ",".join(names), base64.b64encode(packed).decode()]
+            out.write(marker + SEPARATOR.join(fields) + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

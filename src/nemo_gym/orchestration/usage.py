@@ -1,0 +1,194 @@
+"""What a benchmark's jobs cost: wall time and allocated GPU-hours. No I/O here.
+
+Two sources, the better first, decided per job:
+
+- the scheduler's accounting (``sacct``: elapsed seconds and the GPUs in the allocation's TRES),
+  where the cluster keeps accounts; every run of a requeued job is a row, and they add up;
+- otherwise the job's own record: ``job-start`` to ``job-end`` in ``.gym/<id>/events`` (and in
+  ``.gym/<id>.attempt-N/events`` for earlier runs of a requeued job), times the GPUs the plan gave
+  the job (``BenchmarkJob.gpus`` in the record). A job still running counts up to the probe's
+  clock; a job that ended without writing ``job-end`` (killed with the node) counts up to the
+  last sign of life it left (the newest of its state, heartbeat and events files).
+
+A resumable benchmark sums its chain's jobs. Benchmarks that share one job (``job.deployment:
+shared``) each show that job's whole cost, and a run's total counts every job once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+SOURCE_ACCOUNTING = "sacct"
+SOURCE_JOB_RECORD = "job record"
+SOURCE_NONE = "none"
+
+
+@dataclass(frozen=True)
+class AccountingRow:
+    """One ``sacct -X -D`` line: one run of a job, or of one component of a heterogeneous job."""
+
+    job_id: str
+    elapsed_seconds: int
+    gpus: int
+    component: int = 0  # of a heterogeneous job (``JobID`` 100+1): components run at the same time
+
+
+@dataclass(frozen=True)
+class OwnRecord:
+    """What one run of a job wrote of its times (one ``.gym/<dir>/events``), and its last sign of life."""
+
+    job_id: str
+    start: float | None
+    end: float | None
+    last_seen: float | None  # newest mtime of its state files; None when unknown
+    current: bool  # the job's own directory, not an earlier attempt's (``.attempt-N``)
+
+
+@dataclass(frozen=True)
+class Usage:
+    wall_seconds: float | None  # None: nothing is known of the jobs' times
+    gpu_hours: float | None
+    gpus: int | None  # the GPUs of the (latest) allocation; None when unknown
+    source: str  # SOURCE_ACCOUNTING, SOURCE_JOB_RECORD, both joined by "+", or SOURCE_NONE
+    approximate: bool = False  # some job ended without its end record: counted to its last sign of life
+
+
+NO_USAGE = Usage(None, None, None, SOURCE_NONE)
+
+
+def gpus_in_tres(tres: str) -> int:
+    """GPUs of a TRES string: ``cpu=8,gres/gpu=4,mem=64G`` -> 4. Typed counts (``gres/gpu:a100=4``)
+    are summed when the untyped total is absent."""
+    total: int | None = None
+    typed = 0
+    for item in tres.split(","):
+        key, _, value = item.strip().partition("=")
+        if not value.isdigit():
+            continue
+        if key == "gres/gpu":
+            total = int(value)
+        elif key.startswith("gres/gpu:"):
+            typed += int(value)
+    return total if total is not None else typed
+
+
+def parse_accounting_row(cols: list[str]) -> AccountingRow | None:
+    """``JobID|ElapsedRaw|AllocTRES`` split (JobID ``100`` or ``100+1``, a heterogeneous job's
+    component); None for a row that is not one of our jobs' runs (a step, an error)."""
+    if len(cols) < 3:
+        return None
+    job_id, plus, component = cols[0].strip().partition("+")
+    if not job_id.isdigit() or (plus and not component.isdigit()):
+        return None
+    elapsed = cols[1].strip()
+    return AccountingRow(job_id, int(elapsed) if elapsed.isdigit() else 0, gpus_in_tres(cols[2]), int(component or 0))
+
+
+def own_record(state_dir_name: str, start: str, end: str, last_event: str, mtimes: Iterable[float],
+               attempt_suffix: str) -> OwnRecord:  # fmt: skip
+    """One state directory's record: its name is ``<job id>`` or ``<job id><attempt_suffix><n>``."""
+    job_id, sep, _ = state_dir_name.partition(attempt_suffix)
+    seen = [t for t in (*mtimes, _float(last_event)) if t is not None]
+    return OwnRecord(job_id, _float(start), _float(end), max(seen) if seen else None, current=not sep)
+
+
+def job_usage(
+    job_id: str,
+    accounting: Mapping[str, list[AccountingRow]],
+    own: Mapping[str, list[OwnRecord]],
+    planned_gpus: int | None,
+    now: float | None,
+    running: bool,
+) -> Usage:
+    """One job's usage: from accounting when the scheduler has rows for it, else its own record."""
+    rows = accounting.get(job_id)
+    if rows:
+        # Runs of a requeued job follow each other (their times add up); the components of a
+        # heterogeneous job run together (the job's wall time is the longest's; their GPUs add up).
+        components: dict[int, list[AccountingRow]] = {}
+        for row in rows:
+            components.setdefault(row.component, []).append(row)
+        wall = float(max(sum(r.elapsed_seconds for r in runs) for runs in components.values()))
+        gpu_seconds = sum(r.elapsed_seconds * r.gpus for r in rows)
+        gpus = sum(runs[-1].gpus for runs in components.values())
+        return Usage(wall, gpu_seconds / 3600, gpus, SOURCE_ACCOUNTING)
+    records = [r for r in own.get(job_id, []) if r.start is not None]
+    if not records:
+        return NO_USAGE
+    wall = 0.0
+    approximate = False
+    for record in records:
+        seconds, guessed = _seconds(record, now, running and record.current)
+        wall += seconds
+        approximate = approximate or guessed
+    gpu_hours = wall * planned_gpus / 3600 if planned_gpus is not None else None
+    return Usage(wall, gpu_hours, planned_gpus, SOURCE_JOB_RECORD, approximate)
+
+
+def total(usages: Iterable[Usage]) -> Usage:
+    """The sum of several jobs' (or benchmarks') usage; unknown parts add nothing but are marked."""
+    usages = [u for u in usages if u.source != SOURCE_NONE]
+    if not usages:
+        return NO_USAGE
+    walls = [u.wall_seconds for u in usages if u.wall_seconds is not None]
+    hours = [u.gpu_hours for u in usages]
+    sources = sorted({s for u in usages for s in u.source.split("+")})
+    return Usage(
+        wall_seconds=sum(walls) if walls else None,
+        gpu_hours=sum(h for h in hours if h is not None) if any(h is not None for h in hours) else None,
+        gpus=usages[-1].gpus,
+        source="+".join(sources),
+        approximate=any(u.approximate for u in usages),
+    )
+
+
+def chain_usage(
+    job_ids: list[str],
+    accounting: Mapping[str, list[AccountingRow]],
+    own: Mapping[str, list[OwnRecord]],
+    planned_gpus: int | None,
+    now: float | None,
+    running_id: str | None,
+) -> Usage:
+    """A benchmark's jobs (a resumable chain's, oldest first) summed."""
+    return total(job_usage(i, accounting, own, planned_gpus, now, i == running_id) for i in job_ids)
+
+
+def _seconds(record: OwnRecord, now: float | None, running: bool) -> tuple[float, bool]:
+    """(seconds, approximate) of one run of a job."""
+    assert record.start is not None
+    if record.end is not None:
+        return max(0.0, record.end - record.start), False
+    if running and now is not None:
+        return max(0.0, now - record.start), False
+    last = record.last_seen if record.last_seen is not None else record.start
+    return max(0.0, last - record.start), True
+
+
+def _float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def hours_text(usage: Usage) -> str:
+    """``1.25`` (GPU-hours), ``~1.25`` when some end was guessed, ``-`` when unknown."""
+    if usage.gpu_hours is None:
+        return "-"
+    return ("~" if usage.approximate else "") + f"{usage.gpu_hours:.2f}"
+
+
+def wall_text(usage: Usage) -> str:
+    """``1h02m``, ``4m05s``, ``59s``; ``~`` in front when some end was guessed; ``-`` when unknown."""
+    if usage.wall_seconds is None:
+        return "-"
+    seconds = round(usage.wall_seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    return ("~" if usage.approximate else "") + text
+

@@ -1,0 +1,256 @@
+"""Results users can trust, on a real NeMo Gym run (tests/data/quickstart-run, see its README): a
+complete run is 12/12; the same run with rows removed is incomplete, names what is missing and
+fails `gym eval results`; duplicates count once; a run directory is read where it lies.
+
+The run directories are real directories read by the real scripts over the local connection (bash
+and the host's python3), as `gym eval results DIR` reads them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.cli.main import main
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.record import find_run, find_runs, run_in_directory
+from nemo_gym.orchestration.rollouts import parse_expected, parse_rollouts
+
+REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
+BENCH = "answer-judge"
+EXPECTED_PAIRS = {(t, 0) for t in range(12)}
+
+
+@pytest.fixture(autouse=True)
+def own_index(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def copy_of_the_real_run(where: Path) -> Path:
+    shutil.copytree(REAL_RUN, where)
+    return where
+
+
+def rollouts_file(run_dir: Path) -> Path:
+    return run_dir / BENCH / contract.ROLLOUTS_FILE
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in rollouts_file(run_dir).read_text().splitlines()]
+
+
+def write_rows(run_dir: Path, new_rows: list[dict]) -> None:
+    rollouts_file(run_dir).write_text("".join(json.dumps(r) + "\n" for r in new_rows))
+
+
+def without_tasks(run_dir: Path, tasks: set[int]) -> None:
+    write_rows(run_dir, [r for r in rows(run_dir) if r["_ng_task_index"] not in tasks])
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["eval", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_fixture_is_what_gym_wrote() -> None:
+    written = parse_rollouts(rollouts_file(REAL_RUN).read_text().splitlines())
+    expected = parse_expected((REAL_RUN / BENCH / contract.MATERIALIZED_INPUTS_FILE).read_text().splitlines())
+    assert written.written == expected == EXPECTED_PAIRS
+
+
+def test_a_complete_real_run_is_12_of_12_and_its_results_are_results(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    run = library.results(run_in_directory(str(run_dir)))
+    [result] = run.benchmarks
+    assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", True, 12, 12)
+    assert result.missing == [] and result.duplicates == 0 and result.note is None
+    assert result.value == 0.0 and result.scored_tasks == 12 and result.task_means == dict.fromkeys(range(12), 0.0)
+    assert result.metrics["0/key_metrics/mean/reward"] == 0.0
+    assert run.complete
+    code, out, _ = cli(capsys, "results", str(run_dir))
+    assert code == 0
+    assert "answer-judge  succeeded  12/12    0.0000" in out
+
+
+def test_the_run_with_rollouts_removed_is_incomplete_names_them_and_fails_results(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    without_tasks(run_dir, {3, 7, 10})
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    assert (result.state, result.complete, result.samples, result.expected_samples) == ("incomplete", False, 9, 12)
+    assert result.missing == [(3, 0), (7, 0), (10, 0)]
+    assert result.note == "incomplete: 3 of 12 samples missing"
+
+    code, out, _ = cli(capsys, "results", str(run_dir))
+    assert code == 1
+    assert "answer-judge  incomplete  9/12     0.0000 (partial)" in out
+    assert "answer-judge: missing task 3 rollout 0, task 7 rollout 0, task 10 rollout 0" in out
+    assert "mean/reward=" not in out  # gym's aggregate of a partial run is not shown as a result
+
+    code, out, _ = cli(capsys, "results", str(run_dir), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["complete"] is False
+    [bench] = doc["benchmarks"]
+    assert {k: bench[k] for k in ("state", "complete", "expected_samples", "samples")} == {
+        "state": "incomplete", "complete": False, "expected_samples": 12, "samples": 9,
+    }  # fmt: skip
+    assert bench["missing"] == [{"task": 3, "rollout": 0}, {"task": 7, "rollout": 0}, {"task": 10, "rollout": 0}]
+
+    code, out, _ = cli(capsys, "status", str(run_dir), "--json")
+    [job] = json.loads(out)["jobs"]
+    assert job["state"] == "incomplete"
+    assert job["detail"] == "driver finished, but 3 of 12 samples are missing (task 3 rollout 0, task 7 rollout 0, task 10 rollout 0)"
+    assert (job["complete"], job["samples"], job["expected_samples"], job["missing_samples"]) == (False, 9, 12, 3)
+
+
+def test_duplicate_rollouts_count_once_and_are_reported(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    original = rows(run_dir)
+    first, second = original[0], original[1]
+    write_rows(run_dir, [*original, {**first, "reward": 1.0}, second])  # a resumed driver wrote them again
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    assert (result.state, result.complete, result.samples, result.duplicates) == ("succeeded", True, 12, 2)
+    assert result.value == 0.0  # the first row of a pair wins: the repeat's reward 1.0 is not counted
+    assert result.note == "2 duplicate row(s) counted once"
+    code, out, _ = cli(capsys, "results", str(run_dir))
+    assert code == 0 and "answer-judge: 2 duplicate row(s) counted once" in out
+    code, out, _ = cli(capsys, "status", str(run_dir), "--json")
+    [job] = json.loads(out)["jobs"]
+    assert job["duplicates"] == 2 and job["samples"] == 12 and job["state"] == "succeeded"
+    assert job["detail"] == "driver finished (2 duplicate row(s) counted once)"
+
+
+def test_a_truncated_last_row_is_missing_not_written(tmp_path) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    text = rollouts_file(run_dir).read_text()
+    last_start = text.rstrip("\n").rfind("\n") + 1
+    last_task = json.loads(text[last_start:])["_ng_task_index"]
+    cut = text[last_start:].index('"agent_ref"')  # after the indices: a naive scan would count it
+    rollouts_file(run_dir).write_text(text[: last_start + cut])
+    record = run_in_directory(str(run_dir))
+    [result] = library.results(record).benchmarks
+    assert result.missing == [(last_task, 0)] and result.unreadable_lines == 1
+    [job] = library.status(record).jobs
+    assert job.state == "incomplete" and job.check is not None and job.check.first_missing == ((last_task, 0),)
+
+
+def test_results_are_the_same_where_the_host_has_no_python3(tmp_path, monkeypatch) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    without_tasks(run_dir, {5})
+    projected = library.results(run_in_directory(str(run_dir))).benchmarks[0]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        for tool in Path(directory).glob("*") if Path(directory).is_dir() else ():
+            if not tool.name.startswith("python") and not (bin_dir / tool.name).exists():
+                (bin_dir / tool.name).symlink_to(tool)
+    monkeypatch.setenv("PATH", str(bin_dir))  # no python3: the files come whole, base64
+    raw = library.results(run_in_directory(str(run_dir))).benchmarks[0]
+    assert raw.as_dict() == projected.as_dict() and raw.task_means == projected.task_means
+    assert raw.missing == [(5, 0)]
+
+
+def test_a_run_without_the_expected_list_is_complete_as_far_as_anyone_can_tell(tmp_path) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    (run_dir / BENCH / contract.MATERIALIZED_INPUTS_FILE).unlink()  # gym before 0.7.0
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", True, 12, None)
+    assert result.note == "no rollouts_materialized_inputs.jsonl: completeness unknown"
+
+
+def test_a_failed_job_is_partial_never_a_result(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    without_tasks(run_dir, set(range(4, 12)))
+    [state_file] = (run_dir / BENCH / contract.MARKERS_DIR).glob(f"*/{contract.STATE_FILE}")
+    state_file.write_text("phase=failed\ndetail=driver failed with exit status 1\nattempt=0\n")
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    assert (result.state, result.complete, result.samples) == ("failed", False, 4)
+    assert result.note == "partial: the job failed; 4/12 samples on disk"
+    code, out, _ = cli(capsys, "results", str(run_dir))
+    assert code == 1 and "answer-judge  failed  4/12     0.0000 (partial)" in out
+
+
+# -- where a run lies ----------------------------------------------------------------------------
+
+
+def test_a_run_copied_elsewhere_is_read_where_it_lies(tmp_path, capsys) -> None:
+    original = copy_of_the_real_run(tmp_path / "scratch" / "run")
+    archived = tmp_path / "archive" / "gym-job-copy"
+    shutil.copytree(original, archived)
+    shutil.rmtree(original)  # the scratch copy is gone: only the archived one can be read
+    without_tasks(archived, {0})
+    record = find_run(str(archived))
+    assert record.run_dir == str(archived) and record.hostname is None
+    assert [b.job_dir for b in record.benchmarks] == [str(archived / BENCH)]
+    code, out, _ = cli(capsys, "results", str(archived), "--json")
+    doc = json.loads(out)
+    assert doc["run_dir"] == str(archived) and doc["benchmarks"][0]["missing"] == [{"task": 0, "rollout": 0}]
+    os.chdir(tmp_path / "archive")
+    assert find_run("gym-job-copy").run_dir == str(archived)  # a bare name that holds a run's record
+    assert find_run("./gym-job-copy").run_dir == str(archived)
+
+
+def test_a_directory_that_is_not_a_run_is_one_clean_error(tmp_path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli(capsys, "results", str(tmp_path / "empty"))
+    assert code == 1
+    assert err == f"error: {tmp_path / 'empty'} is not a run directory (it has no gym-job.json); give the directory gym eval submit printed (<output_path>/<run id>)\n"
+    code, _, err = cli(capsys, "results", str(tmp_path / "nowhere"))
+    assert code == 1 and err.startswith(f"error: no run directory {tmp_path / 'nowhere'};")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / contract.RECORD_FILE).write_text("{not json")
+    with pytest.raises(UserError, match="cannot read the run's record"):
+        find_run(str(tmp_path / "bad"))
+
+
+def test_several_runs_by_directory_in_the_order_given(tmp_path) -> None:
+    a = copy_of_the_real_run(tmp_path / "a")
+    b = copy_of_the_real_run(tmp_path / "b")
+    assert [r.run_dir for r in find_runs([str(b), str(a)])] == [str(b), str(a)]
+
+
+# -- several runs side by side --------------------------------------------------------------------
+
+
+def with_rewards(run_dir: Path, rewards: dict[int, float]) -> None:
+    write_rows(run_dir, [{**r, "reward": rewards.get(r["_ng_task_index"], r["reward"])} for r in rows(run_dir)])
+
+
+def test_a_sweep_is_a_benchmark_by_run_table_with_k_of_n_where_incomplete(tmp_path, capsys) -> None:
+    base = copy_of_the_real_run(tmp_path / "step-1000")
+    better = copy_of_the_real_run(tmp_path / "step-2000")
+    with_rewards(better, dict.fromkeys(range(6), 1.0))
+    partial = copy_of_the_real_run(tmp_path / "step-3000")
+    with_rewards(partial, dict.fromkeys(range(9), 1.0))
+    without_tasks(partial, {9, 10, 11})
+    code, out, _ = cli(capsys, "results", str(base), str(better), str(partial))
+    assert code == 1  # one of them is incomplete
+    lines = out.splitlines()
+    assert lines[0] == "reward: mean over tasks; (k/n): samples written of those expected, where not complete"
+    cells = lines[2].split()
+    assert cells == ["answer-judge", "0.0000", "0.5000", "1.0000", "(9/12)"]
+    assert lines[3].split()[0] == "GPU-HOURS" and lines[4].split()[0] == "WALL"
+    code, out, _ = cli(capsys, "results", str(base), str(better), "--json")
+    docs = json.loads(out)["runs"]
+    assert code == 0 and [d["run_dir"] for d in docs] == [str(base), str(better)]
+    assert [d["benchmarks"][0]["value"] for d in docs] == [0.0, 0.5]
+
+
+def test_a_metric_no_row_carries_is_one_error_naming_what_there_is(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    code, _, err = cli(capsys, "results", str(run_dir), "--metric", "rewrd")
+    assert code == 1
+    assert err == "error: no rollout carries a numeric 'rewrd'; the rows have: fn, fp, mask_sample, reward, tn, tp; choose one with --metric NAME\n"
+    code, out, _ = cli(capsys, "results", str(run_dir), "--metric", "tn", "--json")
+    assert code == 0 and json.loads(out)["benchmarks"][0]["metric"] == "tn"
+
+
+def test_cancel_refuses_a_directory(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    code, _, err = cli(capsys, "cancel", str(run_dir))
+    assert code == 1
+    assert err == f"error: gym eval cancel takes a run id from your index (gym eval list), not a directory ({run_dir})\n"

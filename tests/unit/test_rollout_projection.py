@@ -1,0 +1,96 @@
+"""The projection run where the files lie (rollout_projection.py) changes nothing the readers see:
+parse_rollouts and parse_expected give the same answer on the projected lines as on the file."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import io
+import json
+import zlib
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nemo_gym.orchestration import rollout_projection
+from nemo_gym.orchestration.results import PROJECTION_SOURCE
+from nemo_gym.orchestration.rollouts import parse_expected, parse_rollouts
+
+INDEX = st.one_of(st.integers(-2, 5), st.just(True), st.just(2.0), st.just("1"), st.none())
+SCORE = st.one_of(
+    st.integers(-(10**30), 10**30), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+    st.text(max_size=3), st.lists(st.integers(), max_size=2), st.dictionaries(st.just("reward"), st.floats(0, 1)),
+)  # fmt: skip
+
+
+@st.composite
+def rollout_line(draw: Any) -> str:
+    kind = draw(st.sampled_from(["row", "row", "row", "blank", "garbage", "truncated", "nested", "array"]))
+    if kind == "blank":
+        return draw(st.sampled_from(["", "  ", "\r"]))
+    if kind == "garbage":
+        return draw(st.text(max_size=20).filter(lambda t: "\n" not in t))
+    if kind == "array":
+        return "[1, 2]"
+    row: dict[str, Any] = {}
+    if draw(st.booleans()):
+        row["_ng_task_index"] = draw(INDEX)
+    if draw(st.booleans()) or kind == "row":
+        row["_ng_rollout_index"] = draw(INDEX)
+    if kind == "nested":
+        row["response"] = {"reward": draw(SCORE)}
+    elif draw(st.booleans()):
+        row["reward"] = draw(SCORE)
+    row["text"] = draw(st.text(max_size=10))  # raw U+2028 and friends: JSON keeps them in strings
+    text = json.dumps(row, ensure_ascii=False)
+    return text[: draw(st.integers(1, len(text)))] if kind == "truncated" else text
+
+
+def projected(lines: list[str], metric: str) -> list[str]:
+    return [rollout_projection.project_line(line, metric) for line in lines]
+
+
+@settings(max_examples=300)
+@given(st.lists(rollout_line(), max_size=12), st.sampled_from(["reward", "response.reward", "text"]))
+def test_parse_rollouts_sees_the_same_on_projected_lines(lines: list[str], metric: str) -> None:
+    assert parse_rollouts(projected(lines, metric), metric) == parse_rollouts(lines, metric)
+
+
+@settings(max_examples=200)
+@given(st.lists(rollout_line(), max_size=8))
+def test_parse_expected_sees_the_same_on_projected_lines(lines: list[str]) -> None:
+    def outcome(given_lines: list[str]) -> object:
+        try:
+            return parse_expected(given_lines)
+        except ValueError as exc:
+            return str(exc)
+
+    assert outcome(projected(lines, "")) == outcome(lines)
+
+
+def test_the_whole_file_round_trip_splits_at_newlines_only(tmp_path: Path) -> None:
+    rows = [{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1, "text": "a\u2028b\x85c"}, {"bad": 1}]
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n\n" + '{"_ng_task_index": 1, "_ng'
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(text.encode() + b"\xff\n")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rollout_projection.main(["M:", "reward", "bench", str(path), str(tmp_path / "none")])
+    [line] = out.getvalue().splitlines()
+    bench, part, encoding, names, payload = line[len("M:") :].split("\x1f")
+    assert (bench, part, encoding, names) == ("bench", "rollouts", "z", "reward")
+    lines = zlib.decompress(base64.b64decode(payload)).decode().split("\n")
+    file_lines = path.read_bytes().decode("utf-8", "replace").split("\n")
+    assert len(lines) == len(file_lines) == 5
+    assert parse_rollouts(lines) == parse_rollouts(file_lines)
+    assert dict(parse_rollouts(lines).rewards) == {(0, 0): 1.0} and parse_rollouts(lines).unreadable == 2
+
+
+def test_it_is_python_3_8_and_stdlib_only() -> None:
+    tree = ast.parse(PROJECTION_SOURCE.read_text(), feature_version=(3, 8))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported <= {"base64", "json", "os", "sys", "zlib"}
+    assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
