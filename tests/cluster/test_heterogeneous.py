@@ -26,7 +26,7 @@ SERVICES = {
 
 
 def het_config(cluster_run, benchmarks: dict, **driver_env: str) -> dict:
-    env = {"PATH": STANDIN_PATH, "JUDGE_URL": "runtime:GYM_SERVICE_URL_JUDGE",
+    env = {"PATH": STANDIN_PATH, "GYM_TEST_JUDGE_URL": "runtime:GYM_SERVICE_URL_JUDGE",
            "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS", **{k: f"lit:{v}" for k, v in driver_env.items()}}  # fmt: skip
     return cluster_run.config(
         services=json.loads(json.dumps(SERVICES)), pools=POOLS, benchmarks=benchmarks,
@@ -58,7 +58,7 @@ def test_a_policy_a_judge_and_cpu_workers_run_as_one_heterogeneous_job_that_resu
     assert all(not r["env"].get("CUDA_VISIBLE_DEVICES") for r in workers)  # the CPU pool has no GPU
     drivers = standin_records(job["job_dir"], "gym-run")
     assert {r["host"] for r in drivers} == {"n1"}
-    assert all(r["env"]["JUDGE_URL"] == "http://198.18.0.14:8001/v1" for r in drivers)  # n4's address
+    assert all(r["env"]["GYM_TEST_JUDGE_URL"] == "http://198.18.0.14:8001/v1" for r in drivers)  # n4's address
     rows = Path(job["job_dir"], "artifacts", "rollouts.jsonl").read_text().splitlines()
     assert len(rows) == 40
 

@@ -88,6 +88,10 @@ class SlurmBackend(Backend):
         job_mount = f"{launch.job_dir}:{launch.job_dir}"
         mounts = (job_mount, *[m for m in launch.mounts if m != job_mount])
         command = f"bash {bash_quote(launch.script)}"
+        if launch.component is not None and not launch.gpus:
+            # A GPU-less component of a heterogeneous job: Slurm sets no GPUs there, so the batch
+            # node's CUDA_VISIBLE_DEVICES would leak in through srun's environment.
+            command = f"env -u CUDA_VISIBLE_DEVICES {command}"
         if runtime == "pyxis" and launch.container:
             parts += [
                 f"--container-image={bash_quote(launch.container)}",

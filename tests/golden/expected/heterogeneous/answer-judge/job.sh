@@ -150,7 +150,7 @@ GYM_STEP_PID[envs]=$!
 gym_event "launched envs"
 
 # service envs, step envs_cpu_workers: Ray workers, nodes 3..4
-srun --overlap --het-group=2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 3 2)" --output=logs/envs_cpu_workers-%j-%N.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs_cpu_workers.sh &
+srun --overlap --het-group=2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 3 2)" --output=logs/envs_cpu_workers-%j-%N.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs_cpu_workers.sh &
 GYM_STEP_PID[envs_cpu_workers]=$!
 gym_event "launched envs_cpu_workers"
 
@@ -162,7 +162,7 @@ gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" start
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"
-srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
+srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
 GYM_DRIVER_PID=$!
 gym_event "driver-start"
 while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
