@@ -57,3 +57,19 @@ def slurm() -> dict[str, str]:
             env[key] = value.strip("'\"")
     os.environ.update(env)
     return env
+
+
+@pytest.fixture(scope="session")
+def backend_python() -> str:
+    """A Python with mlflow and wandb (scripts/envs/mlflow-env.sh), as a node's python3 might have."""
+    import mlflow_server
+
+    return mlflow_server.backend_python()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(backend_python: str, tmp_path_factory):
+    """One real ``mlflow server`` on loopback for the whole session (it takes seconds to start)."""
+    import mlflow_server as helpers
+
+    yield from helpers.mlflow_server(backend_python, tmp_path_factory)

@@ -63,6 +63,26 @@ def assert_real_results(record: dict, status: dict) -> None:
     assert "Application startup complete" in (job_dir / "logs" / f"policy-{job['job_id']}.log").read_text()
 
 
+def assert_exported(record: dict, status: dict, server, python: str, table: Path) -> None:
+    """One MLflow run with the real metrics, the params and the rollouts as an artifact; a table row."""
+    from mlflow_server import mlflow_runs
+
+    [job] = status["jobs"]
+    assert {name: receipt["state"] for name, receipt in job["exports"].items()} == {"mlflow": "done", "table": "done"}
+    [run] = mlflow_runs(python, server, "quickstart", f"{record['gym_job_id']}/answer-judge")
+    job_dir = Path(job["job_dir"])
+    metrics = json.loads((job_dir / "artifacts" / "rollouts_aggregate_metrics.json").read_text())
+    assert run["metrics"]["mean/reward"] == metrics[0]["key_metrics"]["mean/reward"]
+    assert run["metrics"]["gym/samples_written"] == run["metrics"]["gym/samples_expected"] == 12
+    assert run["params"]["services.policy.served_model_name"] == "tiny"
+    assert "rollouts.jsonl" in run["artifacts"] and run["status"] == "FINISHED"
+    import csv
+
+    [row] = list(csv.DictReader((table / "results.csv").open()))
+    assert (row["run_id"], row["benchmark"], row["state"]) == (record["gym_job_id"], "answer-judge", "succeeded")
+    assert (row["samples_written"], row["samples_expected"], row["complete"]) == ("12", "12", "true")
+
+
 def assert_usage_is_the_jobs_own_record(job: dict, gpus: int) -> None:
     """Without accounting: wall time from the job's own job-start/job-end, times the GPUs it held."""
     times = {}
@@ -106,15 +126,19 @@ def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> 
     assert reverse.returncode == 1 and "regression gate: failed (answer-judge regressed)" in reverse.stdout
 
 
-def test_quickstart_locally(envs, tmp_path) -> None:
+def test_quickstart_locally(envs, tmp_path, mlflow_server, backend_python) -> None:
     # The local backend counts the GPUs this machine shows at submit: two, from a stand-in nvidia-smi.
     fake_smi = tmp_path / "bin" / "nvidia-smi"
     fake_smi.parent.mkdir()
     fake_smi.write_text("#!/bin/sh\necho 'GPU 0: Fake (UUID: GPU-0)'\necho 'GPU 1: Fake (UUID: GPU-1)'\n")
     fake_smi.chmod(0o755)
-    record, status = run_quickstart(tmp_path, "quickstart.yaml", path_prefix=str(fake_smi.parent))
+    # With an MLflow and a table export: the job sends its results there itself, once it has ended.
+    exports = [f"++job.export.mlflow.tracking_uri={mlflow_server.url}", "++job.export.mlflow.experiment=quickstart",
+               f"++job.export.table.dir={tmp_path / 'table'}"]  # fmt: skip
+    record, status = run_quickstart(tmp_path, "quickstart.yaml", *exports, path_prefix=str(fake_smi.parent))
     assert record["executor"] == "local"
     assert_real_results(record, status)
+    assert_exported(record, status, mlflow_server, backend_python, tmp_path / "table")
     assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=2)
     results = gym(tmp_path, "results", record["gym_job_id"])
     assert results.returncode == 0, results.stdout + results.stderr

@@ -52,9 +52,10 @@ def test_helpers_are_verbatim(config) -> None:
     package = Path(nemo_gym.orchestration.__file__).parent
     for rel, staged_file in stage(config).files.items():
         if rel.endswith(".py"):
-            source = package / Path(rel).name
-            if not source.exists():
-                source = package / "gateway" / Path(rel).name
+            name = Path(rel).name
+            staged_exporter = "/exporters/" in rel and name != "contract.py"
+            candidates = [package / "exporters" / name] if staged_exporter else [package / name, package / "gateway" / name]
+            source = next(path for path in candidates if path.exists())
             assert staged_file.content == source.read_text(), rel
 
 

@@ -583,6 +583,8 @@ class BenchmarkRunConfig(_StrictModel):
     # Extension beyond the spec (NeMo Gym 0.7.0's field): requeue this benchmark's job when it
     # times out, is preempted or loses a node, and continue from the rollouts already written.
     resumable: Resumable = False
+    # Extension beyond the spec: this benchmark's exports, over ``job.export`` (see JobConfig).
+    export: dict[str, dict[str, Any] | None] | None = None
     # NeMo Gym 0.7.0's field: a shell script the driver runs instead of ``gym eval run`` (prepare
     # still runs first). Whether ``run`` is empty beside it is checked with the policy wiring,
     # which ``SubmitConfig`` adds to ``run`` (see ``SubmitConfig._check_command_runs_alone``).
@@ -662,6 +664,10 @@ class JobConfig(_StrictModel):
     # paid once; each benchmark keeps its own artifacts, logs and status).
     deployment: Literal["per_benchmark", "shared"] = "per_benchmark"
     benchmarks_at_once: int = 1
+    # Extension beyond the spec: where every benchmark's results go after its driver, by exporter
+    # (mlflow, wandb, table) with its settings; a benchmark's own ``export`` overrides them setting
+    # by setting, ``null`` dropping an exporter. See ``exporters``.
+    export: dict[str, dict[str, Any] | None] = {}
 
     _check_output_path = field_validator("output_path")(rules.absolute_path)
     _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
@@ -783,7 +789,25 @@ class SubmitConfig(_StrictModel):
         self._check_resumable(compute_name, compute)
         self._wire_policy_model()
         self._check_gym_telemetry()
+        self._check_exports()
         return self
+
+    def exports_of(self, benchmark: str) -> dict[str, dict[str, Any]]:
+        """The exporters a benchmark's job runs, ``job.export`` merged with its own ``export``."""
+        from nemo_gym.orchestration.exporters.spec import merge_exporters
+
+        return merge_exporters(self.job.export, self.driver.benchmarks[benchmark].export)
+
+    def _check_exports(self) -> None:
+        from nemo_gym.orchestration.exporters.spec import settings_problems
+
+        for problem in settings_problems({k: v for k, v in self.job.export.items() if v is not None}):
+            raise error_at(f"job.{problem.split(': ', 1)[0]}", problem.split(": ", 1)[1])
+        for name, bench in self.driver.benchmarks.items():
+            if bench.export is None:
+                continue
+            for problem in settings_problems(self.exports_of(name)):
+                raise error_at(f"driver.benchmarks.{name}.{problem.split(': ', 1)[0]}", problem.split(": ", 1)[1])
 
     def _check_each_service_fits_one_component(
         self, deployment: list[tuple[str, str, BaseServiceConfig]], node_pools: dict[str, NodePool]

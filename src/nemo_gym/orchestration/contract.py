@@ -38,6 +38,7 @@ from typing import NamedTuple
 # -- run directory -------------------------------------------------------------------------------
 
 RECORD_FILE = "gym-job.json"
+SWEEP_RECORD_FILE = "gym-sweep.json"  # a run of a sweep: the whole sweep (its runs and their values)
 RESOLVED_CONFIG_FILE = "resolved-config.yaml"
 SUBMITTED_LOG = ".gym-submitted"
 RUNNER_PID_FILE = ".gym-runner.pid"
@@ -96,6 +97,8 @@ def state_dir(job_id: str) -> str:
 
 
 RAY_TOKEN_FILE = ".gym/ray.token"  # the job's Ray auth token, private to the job's user
+EXPORTS_DIR = ".gym/exports"  # one receipt per exporter: <exporter>.json (and its lock)
+EXPORTERS_DIR = "steps/exporters"  # the staged exporters, contract.py and the export spec
 
 
 # -- one job's state directory: .gym/<job id>/ (names relative to it) ------------------------------
@@ -401,6 +404,8 @@ CHAIN_LIMIT = 100
 
 JOB_MARKER = "__GYM_JOB:"  # submission: <benchmark>:<sbatch status>:<sbatch output>
 MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does not exist>
+RUN_MARKER = "__GYM_RUN:"  # submission of several runs: <run id>, before that run's job markers
+RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists already
 PROBE_MARKER = "__GYM_PROBE:"  # status: J (a job) and B (a benchmark) records, \x1f-separated
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
 NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist

@@ -59,6 +59,8 @@ class JobStatus:
     chain: list[str] = field(default_factory=list)
     usage: Usage = NO_USAGE
     check: SampleCheck | None = None  # None until the latest job has ended (or without gym's list)
+    # Exporter -> its receipt (state running|done|failed, detail, backend_run_id), as the job wrote it.
+    exports: dict[str, dict] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -114,6 +116,9 @@ gym_probe() {
     n=$(cat "$d/ROLLOUTS_FILE" 2>/dev/null | wc -l)
     printf '%s' "$out"
     printf 'MARKERB\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch"
+    for f in "$d/EXPORTS_DIR/"*.json; do
+        [ -f "$f" ] && printf 'MARKERX\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
+    done
     gym_usage "$b" "$d"
     if [ -f "$d/CHAIN_FILE" ]; then
         gym_all_ids+=",$({ echo "$first"; CHAIN_IDS_AWK "$d/CHAIN_FILE"; } | awk '!seen[$0]++' | paste -sd, -)"
@@ -184,7 +189,7 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
         ("PHASE_SUCCEEDED", contract.PHASE_SUCCEEDED), ("PHASE_FAILED", contract.PHASE_FAILED),
         ("PHASE_CANCELLED", contract.PHASE_CANCELLED), ("MISSING_NAMED", str(MISSING_NAMED)),
         ("TASK_KEY", TASK_INDEX_KEY), ("ROLLOUT_KEY", ROLLOUT_INDEX_KEY),
-        ("MARKER", contract.PROBE_MARKER),
+        ("EXPORTS_DIR", contract.EXPORTS_DIR), ("MARKER", contract.PROBE_MARKER),
     ):  # fmt: skip
         functions = functions.replace(name, value)
     lines = [*backend.probe_prelude(record), "gym_all_ids=''", functions]
@@ -213,6 +218,7 @@ class ProbeAnswer:
     own_records: dict[str, list[OwnRecord]] = field(default_factory=dict)  # benchmark ('' shared) -> runs
     accounting: dict[str, list[AccountingRow]] = field(default_factory=dict)  # job id -> its runs
     now: float | None = None  # the cluster's clock when it was probed
+    exports: dict[str, dict[str, dict]] = field(default_factory=dict)  # benchmark -> exporter -> receipt
 
 
 def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
@@ -250,6 +256,10 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
             row = usage.parse_accounting_row(cols)
             if row is not None:
                 answer.accounting.setdefault(row.job_id, []).append(row)
+        elif kind == "X" and len(cols) >= 3:
+            receipt = _receipt(cols[2])
+            if receipt is not None:
+                answer.exports.setdefault(cols[0], {})[cols[1]] = receipt
         elif kind == "T" and cols and cols[0].strip().isdigit():
             answer.now = float(cols[0])
     for bench, state_dir, start, end, last in events:
@@ -325,6 +335,28 @@ def chain_status(
     return state, f"{detail}; its resume job {successor} ended without starting ({said})", latest
 
 
+def _receipt(encoded: str) -> dict | None:
+    try:
+        data = json.loads(base64.b64decode(encoded))
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {key: data.get(key) for key in ("state", "detail", "backend_run_id", "time")}
+
+
+def exports_text(exports: dict[str, dict]) -> str:
+    """What status adds to a benchmark's detail about its exports: only what needs attention (a failed
+    export, one under way); the benchmark's own state never changes for an export."""
+    notes = []
+    for name, receipt in exports.items():
+        if receipt.get("state") == "failed":
+            notes.append(f"export {name} failed: {receipt.get('detail') or 'no detail'} (gym eval export retries)")
+        elif receipt.get("state") == "running":
+            notes.append(f"exporting to {name}")
+    return "".join(f"; {note}" for note in notes)
+
+
 def statuses_from(
     record: SubmissionRecord, answer: ProbeAnswer | None, backend: Backend, known: Mapping[str, SampleCheck] | None = None
 ) -> list[JobStatus]:
@@ -350,7 +382,9 @@ def statuses_from(
         elif check is not None and check.duplicates and state == "succeeded":
             detail += f" ({check.duplicates} duplicate row(s) counted once)"
         job_usage = _usage(job.benchmark, job.gpus, ids, current if state not in FINAL else None, answer)
-        statuses.append(JobStatus(job.benchmark, current, state, detail, rollouts, job.job_dir, ids, job_usage, check))
+        exports = answer.exports.get(job.benchmark, {})
+        statuses.append(JobStatus(job.benchmark, current, state, detail + exports_text(exports), rollouts, job.job_dir,
+                                  ids, job_usage, check, exports))  # fmt: skip
     return statuses
 
 

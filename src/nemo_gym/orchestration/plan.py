@@ -292,6 +292,15 @@ class OtelPlan:
 
 
 @dataclass(frozen=True)
+class ExportPlan:
+    """Where a benchmark's results go once its driver has ended: the exporters, and the spec (JSON)
+    the job's stdlib exporters read (see ``exporters.spec``)."""
+
+    exporters: tuple[str, ...]
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class JobPlan:
     benchmark: str
     local_job_id: str  # the job's id under the local backend (Slurm assigns its own)
@@ -313,6 +322,7 @@ class JobPlan:
     # by the job before its steps start: Ray turns token auth on for its heads, and a client
     # without the token is refused. None when the job runs no Ray.
     ray_token_file: str | None = None
+    export: ExportPlan | None = None  # for a shared deployment, each benchmark's job holds its own
 
     def services(self) -> dict[str, list[str]]:
         """Service -> its steps' names, in order: what the job watches."""
@@ -342,6 +352,10 @@ class RunPlan:
     otel_token_env: str | None = None
     # (label, source) of every mount: checked on the submit host before anything is staged.
     mount_sources: tuple[tuple[str, str], ...] = ()
+    # Variables carried from the submitting shell to the jobs when set there: the exporters'
+    # credentials (they travel like host: secrets: in the submission's environment, never a file).
+    carried_env: tuple[str, ...] = ()
+    sweep_id: str | None = None  # the sweep this run is one combination of
 
     @property
     def submitted_jobs(self) -> tuple[JobPlan, ...]:
@@ -360,7 +374,7 @@ def secret_carrier(owner: str, key: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
+def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -> RunPlan:
     from nemo_gym.orchestration.backends import backend_for
     from nemo_gym.orchestration.resolved import resolved_config_dict
 
@@ -371,7 +385,7 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
         validate_destination(config)  # telemetry must have somewhere to go before it is planned
     backend = backend_for(compute)
     run_dir = f"{config.job.output_path.rstrip('/')}/{run_id}"
-    ctx = _Context(config, run_id, compute_name, backend, _Layout.of(config), {})
+    ctx = _Context(config, run_id, compute_name, backend, _Layout.of(config), {}, sweep_id)
     shared_deployment = config.job.deployment == "shared"
     jobs = tuple(
         ctx.job(name, contract.job_dir(run_dir, name), f"local-{run_id[-6:]}-{i}", shared_driver=shared_deployment)
@@ -385,6 +399,7 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
             ctx.job(first, shared_dir, f"local-{run_id[-6:]}-1", shared_driver=False),
             benchmark=contract.SHARED_DEPLOYMENT_DIR,
             directives=backend.directives(compute, contract.SHARED_DEPLOYMENT_DIR, shared_dir),
+            export=None,  # each benchmark exports its own results, from its own directory
         )
         # Every benchmark shares the one job (and its id) under the local backend too.
         jobs = tuple(replace(job, local_job_id=shared.local_job_id) for job in jobs)
@@ -402,7 +417,21 @@ def build_plan(config: SubmitConfig, run_id: str) -> RunPlan:
         benchmarks_at_once=config.job.benchmarks_at_once,
         otel_token_env=config.otel.token_env if config.otel.enabled else None,
         mount_sources=_mount_sources(config),
+        carried_env=_export_credentials(config),
+        sweep_id=sweep_id,
     )
+
+
+# What each exporter reads from its environment to authenticate (see exporters.run_exports).
+EXPORT_CREDENTIALS = {
+    "mlflow": ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
+    "wandb": ("WANDB_API_KEY",),
+}
+
+
+def _export_credentials(config: SubmitConfig) -> tuple[str, ...]:
+    used = {name for bench in config.driver.benchmarks for name in config.exports_of(bench)}
+    return tuple(var for name in sorted(used) for var in EXPORT_CREDENTIALS.get(name, ()))
 
 
 def _mount_sources(config: SubmitConfig) -> tuple[tuple[str, str], ...]:
@@ -470,6 +499,7 @@ class _Context:
     backend: Any  # backends.Backend; Any keeps this module free of the backends' imports
     layout: _Layout
     secrets: dict[str, tuple[str, str]]
+    sweep_id: str | None = None
 
     def job(self, benchmark: str, job_dir: str, local_job_id: str, shared_driver: bool) -> JobPlan:
         config = self.config
@@ -503,6 +533,7 @@ class _Context:
             resume=_resume_plan(config.driver.benchmarks[benchmark]),
             otel=otel,
             ray_token_file=f"{job_dir}/{contract.RAY_TOKEN_FILE}" if any(_runs_ray(s) for s in steps) else None,
+            export=self.export(benchmark, shared_driver),
         )
 
     def env(self, owner_label: str, owner: BaseServiceConfig | DriverConfig) -> tuple[EnvVar, ...]:
@@ -690,6 +721,26 @@ class _Context:
             gym_extras="telemetry" if gym_telemetry else "",
             policy_host_variable=runtime_variable(driver.policy_host),
         )
+
+    # -- exports --------------------------------------------------------------------------------
+
+    def export(self, benchmark: str, shared_driver: bool) -> ExportPlan | None:
+        from nemo_gym.orchestration.exporters.spec import make_spec
+        from nemo_gym.orchestration.resolved import resolved_config_dict
+
+        exporters = self.config.exports_of(benchmark)
+        if not exporters:
+            return None
+        policy = self.config.services.get(self.config.driver.policy_model or "")
+        model = getattr(policy, "model", "") or ""
+        served = getattr(policy, "served_model_name", None) or model
+        spec = make_spec(
+            self.run_id, benchmark, model, served, resolved_config_dict(self.config), exporters,
+            sweep_id=self.sweep_id, gpus=self.layout.gpu_count if self.layout.pool_gpus else None,
+            # A shared deployment's benchmarks are timed by the one job that ran them all.
+            usage_dir=f"../{contract.SHARED_DEPLOYMENT_DIR}" if shared_driver else None,
+        )  # fmt: skip
+        return ExportPlan(tuple(exporters), spec)
 
     # -- telemetry ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ templates as ``c`` (``contract``).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, exporters
 from nemo_gym.orchestration.api import RUNTIME_ENV_PREFIX
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan import COLLECTOR_STEP, DRIVER_STEP, EnvVar, JobPlan, RunPlan, VllmGatewayStep
@@ -121,7 +122,7 @@ def render_run(plan: RunPlan) -> StagedRun:
             files[f"{job.benchmark}/{rel}"] = staged
     if plan.shared is not None:
         for job in plan.jobs:  # each benchmark's driver, run by the shared job
-            for rel, staged in _driver_files(plan, job).items():
+            for rel, staged in {**_driver_files(plan, job), **_export_files(job)}.items():
                 files[f"{job.benchmark}/{rel}"] = staged
             files[f"{job.benchmark}/{contract.LIBRARY_SCRIPT}"] = _library(plan.run_id)
     for rel, text in backend.run_files(plan).items():
@@ -137,6 +138,7 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
     }
     if job is not plan.shared:
         files.update(_driver_files(plan, job))
+        files.update(_export_files(job))
     if job.resume is not None:
         files[contract.step_script("resume")] = StagedFile(
             render_template("resume.sh.j2", run_id=plan.run_id, resume=job.resume, exit_stop=EXIT_STOP)
@@ -163,9 +165,10 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
 
 def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
     launch = lambda spec: backend.launch_line(spec, plan.runtime)  # noqa: E731 - one line, used four times
-    shared = None
+    shared: dict[str, Any] | None = None
     if job is plan.shared:
-        drivers = [{"benchmark": b.benchmark, "dir": b.job_dir, "launch": launch(b.driver.launch)} for b in plan.jobs]
+        drivers = [{"benchmark": b.benchmark, "dir": b.job_dir, "launch": launch(b.driver.launch),
+                    "export": b.export is not None} for b in plan.jobs]  # fmt: skip
         shared = {"drivers": drivers, "at_once": plan.benchmarks_at_once}
     otel = job.otel
     return render_template(
@@ -183,6 +186,8 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         otel_host=backend.node_host(otel.launch.nodes.start) if otel else "",
         collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,
+        exports=job.export is not None or (job is plan.shared and any(b.export for b in plan.jobs)),
+        export_runner=exporters.RUNNER,
     )
 
 
@@ -192,6 +197,15 @@ def _driver_files(plan: RunPlan, job: JobPlan) -> dict[str, StagedFile]:
     files = {contract.step_script(DRIVER_STEP): StagedFile(text, EXECUTABLE)}
     if job.driver.command is not None:
         files[f"{contract.STEPS_DIR}/{COMMAND_FILE}"] = StagedFile(job.driver.command)
+    return files
+
+
+def _export_files(job: JobPlan) -> dict[str, StagedFile]:
+    """The stdlib exporters and this benchmark's spec (no credential: those come from the job's env)."""
+    if job.export is None:
+        return {}
+    files = {rel: StagedFile(text) for rel, text in exporters.staged_files().items()}
+    files[exporters.SPEC_FILE] = StagedFile(json.dumps(job.export.spec, indent=2) + "\n")
     return files
 
 

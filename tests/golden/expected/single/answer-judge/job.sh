@@ -24,7 +24,7 @@ cd "$GYM_JOB_DIR" || exit 1
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_requeued=0
-if [ -d "$(gym_state_dir)" ]; then
+if [ -e "$(gym_state_dir)/pid" ]; then
     # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
     # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
     gym_attempt=1

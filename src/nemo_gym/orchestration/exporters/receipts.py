@@ -1,0 +1,137 @@
+"""Receipts: what each exporter did for a job, so that a requeued or resumed job, or
+``gym eval export`` later, does each export once.
+
+One JSON file per exporter, ``<job dir>/.gym/exports/<exporter>.json``::
+
+    {"state": "running" | "done" | "failed", "backend_run_id": "...", "detail": "one line",
+     "time": "2026-11-30T21:51:58Z", "fingerprint": "...", "attempts": 2}
+
+``running`` is written before an export starts, so a receipt left ``running`` means the export was
+cut short (the job killed, the node lost): it is retried. ``done`` is skipped unless forced or the
+results changed since (another fingerprint: a resumed job wrote more rollouts). ``failed`` is
+retried. A lock file beside each receipt keeps two processes (the job and a ``gym eval export`` run
+at the same moment) from doing one export twice at once.
+
+Stdlib only, Python 3.8 syntax.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from typing import NamedTuple
+
+if __package__:
+    from .. import contract as c
+else:  # staged into a job: the contract sits beside the exporters
+    import contract as c  # type: ignore[no-redef,import-not-found]
+
+# Job-directory paths of the exports (relative to the job directory). They belong with the
+# run-directory contract; they live here until the contract names them.
+EXPORTS_DIR = c.EXPORTS_DIR  # receipts and their locks
+STAGED_DIR = c.EXPORTERS_DIR  # the node-side modules, contract.py, and the spec
+SPEC_FILE = f"{STAGED_DIR}/export-spec.json"
+RUNNER = f"{STAGED_DIR}/run_exports.py"
+
+STATE_RUNNING = "running"
+STATE_DONE = "done"
+STATE_FAILED = "failed"
+STATES = (STATE_RUNNING, STATE_DONE, STATE_FAILED)
+
+
+class Receipt(NamedTuple):
+    state: str
+    backend_run_id: str
+    detail: str
+    time: str
+    fingerprint: str = ""
+    attempts: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self._asdict())
+
+
+def receipt_path(job_dir: str, exporter: str) -> str:
+    return os.path.join(job_dir, EXPORTS_DIR, f"{exporter}.json")
+
+
+def now_text(now: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+
+
+def read_receipt(job_dir: str, exporter: str) -> Receipt | None:
+    """The exporter's receipt, or None when there is none (or it is unreadable: then the export
+    runs again, which its backend's idempotence makes safe)."""
+    try:
+        with open(receipt_path(job_dir, exporter)) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("state") not in STATES:
+        return None
+    attempts = data.get("attempts")
+    return Receipt(
+        state=data["state"],
+        backend_run_id=str(data.get("backend_run_id") or ""),
+        detail=str(data.get("detail") or ""),
+        time=str(data.get("time") or ""),
+        fingerprint=str(data.get("fingerprint") or ""),
+        attempts=attempts if isinstance(attempts, int) else 0,
+    )
+
+
+def write_receipt(job_dir: str, exporter: str, receipt: Receipt) -> None:
+    """Replace the receipt atomically: a reader (status, another job) never sees half of one."""
+    path = receipt_path(job_dir, exporter)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(receipt.as_dict(), fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def decide(receipt: Receipt | None, fingerprint: str, force: bool) -> str | None:
+    """Why the export runs (a few words for the log), or None when it is done already."""
+    if force:
+        return "forced"
+    if receipt is None:
+        return "first export"
+    if receipt.state == STATE_RUNNING:
+        return "retrying an export that was cut short"
+    if receipt.state == STATE_FAILED:
+        return "retrying after a failure"
+    if receipt.fingerprint and receipt.fingerprint != fingerprint:
+        return "the results changed since the last export"
+    return None
+
+
+class ExporterLock:
+    """An exclusive lock on one exporter of one job, not waited for: ``acquire`` says whether it got it.
+
+    ``lockf`` (POSIX record locks) rather than ``flock``, because job directories live on shared
+    file systems where only the former reaches other hosts.
+    """
+
+    def __init__(self, job_dir: str, exporter: str) -> None:
+        self.path = os.path.join(job_dir, EXPORTS_DIR, f"{exporter}.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

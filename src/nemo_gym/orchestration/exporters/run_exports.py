@@ -1,0 +1,208 @@
+"""Run a job's exports: each exporter of the staged spec once, with a receipt each.
+
+    python3 run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID]
+
+Run inside the job after the driver (so that results leave the cluster with nobody watching), and
+by ``gym eval export RUN [--to NAME] [--force]`` later, with the same code. For each exporter:
+
+* its receipt (``receipts``) says ``done`` for these results: skipped, unless ``--force``;
+* another process holds its lock: skipped (that process is exporting it now);
+* else the receipt becomes ``running``, the export runs, and the receipt becomes ``done`` with the
+  backend's run id, or ``failed`` with the reason in one line.
+
+One line per exporter goes to the standard output, for the job's log. An export's failure never
+changes the benchmark's state: the exit status is 0 whatever the exports did (2 for a usage error).
+Nothing that holds a credential (``MLFLOW_TRACKING_TOKEN``, ``WANDB_API_KEY``, ...) is written or
+printed: every line is scrubbed of their values before it goes anywhere.
+
+Stdlib only, Python 3.8 syntax: staged as ``steps/exporters/`` (these modules and ``contract.py``)
+and run by the node's ``python3``; wandb is imported only for a wandb export.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# typing's Callable, not collections.abc's: the Exporter alias below is evaluated, and Python 3.8
+# cannot subscript collections.abc.Callable.
+from typing import Any, Callable  # noqa: UP035
+
+if __package__:
+    from .. import contract as c
+    from . import jobfiles, mlflow_rest, receipts, table, wandb_export
+    from . import record as r
+    from . import spec as s
+else:  # staged into a job: contract.py and the exporters' modules sit side by side
+    import contract as c  # type: ignore[no-redef,import-not-found]
+    import jobfiles  # type: ignore[no-redef,import-not-found]
+    import mlflow_rest  # type: ignore[no-redef,import-not-found]
+    import receipts  # type: ignore[no-redef,import-not-found]
+    import record as r  # type: ignore[no-redef,import-not-found]
+    import spec as s  # type: ignore[no-redef,import-not-found]
+    import table  # type: ignore[no-redef,import-not-found]
+    import wandb_export  # type: ignore[no-redef,import-not-found]
+
+EXIT_USAGE = 2
+# Environment variables whose values must never reach a file or a log line.
+SECRET_ENV = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD", "WANDB_API_KEY")
+
+Exporter = Callable[[r.ExportRecord, "dict[str, Any]", Callable[[str], None], str], r.ExportOutcome]
+
+
+def _mlflow(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str) -> r.ExportOutcome:
+    return mlflow_rest.export_to_mlflow(record, settings, on_run_id)
+
+
+def _wandb(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str) -> r.ExportOutcome:
+    return wandb_export.export_to_wandb(record, settings, on_run_id, job_dir)
+
+
+def _table(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str) -> r.ExportOutcome:
+    return table.export_to_table(record, settings, on_run_id)
+
+
+EXPORTERS: dict[str, Exporter] = {s.MLFLOW: _mlflow, s.WANDB: _wandb, s.TABLE: _table}
+
+
+def scrub(text: str, environ: Any = None) -> str:
+    """``text`` with the value of every credential variable replaced, on one line."""
+    env = os.environ if environ is None else environ
+    for name in SECRET_ENV:
+        secret = env.get(name)
+        if secret:
+            text = text.replace(secret, "***")
+    return " ".join(text.split())
+
+
+def say(exporter: str, message: str) -> None:
+    stamp = time.strftime("%H:%M:%S", time.gmtime())
+    print(f"[gym {stamp}] export {exporter}: {scrub(message)}", flush=True)
+
+
+class Runner:
+    """Runs the exports of one job directory."""
+
+    def __init__(self, job_dir: str, spec: s.ExportSpec, exporters: dict[str, Exporter] | None = None,
+                 report: Callable[[str, str], None] = say) -> None:  # fmt: skip
+        self.job_dir = job_dir
+        self.spec = spec
+        self.exporters = EXPORTERS if exporters is None else exporters
+        self.report = report
+
+    def run(self, record: r.ExportRecord, only: list[str] | None = None, force: bool = False) -> dict[str, str]:
+        """Each wanted exporter once; exporter -> its receipt's state (or ``skipped``)."""
+        outcome = {}
+        for name, settings in self.spec.exporters.items():
+            if only and name not in only:
+                continue
+            outcome[name] = self.run_one(name, settings, record, force)
+        for name in only or []:
+            if name not in self.spec.exporters:
+                self.report(name, f"not configured for this benchmark (configured: {', '.join(self.spec.exporters) or 'none'})")
+                outcome[name] = "skipped"
+        return outcome
+
+    def run_one(self, name: str, settings: dict[str, Any], record: r.ExportRecord, force: bool) -> str:
+        lock = receipts.ExporterLock(self.job_dir, name)
+        try:
+            if not lock.acquire():
+                self.report(name, "another process is exporting this benchmark right now; skipped")
+                return "skipped"
+            # Read under the lock: a process that just finished this export has written its receipt.
+            fingerprint = record.fingerprint()
+            earlier = receipts.read_receipt(self.job_dir, name)
+            why = receipts.decide(earlier, fingerprint, force)
+            if why is None and earlier is not None:
+                self.report(name, f"done already ({earlier.backend_run_id or 'no id'}, {earlier.time}); skipped")
+                return "skipped"
+            return self._export(name, settings, record, earlier, why or "", fingerprint)
+        except OSError as exc:  # the receipt or its lock cannot be written (a read-only job directory)
+            self.report(name, f"FAILED: cannot keep its receipt in {receipts.EXPORTS_DIR}: {exc.strerror or exc}")
+            return receipts.STATE_FAILED
+        finally:
+            lock.release()
+
+    def _export(self, name: str, settings: dict[str, Any], record: r.ExportRecord, earlier: receipts.Receipt | None,
+                why: str, fingerprint: str) -> str:  # fmt: skip
+        attempts = (earlier.attempts if earlier else 0) + 1
+        backend_id = [earlier.backend_run_id if earlier else ""]
+
+        def write(state: str, detail: str) -> None:
+            receipt = receipts.Receipt(state, backend_id[0], scrub(detail), receipts.now_text(), fingerprint, attempts)
+            receipts.write_receipt(self.job_dir, name, receipt)
+
+        def on_run_id(run_id: str) -> None:
+            # Known before the export ends: a receipt left running still says which run to look at.
+            backend_id[0] = run_id
+            write(receipts.STATE_RUNNING, why)
+
+        write(receipts.STATE_RUNNING, why)
+        exporter = self.exporters.get(name)
+        try:
+            if exporter is None:
+                raise r.ExportError(f"unknown exporter {name!r}; this job knows {', '.join(self.exporters)}")
+            result = exporter(record, settings, on_run_id, self.job_dir)
+        except r.ExportError as exc:
+            return self._failed(name, write, str(exc))
+        except Exception as exc:  # a bug or a backend's surprise must not cost the job its other exports
+            return self._failed(name, write, f"{type(exc).__name__}: {exc}")
+        backend_id[0] = result.backend_run_id or backend_id[0]
+        write(receipts.STATE_DONE, result.detail)
+        self.report(name, f"done ({why}): {result.detail}")
+        return receipts.STATE_DONE
+
+    def _failed(self, name: str, write: Callable[[str, str], None], reason: str) -> str:
+        write(receipts.STATE_FAILED, reason)
+        self.report(name, f"FAILED: {scrub(reason)} (the benchmark's state is unchanged; rerun with gym eval export)")
+        return receipts.STATE_FAILED
+
+
+def parse_args(argv: list[str]) -> dict[str, Any]:
+    """``JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID]``; ValueError when wrong."""
+    out: dict[str, Any] = {"job_dir": None, "spec": None, "to": [], "force": False, "state": None, "job_id": None}
+    valued = {"--spec": "spec", "--state": "state", "--job-id": "job_id"}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--force":
+            out["force"] = True
+        elif arg == "--to" and i + 1 < len(argv):
+            out["to"].append(argv[i + 1])
+            i += 1
+        elif arg in valued and i + 1 < len(argv):
+            out[valued[arg]] = argv[i + 1]
+            i += 1
+        elif not arg.startswith("--") and out["job_dir"] is None:
+            out["job_dir"] = arg
+        else:
+            raise ValueError(f"unexpected argument {arg!r}")
+        i += 1
+    if not out["job_dir"]:
+        raise ValueError("the job directory is missing")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    except ValueError as exc:
+        print(f"usage: run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID]: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    job_dir = os.path.abspath(args["job_dir"])
+    spec_path = args["spec"] or os.path.join(job_dir, receipts.SPEC_FILE)
+    job_id = args["job_id"] or os.environ.get(c.ENV_JOB_ID) or None
+    try:
+        spec = s.read_spec(spec_path)
+        record = jobfiles.read_record(job_dir, spec, job_id=job_id, state=args["state"])
+    except r.ExportError as exc:
+        say("all", f"FAILED: {exc} (nothing exported; the benchmark's state is unchanged)")
+        return 0
+    Runner(job_dir, spec).run(record, only=args["to"], force=args["force"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

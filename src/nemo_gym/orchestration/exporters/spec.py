@@ -1,0 +1,185 @@
+"""The export spec: what a job exports, where, and who it is, in one JSON file staged into the job.
+
+The node cannot read the run's ``resolved-config.yaml`` (stdlib has no YAML), so the submitting side
+writes everything the exports need that the job's own files do not say: the identity (run id,
+sweep id, benchmark, model, served name), the GPUs the job was given (for GPU-hours), the resolved
+config already flattened into params, and each exporter's settings after ``job.export`` and the
+benchmark's own ``export`` were merged (``merge_exporters``). ``make_spec`` builds the document,
+``read_spec`` reads it back on the node. No credential ever enters it: tokens come from the
+environment of whatever process runs the exports.
+
+Stdlib only, Python 3.8 syntax.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from typing import Any, NamedTuple
+
+if __package__:
+    from . import record as r
+else:  # staged into a job: the exporters' modules sit side by side
+    import record as r  # type: ignore[no-redef,import-not-found]
+
+SPEC_VERSION = 1
+MLFLOW = "mlflow"
+WANDB = "wandb"
+TABLE = "table"
+EXPORTERS = (MLFLOW, WANDB, TABLE)  # the order they run in
+# The settings each exporter knows.
+SETTINGS = {
+    MLFLOW: ("tracking_uri", "experiment", "run_name", "tags"),
+    WANDB: ("project", "entity", "group", "mode"),
+    TABLE: ("dir",),
+}
+WANDB_MODES = ("online", "offline")
+
+
+class ExportSpec(NamedTuple):
+    run_id: str
+    sweep_id: str | None
+    benchmark: str
+    model: str
+    served_name: str
+    gpus: int | None  # the job's GPUs, for GPU-hours; None when unknown
+    params: dict[str, str]
+    params_notes: tuple[str, ...]
+    exporters: dict[str, dict[str, Any]]  # name -> settings, in EXPORTERS order
+    usage_dir: str | None = None  # the job directory whose events time this benchmark (a shared job's); None: its own
+
+
+def merge_exporters(defaults: dict[str, Any] | None, override: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """``job.export`` merged with a benchmark's ``export``: the benchmark's settings replace the
+    defaults' one by one (a setting is replaced whole: ``tags`` too), ``null`` for an exporter drops
+    it, and an exporter only the benchmark names is added. ``override`` None inherits everything."""
+    merged: dict[str, dict[str, Any]] = {}
+    for name, settings in (defaults or {}).items():
+        if settings is not None:
+            merged[name] = dict(settings)
+    for name, settings in (override or {}).items():
+        if settings is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = {**merged.get(name, {}), **settings}
+    return {name: merged[name] for name in _ordered(merged)}
+
+
+def _ordered(names: Any) -> list[str]:
+    known = [n for n in EXPORTERS if n in names]
+    return known + sorted(n for n in names if n not in EXPORTERS)
+
+
+def settings_problems(exporters: dict[str, Any]) -> list[str]:
+    """What is wrong with merged exporter settings, one line each, as ``export.<exporter>[.<setting>]:
+    problem`` (config validation prefixes the YAML path). Credentials are refused in the config:
+    they belong in the environment of whatever runs the exports."""
+    problems = []
+    for name, settings in exporters.items():
+        where = f"export.{name}"
+        if name not in EXPORTERS:
+            problems.append(f"{where}: unknown exporter; known: {', '.join(EXPORTERS)}")
+            continue
+        if not isinstance(settings, dict):
+            problems.append(f"{where}: must be a mapping of settings, or null to drop the exporter")
+            continue
+        for key in settings:
+            if key not in SETTINGS[name]:
+                problems.append(f"{where}.{key}: unknown setting; known: {', '.join(SETTINGS[name])}")
+        problems += _setting_problems(name, settings, where)
+    return problems
+
+
+def _setting_problems(name: str, settings: dict[str, Any], where: str) -> list[str]:
+    problems = []
+    uri = settings.get("tracking_uri")
+    if name == MLFLOW and uri is not None:
+        parts = urllib.parse.urlsplit(str(uri))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problems.append(f"{where}.tracking_uri: must be the http(s) address of an MLflow tracking server")
+        elif parts.username or parts.password:
+            problems.append(f"{where}.tracking_uri: holds credentials; remove them and set MLFLOW_TRACKING_TOKEN "
+                            "(or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD) in the environment instead")  # fmt: skip
+    if name == MLFLOW and not isinstance(settings.get("tags", {}), dict):
+        problems.append(f"{where}.tags: must be a mapping of tag name to value")
+    if name == WANDB and settings.get("mode", "online") not in WANDB_MODES:
+        problems.append(f"{where}.mode: must be one of {', '.join(WANDB_MODES)}, got {settings.get('mode')!r}")
+    if name == TABLE and (not isinstance(settings.get("dir"), str) or not settings.get("dir")):
+        problems.append(f"{where}.dir: required: the directory of results.csv and results.json")
+    return problems
+
+
+def make_spec(
+    run_id: str,
+    benchmark: str,
+    model: str,
+    served_name: str,
+    config: dict[str, Any],
+    exporters: dict[str, dict[str, Any]],
+    sweep_id: str | None = None,
+    gpus: int | None = None,
+    usage_dir: str | None = None,
+) -> dict[str, Any]:
+    """The spec document (JSON-ready) for one benchmark's job; ``config`` is the resolved config.
+    ValueError (every problem, one a line) when the settings are wrong."""
+    problems = settings_problems(exporters)
+    if problems:
+        raise ValueError("\n".join(problems))
+    params, notes = r.flatten_config(config)
+    return {
+        "version": SPEC_VERSION,
+        "run_id": run_id,
+        "sweep_id": sweep_id,
+        "benchmark": benchmark,
+        "model": model,
+        "served_name": served_name,
+        "gpus": gpus,
+        "params": params,
+        "params_notes": notes,
+        "exporters": {name: dict(exporters[name]) for name in _ordered(exporters)},
+        "usage_dir": usage_dir,
+    }
+
+
+def parse_spec(data: Any) -> ExportSpec:
+    if not isinstance(data, dict):
+        raise r.ExportError("the export spec is not a JSON object")
+    version = data.get("version")
+    if version != SPEC_VERSION:
+        raise r.ExportError(f"the export spec has version {version!r}; this exporter reads version {SPEC_VERSION}")
+    missing = [k for k in ("run_id", "benchmark") if not isinstance(data.get(k), str) or not data.get(k)]
+    if missing:
+        raise r.ExportError(f"the export spec has no {', '.join(missing)}")
+    exporters = data.get("exporters") or {}
+    if not isinstance(exporters, dict) or any(not isinstance(v, dict) for v in exporters.values()):
+        raise r.ExportError("the export spec's exporters must map each name to its settings")
+    gpus = data.get("gpus")
+    return ExportSpec(
+        run_id=data["run_id"],
+        sweep_id=data.get("sweep_id") or None,
+        benchmark=data["benchmark"],
+        model=str(data.get("model") or ""),
+        served_name=str(data.get("served_name") or ""),
+        gpus=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+        params={str(k): str(v) for k, v in (data.get("params") or {}).items()},
+        params_notes=tuple(str(n) for n in data.get("params_notes") or ()),
+        exporters={name: exporters[name] for name in _ordered(exporters)},
+        usage_dir=data.get("usage_dir") or None,
+    )
+
+
+def read_spec(path: str) -> ExportSpec:
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise r.ExportError(f"cannot read the export spec {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise r.ExportError(f"the export spec {path} is not JSON: {exc}") from None
+    return parse_spec(data)
+
+
+def write_spec(path: str, document: dict[str, Any]) -> None:
+    with open(path, "w") as fh:
+        json.dump(document, fh, indent=2, sort_keys=False)
+        fh.write("\n")

@@ -1,0 +1,193 @@
+#!/bin/bash
+#SBATCH --job-name=gym-shared-deployment
+#SBATCH --account=acct
+#SBATCH --chdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
+#SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/slurm-%j.out
+# gym orchestration: benchmark shared-deployment of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
+GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_requeued=0
+if [ -e "$(gym_state_dir)/pid" ]; then
+    # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
+    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
+    gym_attempt=1
+    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+    gym_requeued=$gym_attempt
+fi
+GYM_ATTEMPT=$gym_requeued
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+)
+
+# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
+# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
+# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
+# its Reason still says TimeLimit after a walltime.
+gym_ending_cause() {
+    local line
+    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+        return 0
+    fi
+    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
+    case "$line" in
+        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
+        *" JobState=PREEMPTED "*) printf 'preempted' ;;
+        *" JobState=CANCELLED "*) printf 'cancelled' ;;
+    esac
+}
+
+# Export a benchmark's results ($1: its state, $2: its directory) with the stdlib exporters staged
+# in it. Once each; a failure is recorded in its receipt and never changes the benchmark's state.
+gym_export() {
+    gym_log "exporting the results of $(basename "$2")"
+    python3 "$2/steps/exporters/run_exports.py" "$2" --job-id "$GYM_JOB_ID" --state "$1" ||
+        gym_log "WARNING: the exports could not run here (python3 on this node?); gym eval export runs them later"
+}
+
+# Ends the job. A failure also records its cause, which a resumable job's successor reads when the
+# scheduler has forgotten the job:
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal.
+gym_finish() {
+    local rc=$1 detail=$2 cause=${3:-} ending
+    trap - TERM INT
+    case "$cause" in
+        startup-failed | service-died | driver-failed | driver-killed)
+            # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_ending_cause)
+            cause=${ending:-$cause}
+            ;;
+    esac
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
+    gym_stop_collector
+    gym_stop_steps
+    [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+# Slurm's TERM, with the reason when it can be told.
+# shellcheck disable=SC2317  # run by the TERM trap
+gym_on_term() {
+    local cause
+    cause=$(gym_ending_cause)
+    case "$cause" in
+        walltime) gym_finish 143 "stopped by its walltime (SIGTERM)" walltime ;;
+        preempted) gym_finish 143 "preempted (SIGTERM)" preempted ;;
+        cancelled) gym_finish 143 "cancelled (SIGTERM)" cancelled ;;
+        *) gym_finish 143 "stopped by a signal (SIGTERM)" signal ;;
+    esac
+}
+trap gym_on_term TERM
+trap 'gym_finish 130 "interrupted" signal' INT
+gym_phase starting "launching services"
+
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+
+# service policy, step policy: one process, nodes 0..0
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment:/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment bash /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/policy.sh &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start" startup-failed
+
+# Shared deployment: every benchmark's driver against these services, 1 at a time.
+# Each benchmark keeps its own directory, log and state; one failing does not stop the others.
+declare -A GYM_BENCH_DIR=(
+    [a]=/lustre/runs/gym-job-20260101T000000Z-000000/a
+    [b]=/lustre/runs/gym-job-20260101T000000Z-000000/b
+)
+gym_launch_driver() {
+    case "$1" in
+        a) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/a srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/a/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/a:/lustre/runs/gym-job-20260101T000000Z-000000/a --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/a bash /lustre/runs/gym-job-20260101T000000Z-000000/a/steps/driver.sh ;;
+        b) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/b/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh ;;
+    esac
+}
+gym_bench_phase() {
+    local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
+    mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
+}
+gym_queue=( a b )
+declare -A gym_running=()
+gym_failed=0
+for bench in "${gym_queue[@]}"; do
+    mkdir -p "${GYM_BENCH_DIR[$bench]}/logs" "${GYM_BENCH_DIR[$bench]}/artifacts"
+    gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
+done
+gym_phase running "benchmarks"
+while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
+    while [ ${#gym_queue[@]} -gt 0 ] && [ ${#gym_running[@]} -lt 1 ]; do
+        bench=${gym_queue[0]}
+        gym_queue=("${gym_queue[@]:1}")
+        gym_bench_phase "$bench" running "driver"
+        gym_launch_driver "$bench" &
+        gym_running[$bench]=$!
+        gym_event "driver-start $bench"
+    done
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            for bench in "${!gym_running[@]}"; do
+                kill -TERM "${gym_running[$bench]}" 2>/dev/null
+                gym_bench_phase "$bench" failed "service $service died while the driver ran"
+            done
+            for bench in "${gym_queue[@]}"; do
+                gym_bench_phase "$bench" failed "service $service died before its turn"
+            done
+            wait
+            gym_finish 1 "service $service died" service-died
+        fi
+    done
+    for bench in "${!gym_running[@]}"; do
+        pid=${gym_running[$bench]}
+        kill -0 "$pid" 2>/dev/null && continue
+        wait "$pid"
+        rc=$?
+        unset 'gym_running[$bench]'
+        gym_event "driver-end $bench $rc"
+        # Its results leave the cluster before its state says it ended.
+        case "$bench" in
+            a | b)
+                gym_export "$([ "$rc" -eq 0 ] && echo succeeded || echo failed)" "${GYM_BENCH_DIR[$bench]}"
+                ;;
+        esac
+        if [ "$rc" -eq 0 ]; then
+            gym_bench_phase "$bench" succeeded "driver finished"
+        else
+            gym_failed=$((gym_failed + 1))
+            gym_bench_phase "$bench" failed "driver failed with exit status $rc"
+            gym_log "ERROR: the driver of $bench failed with exit status $rc"
+        fi
+    done
+    sleep 1
+done
+if [ "$gym_failed" -ne 0 ]; then
+    gym_finish 1 "$gym_failed benchmark(s) failed" driver-failed
+fi
+gym_finish 0 "every benchmark finished"
