@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -198,3 +199,82 @@ def test_command_benchmarks_in_a_shared_local_deployment_report_their_own_exit(t
     assert "about to fail" in logs.stdout, logs.stderr
     asked = subprocess.run([*cli, "logs", "--last", "asks", "--driver"], capture_output=True, text=True, env=env)
     assert "done by tiny" in asked.stdout
+
+
+def submit_local_sweep(tmp_path: Path, accuracies: dict[int, float], port: int, driver_seconds: int):
+    """``gym eval submit -m`` of stand-in checkpoints on this machine; (the sweep's JSON, the models,
+    a function running ``gym eval ARGS`` with the same index)."""
+    models = []
+    for step, accuracy in accuracies.items():
+        model = tmp_path / "ckpt" / f"step-{step}"
+        model.mkdir(parents=True)
+        (model / "standin-accuracy").write_text(f"{accuracy}\n")
+        models.append(str(model))
+    config = {
+        "services": {"policy": {"type": "vllm", "model": "/placeholder", "container": "unused", "port": port,
+                                "env": {"PATH": PATH}}},
+        "compute": {"here": {"type": "local"}},
+        "driver": {"policy_model": "policy", "benchmarks": {"math": {"run": {"standin_rollouts": 4}}},
+                   "env": {"PATH": PATH, "STANDIN_DRIVER_SECONDS": f"lit:{driver_seconds}"}},
+        "job": {"output_path": str(tmp_path / "runs")},
+        "otel": {"enabled": False},
+    }  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def gym(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
+                              capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+
+    proc = gym("submit", "-c", str(path), "-m", f"services.policy.model={','.join(models)}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), models, gym
+
+
+def test_a_local_sweep_runs_its_runs_one_after_another(tmp_path) -> None:
+    """Two checkpoints on this machine: the second run waits (queued, named so) while the first
+    holds the model's port, then runs; the sweep's results are each checkpoint's."""
+    sweep, models, gym = submit_local_sweep(tmp_path, {1000: 0.25, 2000: 0.75}, 18237, driver_seconds=2)
+    first, second = (r["benchmarks"][0] for r in sweep["records"])
+    status = json.loads(gym("status", sweep["sweep_id"], "--json").stdout)
+    [waiting] = status["runs"][1]["jobs"]
+    assert (waiting["state"], waiting["detail"]) == ("queued", "waiting for the runs before it")
+    assert wait_state(first)["phase"] == "succeeded", job_log(first)
+    assert wait_state(second)["phase"] == "succeeded", job_log(second)
+    first_end = Path(first["job_dir"], ".gym", first["job_id"], "state").stat().st_mtime
+    [second_vllm] = [json.loads(p.read_text()) for p in Path(second["job_dir"], "standin").glob("vllm-*.json")]
+    assert second_vllm["time"] >= first_end - 1  # one after the other: they share the port
+    proc = gym("results", "--last")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line.split()[:2] for line in proc.stdout.splitlines()[3:5]]
+    assert rows == [[models[0], "0.2500"], [models[1], "0.7500"]]
+
+
+def test_cancel_of_a_local_sweep_stops_the_running_run_and_the_waiting_one_never_starts(tmp_path) -> None:
+    sweep, models, gym = submit_local_sweep(tmp_path, {1000: 0.25, 2000: 0.75}, 18238, driver_seconds=300)
+    first, second = (r["benchmarks"][0] for r in sweep["records"])
+    deadline = time.monotonic() + 30
+    while json.loads(gym("status", "--last", "--json").stdout)["runs"][0]["jobs"][0]["state"] != "running":
+        assert time.monotonic() < deadline, "the first run never got to its driver"
+        time.sleep(0.3)
+    proc = gym("cancel", "--last")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"  {models[0]}: cancelled math ({'job ' + first['job_id']})",
+                                        f"  {models[1]}: cancelled math ({'job ' + second['job_id']})"]  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        states = [run["jobs"][0]["state"] for run in json.loads(gym("status", "--last", "--json").stdout)["runs"]]
+        if states == ["cancelled", "cancelled"]:
+            break
+        assert time.monotonic() < deadline, states
+        time.sleep(0.3)
+    time.sleep(1)
+    assert not list(Path(second["job_dir"]).glob("standin/vllm-*.json"))  # the waiting run never started its model
+    # A cancelled local job leaves its driver step running (a fault of the local job's TERM
+    # handling, not of sweeps): stop it here, so it holds nothing of the tests after this one.
+    for driver in Path(first["job_dir"]).glob("standin/gym-run-*.json"):
+        try:
+            os.killpg(os.getpgid(json.loads(driver.read_text())["pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            pass

@@ -74,9 +74,9 @@ def test_class_base_and_fields_match_the_spec(name: str) -> None:
 # Fields added beyond the spec, each for an issue's requirement (documented in the README).
 EXTENSIONS = {
     "SlurmComputeConfig": {"container_runtime"},
-    "JobConfig": {"deployment", "benchmarks_at_once"},
-    # NeMo Gym 0.7.0's fields (ResumeConfig too; the vllm_pd classes are checked below).
-    "BenchmarkRunConfig": {"resumable", "command"},
+    "JobConfig": {"deployment", "benchmarks_at_once", "export"},
+    # NeMo Gym 0.7.0's fields (ResumeConfig too; the vllm_pd classes are checked below), and our export.
+    "BenchmarkRunConfig": {"resumable", "command", "export"},
     "VllmServiceConfig": {"data_parallel_rpc_port"},
     "DriverConfig": {"policy_host"},
     "OtelConfig": {"gym_telemetry", "gym_span_groups", "gym_logs"},

@@ -220,7 +220,7 @@ def with_rewards(run_dir: Path, rewards: dict[int, float]) -> None:
     write_rows(run_dir, [{**r, "reward": rewards.get(r["_ng_task_index"], r["reward"])} for r in rows(run_dir)])
 
 
-def test_a_sweep_is_a_benchmark_by_run_table_with_k_of_n_where_incomplete(tmp_path, capsys) -> None:
+def test_several_runs_are_a_run_by_benchmark_table_with_k_of_n_where_incomplete(tmp_path, capsys) -> None:
     base = copy_of_the_real_run(tmp_path / "step-1000")
     better = copy_of_the_real_run(tmp_path / "step-2000")
     with_rewards(better, dict.fromkeys(range(6), 1.0))
@@ -231,9 +231,12 @@ def test_a_sweep_is_a_benchmark_by_run_table_with_k_of_n_where_incomplete(tmp_pa
     assert code == 1  # one of them is incomplete
     lines = out.splitlines()
     assert lines[0] == "reward: mean over tasks; (k/n): samples written of those expected, where not complete"
-    cells = lines[2].split()
-    assert cells == ["answer-judge", "0.0000", "0.5000", "1.0000", "(9/12)"]
-    assert lines[3].split()[0] == "GPU-HOURS" and lines[4].split()[0] == "WALL"
+    assert lines[1].split() == ["RUN", "answer-judge", "GPU-HOURS", "WALL"]
+    # Copies of one run share its id: their directories name them.
+    assert [line.split()[:3] for line in lines[2:5]] == [
+        ["step-1000", "0.0000", "-"], ["step-2000", "0.5000", "-"], ["step-3000", "1.0000", "(9/12)"]]
+    run_id = json.loads((base / contract.RECORD_FILE).read_text())["gym_job_id"]
+    assert lines[5].strip() == f"step-1000: {run_id} {base}"
     code, out, _ = cli(capsys, "results", str(base), str(better), "--json")
     docs = json.loads(out)["runs"]
     assert code == 0 and [d["run_dir"] for d in docs] == [str(base), str(better)]

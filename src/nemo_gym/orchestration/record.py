@@ -2,6 +2,13 @@
 
 Written into the run directory (``gym-job.json``) and into a local index
 (``$XDG_CACHE_HOME/nemo-gym/jobs/<run id>.json``) that ``gym eval list/status`` read.
+
+A sweep (``gym eval submit -m``) is several runs, each recorded as above with its sweep id and
+swept values, plus the sweep's own record: its runs in order, with their values. That record goes
+into the index (``<sweep id>.sweep.json``) and into every run directory of the sweep
+(``gym-sweep.json``): the runs need not share a parent directory (the output path, even the
+host, can be swept), and a run directory is what gets copied and read where it lies, so each one
+says which sweep it belongs to and where its siblings are.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ import getpass
 import json
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,10 +57,39 @@ class SubmissionRecord(BaseModel):
     hostname: str | None = None
     executor_metadata: dict[str, str] = {}
     schema_version: int = SCHEMA_VERSION
+    # The sweep this run is one combination of, and its swept values (key -> value as written).
+    sweep_id: str | None = None
+    sweep_values: dict[str, str] = {}
 
     @property
     def failed(self) -> list[BenchmarkJob]:
         return [b for b in self.benchmarks if b.job_id is None]
+
+    def dumps(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+def values_label(values: Mapping[str, str]) -> str:
+    """A combination's name: ``services.policy.model=/ckpt/step-100, run.limit=5``."""
+    return ", ".join(f"{key}={value}" for key, value in values.items())
+
+
+class SweepRun(BaseModel):
+    run_id: str
+    run_dir: str
+    values: dict[str, str]  # swept key -> value as written, in the order of the sweep
+
+
+class SweepRecord(BaseModel):
+    sweep_id: str
+    submitted_at: str
+    submitted_by: str
+    config: str  # the config file the combinations were composed from
+    swept: list[str]  # the swept keys, in the order written
+    executor: str
+    hostname: str | None
+    runs: list[SweepRun]
+    schema_version: int = SCHEMA_VERSION
 
     def dumps(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -75,11 +113,22 @@ def index_dir() -> Path:
 
 def write_local_index(record: SubmissionRecord) -> Path | None:
     """Best effort: the jobs are queued already, so a full disk here must not fail the submit."""
-    path = index_dir() / f"{record.gym_job_id}.json"
+    return _write_index_file(index_dir() / f"{record.gym_job_id}.json", record.dumps())
+
+
+def write_sweep_index(sweep: SweepRecord) -> Path | None:
+    """Best effort, like a run's: the runs' own index entries name their sweep too."""
+    return _write_index_file(index_dir() / f"{sweep.sweep_id}{SWEEP_INDEX_SUFFIX}", sweep.dumps())
+
+
+SWEEP_INDEX_SUFFIX = ".sweep.json"
+
+
+def _write_index_file(path: Path, text: str) -> Path | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(record.dumps())
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
         tmp.replace(path)
         return path
     except OSError as exc:
@@ -97,6 +146,16 @@ def load_record(text: str) -> SubmissionRecord:
     return SubmissionRecord.model_validate(data)
 
 
+def load_sweep_record(text: str) -> SweepRecord:
+    data = json.loads(text)
+    version = data.get("schema_version")
+    if not isinstance(version, int):
+        raise ValueError("the sweep record has no usable schema_version")
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"the sweep record was written by a newer version (schema {version}); upgrade to read it")
+    return SweepRecord.model_validate(data)
+
+
 # -- finding runs ----------------------------------------------------------------------------------
 
 
@@ -108,6 +167,16 @@ def all_records() -> list[SubmissionRecord]:
         except (OSError, ValueError):
             continue
     return sorted(records, key=lambda r: (r.submitted_at, r.gym_job_id))
+
+
+def all_sweeps() -> list[SweepRecord]:
+    sweeps = []
+    for path in sorted(index_dir().glob(f"*{SWEEP_INDEX_SUFFIX}")):
+        try:
+            sweeps.append(load_sweep_record(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return sorted(sweeps, key=lambda s: (s.submitted_at, s.sweep_id))
 
 
 def looks_like_a_directory(name: str) -> bool:
@@ -137,31 +206,82 @@ def run_in_directory(path: str) -> SubmissionRecord:
     return record.model_copy(update={"run_dir": run_dir, "benchmarks": jobs, "hostname": None})
 
 
+@dataclass(frozen=True)
+class Selection:
+    """What a user named: one run, or every run of a sweep, in the sweep's order."""
+
+    records: list[SubmissionRecord]
+    sweep: SweepRecord | None = None
+
+    @property
+    def name(self) -> str:
+        return self.sweep.sweep_id if self.sweep else self.records[0].gym_job_id
+
+
 def find_runs(names: list[str], last: bool = False) -> list[SubmissionRecord]:
-    """Several runs, in the order named (``last``: the newest after them); the newest without any."""
-    records = [find_run(name) for name in names]
+    """Several runs, in the order named, a sweep standing for its runs (``last``: the newest
+    submission after them); the newest submission without any."""
+    selections = [find_selection(name) for name in names]
     if last or not names:
-        records.append(find_run(None, last=True))
-    return records
+        selections.append(find_selection(None, last=True))
+    return [record for selection in selections for record in selection.records]
 
 
 def find_run(name: str | None, last: bool = False) -> SubmissionRecord:
-    """The run a user names: its directory, its id or a unique part of it; the newest with ``last``
-    or no name."""
+    """One run a user names (see ``find_selection``); a sweep of several runs is refused."""
+    selection = find_selection(name, last)
+    if len(selection.records) > 1:
+        raise UserError(
+            f"{name or '--last'} is sweep {selection.name} of {len(selection.records)} runs; name one of its runs "
+            f"(gym eval status {selection.name} lists them)"
+        )
+    return selection.records[0]
+
+
+def find_selection(name: str | None, last: bool = False) -> Selection:
+    """What a user names: a run's directory; a run id or a sweep id, or a unique part of either;
+    the newest submission (a sweep when the last was one) with ``last`` or no name."""
     if name and not last and looks_like_a_directory(name):
-        return run_in_directory(name)
+        return Selection([run_in_directory(name)])
     records = all_records()
     if not records:
         raise UserError(f"no runs in the local index ({index_dir()}); submit one with gym eval submit")
+    sweeps = {s.sweep_id: s for s in all_sweeps()}
     if last or not name:
-        return records[-1]
+        newest = records[-1]
+        return _sweep_selection(newest.sweep_id, records, sweeps) if newest.sweep_id else Selection([newest])
+    sweep_ids = sorted(set(sweeps) | {r.sweep_id for r in records if r.sweep_id})
     exact = [r for r in records if r.gym_job_id == name]
     if exact:
-        return exact[0]
-    matches = [r for r in records if r.gym_job_id.startswith(name) or r.gym_job_id.endswith(name)]
+        return Selection(exact[:1])
+    if name in sweep_ids:
+        return _sweep_selection(name, records, sweeps)
+    run_matches = [r.gym_job_id for r in records if _is_part_of(name, r.gym_job_id)]
+    sweep_matches = [s for s in sweep_ids if _is_part_of(name, s)]
+    matches = run_matches + sweep_matches
     if len(matches) == 1:
-        return matches[0]
+        return _sweep_selection(matches[0], records, sweeps) if sweep_matches else find_selection(matches[0])
     if not matches:
-        raise UserError(f"no run matches {name!r}; see gym eval list")
-    listed = ", ".join(r.gym_job_id for r in matches[:5])
-    raise UserError(f"{name!r} matches {len(matches)} runs ({listed}); give more of the id")
+        raise UserError(f"no run or sweep matches {name!r}; see gym eval list")
+    listed = ", ".join(matches[:5])
+    raise UserError(f"{name!r} matches {len(matches)} runs and sweeps ({listed}); give more of the id")
+
+
+def _is_part_of(name: str, identifier: str) -> bool:
+    return identifier.startswith(name) or identifier.endswith(name)
+
+
+def _sweep_selection(sweep_id: str, records: list[SubmissionRecord], sweeps: dict[str, SweepRecord]) -> Selection:
+    """The sweep's runs in the sweep's order; a run its record lists but the index lost is named."""
+    members = {r.gym_job_id: r for r in records if r.sweep_id == sweep_id}
+    sweep = sweeps.get(sweep_id)
+    if sweep is None:  # the sweep's own index entry could not be written: its runs still say
+        return Selection([members[k] for k in sorted(members)])
+    lost = [run.run_id for run in sweep.runs if run.run_id not in members]
+    if lost:
+        print(f"warning: sweep {sweep_id}: run(s) {', '.join(lost)} missing from the local index ({index_dir()}); "
+              f"their directories hold their records", file=sys.stderr)  # fmt: skip
+    ordered = [members[run.run_id] for run in sweep.runs if run.run_id in members]
+    if not ordered:
+        raise UserError(f"sweep {sweep_id}: none of its runs is in the local index ({index_dir()})")
+    return Selection(ordered, sweep)

@@ -121,6 +121,8 @@ class RunResults:
         return {
             "run": self.record.gym_job_id,
             "run_dir": self.record.run_dir,
+            "sweep_id": self.record.sweep_id,
+            "values": self.record.sweep_values,
             "complete": self.complete,
             "gpu_hours": _rounded(total.gpu_hours, 4),
             "wall_seconds": _rounded(total.wall_seconds, 1),

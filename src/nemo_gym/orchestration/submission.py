@@ -1,10 +1,13 @@
-"""Stage a run on the submit host and queue its jobs, in one round trip.
+"""Stage runs on the submit host and queue their jobs, in one round trip.
 
-One bash script, sent on standard input: it checks the mount sources, unpacks the staged run
-directory, then lets the backend queue every job, printing one marker line per job. Each job's line
-is parsed on its own, so a failure never shifts another benchmark's job id and a warning never
-becomes a job id. Secrets are exported at the top of the script, so they reach the jobs through
-the scheduler's environment and never touch a file.
+One bash script, sent on standard input, for one run or every run of a sweep: it checks every
+run's mount sources and that no run directory exists yet, unpacks every staged run directory, and
+only then lets the backend queue the jobs, printing one marker line per job after a marker line
+per run. So a sweep is queued whole or not at all when a check fails, and a run directory that
+cannot be written leaves nothing behind. Each job's line is parsed on its own, so a failure never
+shifts another benchmark's job id and a warning never becomes a job id. Each run's secrets are
+exported only where its jobs are queued, so they reach its jobs through the scheduler's
+environment and never touch a file.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends.base import run_marker_line
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import RunPlan
@@ -50,26 +54,85 @@ def _tarball(staged: StagedRun) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+@dataclass(frozen=True)
+class RunToSubmit:
+    """One run of a submission: its staged files and the secrets its jobs are given."""
+
+    staged: StagedRun
+    secrets: dict[str, str]
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.staged.plan
+
+
 def submission_script(staged: StagedRun, secrets: dict[str, str]) -> str:
-    plan = staged.plan
-    lines = ["set -u", "umask 022"]
-    lines += [f"export {name}={shlex.quote(value)}" for name, value in secrets.items()]
-    if plan.mount_sources:
-        lines.append("gym_missing=0")
-        for label, src in plan.mount_sources:
-            marker = shlex.quote(f"{contract.MISSING_MARKER}{label}:{src}")
-            lines.append(f"test -e {shlex.quote(src)} || {{ echo {marker}; gym_missing=1; }}")
-        lines.append(f'[ "$gym_missing" -eq 0 ] || exit {EXIT_MISSING_MOUNTS}')
-    run_dir = shlex.quote(plan.run_dir)
-    lines += [
-        f"if [ -e {run_dir} ]; then echo 'run directory exists already' >&2; exit {EXIT_RUN_DIR_EXISTS}; fi",
-        f"mkdir -p {run_dir} || exit {EXIT_RUN_DIR_UNWRITABLE}",
-        f"base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C {run_dir} || exit {EXIT_RUN_DIR_UNWRITABLE}",
-        _tarball(staged),
-        "GYM_TAR_EOF",
-    ]
-    lines += backend_named(plan.backend).submit_lines(plan)
+    return runs_submission_script([RunToSubmit(staged, secrets)])
+
+
+def runs_submission_script(runs: list[RunToSubmit]) -> str:
+    """Every run's checks, then every run's directory, then every run's jobs (see the module)."""
+    plans = [run.plan for run in runs]
+    lines = ["set -u", "umask 022", *_mount_checks(plans), *_absent_run_dirs(plans)]
+    lines.append("gym_made=()")  # the run directories made so far, removed again if one fails
+    # (${a[@]+"${a[@]}"}: an empty array under set -u, which bash before 4.4 calls unbound.)
+    lines.append(f'gym_unmake() {{ rm -rf ${{gym_made[@]+"${{gym_made[@]}}"}}; exit {EXIT_RUN_DIR_UNWRITABLE}; }}')
+    for run in runs:
+        run_dir = shlex.quote(run.plan.run_dir)
+        lines += [
+            f"mkdir -p {run_dir} || gym_unmake",
+            f"gym_made+=({run_dir})",
+            f"base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C {run_dir} || gym_unmake",
+            _tarball(run.staged),
+            "GYM_TAR_EOF",
+        ]
+    exports = [[f"export {name}={shlex.quote(value)}" for name, value in run.secrets.items()] for run in runs]
+    lines += backend_named(_one_backend(plans)).submit_runs_lines(plans, exports)
     return "\n".join(lines) + "\n"
+
+
+def _one_backend(plans: list[RunPlan]) -> str:
+    backends = sorted({plan.backend for plan in plans})
+    if len(backends) > 1:
+        raise UserError(
+            f"-m: the combinations run on different kinds of compute ({', '.join(backends)}); a sweep is "
+            f"queued by one backend: sweep one compute type at a time"
+        )
+    return backends[0]
+
+
+def _mount_checks(plans: list[RunPlan]) -> list[str]:
+    """Each distinct mount source once; the script stops before writing anything if one is missing."""
+    sources = list(dict.fromkeys(pair for plan in plans for pair in plan.mount_sources))
+    if not sources:
+        return []
+    lines = ["gym_missing=0"]
+    for label, src in sources:
+        marker = shlex.quote(f"{contract.MISSING_MARKER}{label}:{src}")
+        lines.append(f"test -e {shlex.quote(src)} || {{ echo {marker}; gym_missing=1; }}")
+    lines.append(f'[ "$gym_missing" -eq 0 ] || exit {EXIT_MISSING_MOUNTS}')
+    return lines
+
+
+def _absent_run_dirs(plans: list[RunPlan]) -> list[str]:
+    lines = ["gym_exists=0"]
+    for plan in plans:
+        marker = shlex.quote(f"{contract.RUN_DIR_EXISTS_MARKER}{plan.run_dir}")
+        lines.append(f"if [ -e {shlex.quote(plan.run_dir)} ]; then echo {marker}; gym_exists=1; fi")
+    lines.append(f'[ "$gym_exists" -eq 0 ] || exit {EXIT_RUN_DIR_EXISTS}')
+    return lines
+
+
+def split_by_run(stdout: str, run_ids: list[str]) -> dict[str, str]:
+    """Each run's part of a several-run script's output (after its run marker line)."""
+    parts: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        if line.startswith(contract.RUN_MARKER):
+            current = parts.get(line[len(contract.RUN_MARKER) :].strip())
+        elif current is not None:
+            current.append(line)
+    return {run_id: "\n".join(lines) for run_id, lines in parts.items()}
 
 
 def parse_submission_output(stdout: str, benchmarks: list[str], job_id_pattern: str = r"\d+") -> list[QueuedJob]:
@@ -98,22 +161,39 @@ def _parse(plan: RunPlan, stdout: str) -> list[QueuedJob]:
 
 
 def stage_and_submit(conn: Connection, staged: StagedRun, secrets: dict[str, str]) -> list[QueuedJob]:
-    plan = staged.plan
-    result = conn.run_script(submission_script(staged, secrets))
-    missing = [line[len(contract.MISSING_MARKER) :] for line in result.stdout.splitlines()
-               if line.startswith(contract.MISSING_MARKER)]  # fmt: skip
+    [queued] = stage_and_submit_runs(conn, [RunToSubmit(staged, secrets)])
+    return queued
+
+
+def stage_and_submit_runs(conn: Connection, runs: list[RunToSubmit]) -> list[list[QueuedJob]]:
+    """Stage and queue every run in one script; each run's jobs, in order. A failed check raises
+    before anything was written or queued."""
+    plans = [run.plan for run in runs]
+    result = conn.run_script(runs_submission_script(runs))
+    out = result.stdout.splitlines()
+    missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
     if missing:
-        raise UserError([
-            f"{m.split(':', 1)[0]}.mounts: source {m.split(':', 1)[1]!r} does not exist on the submit host; "
-            f"create it or fix the mount"
-            for m in missing
-        ])  # fmt: skip
+        raise UserError([_missing_mount(m, plans) for m in missing])
+    existing = [line[len(contract.RUN_DIR_EXISTS_MARKER) :] for line in out
+                if line.startswith(contract.RUN_DIR_EXISTS_MARKER)]  # fmt: skip
     if result.returncode == EXIT_RUN_DIR_EXISTS:
-        raise UserError(f"{plan.run_dir} exists already; nothing was submitted, retry to get a new run id")
+        raise UserError(f"{', '.join(existing)} exists already; nothing was submitted, retry to get a new run id")
     if result.returncode == EXIT_RUN_DIR_UNWRITABLE:
         detail = " ".join(result.stderr.split())[-300:]
-        raise UserError(f"could not write the run directory {plan.run_dir} ({detail}); nothing was submitted")
-    return _parse(plan, result.stdout)
+        where = plans[0].run_dir if len(plans) == 1 else f"of {len(plans)} runs"
+        raise UserError(f"could not write the run directory {where} ({detail}); nothing was submitted")
+    parts = split_by_run(result.stdout, [plan.run_id for plan in plans])
+    return [_parse(plan, parts[plan.run_id]) for plan in plans]
+
+
+def _missing_mount(marker: str, plans: list[RunPlan]) -> str:
+    """``driver.mounts: source '/x' does not exist ...``, naming the combinations when not all have it."""
+    label, src = marker.split(":", 1)
+    having = [plan for plan in plans if (label, src) in plan.mount_sources]
+    problem = f"{label}.mounts: source {src!r} does not exist on the submit host; create it or fix the mount"
+    if len(having) == len(plans):
+        return problem
+    return f"{problem} (in run(s) {', '.join(plan.run_id for plan in having)})"
 
 
 def per_benchmark(plan: RunPlan, results: list[QueuedJob]) -> list[QueuedJob]:
@@ -126,21 +206,41 @@ def per_benchmark(plan: RunPlan, results: list[QueuedJob]) -> list[QueuedJob]:
 
 def recover_results(conn: Connection, staged: StagedRun) -> list[QueuedJob]:
     """After a lost connection: what the run directory says was queued (the submission log)."""
-    plan = staged.plan
-    log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
-    result = conn.run_script(f"cat {log} 2>/dev/null; true\n")
+    [queued] = recover_runs(conn, [staged])
+    return queued
+
+
+def recover_runs(conn: Connection, runs: list[StagedRun]) -> list[list[QueuedJob]]:
+    """After a lost connection: what each run directory says was queued, in one script."""
+    plans = [staged.plan for staged in runs]
+    lines = []
+    for plan in plans:
+        lines += [run_marker_line(plan), f"cat {shlex.quote(f'{plan.run_dir}/{contract.SUBMITTED_LOG}')} 2>/dev/null"]
+    parts = split_by_run(conn.run_script("\n".join(lines) + "\ntrue\n").stdout, [plan.run_id for plan in plans])
     return [
-        r if r.job_id or r.error != NO_RESULT
-        else QueuedJob(r.benchmark, None, "not submitted: the connection was lost before its sbatch ran")
-        for r in _parse(plan, result.stdout)
+        [
+            r if r.job_id or r.error != NO_RESULT
+            else QueuedJob(r.benchmark, None, "not submitted: the connection was lost before its sbatch ran")
+            for r in _parse(plan, parts[plan.run_id])
+        ]
+        for plan in plans
     ]  # fmt: skip
 
 
 def write_remote_file(conn: Connection, path: str, content: str, mode: int = 0o644) -> None:
-    script = (
-        f"umask 077\ncat > {shlex.quote(path)} <<'GYM_FILE_EOF'\n{content.rstrip(chr(10))}\nGYM_FILE_EOF\n"
-        f"chmod {mode:o} {shlex.quote(path)}\n"
-    )
-    result = conn.run_script(script)
+    write_remote_files(conn, {path: content}, mode)
+
+
+def write_remote_files(conn: Connection, files: dict[str, str], mode: int = 0o644) -> None:
+    """Several small files in one script (a sweep's records); OSError naming what failed."""
+    lines = ["umask 077", "gym_failed=0"]
+    for path, content in files.items():
+        lines += [
+            f"{{ cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}; }} <<'GYM_FILE_EOF' || gym_failed=1",
+            content.rstrip("\n"),
+            "GYM_FILE_EOF",
+        ]
+    lines.append('exit "$gym_failed"')
+    result = conn.run_script("\n".join(lines) + "\n")
     if result.returncode != 0:
         raise OSError(" ".join(result.stderr.split()) or f"exit status {result.returncode}")

@@ -8,12 +8,18 @@ like any config (``key=value`` overrides), and runs under its own run id; the sw
 
 from __future__ import annotations
 
+import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.errors import UserError
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.record import SubmissionRecord
 
 # A sweep this large is almost certainly a typo (a range without a step, say): ask for it explicitly.
 MAX_COMBINATIONS = 500
@@ -27,7 +33,9 @@ class SweepPoint:
     values: tuple[tuple[str, str], ...]  # (swept key, value as written), in the order of the sweep
 
     def label(self) -> str:
-        return ", ".join(f"{key}={value}" for key, value in self.values)
+        from nemo_gym.orchestration.record import values_label
+
+        return values_label(dict(self.values))
 
 
 def new_sweep_id(now: datetime | None = None) -> str:
@@ -97,3 +105,29 @@ def _values_of(override: object, config_path: Path) -> list[str]:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class RunLabels:
+    """What to call each of several runs in a table, and what the column of those names is called."""
+
+    header: str
+    labels: list[str]
+
+
+def run_labels(records: Sequence[SubmissionRecord]) -> RunLabels:
+    """The swept values where the runs are combinations of a sweep (just the values when they
+    share their keys: the header names the keys); otherwise each run's id, or its directory's name
+    where copies of one run share an id."""
+    from nemo_gym.orchestration.record import values_label
+
+    keys = {tuple(r.sweep_values) for r in records}
+    if len(keys) == 1 and () not in keys:
+        labels = [", ".join(r.sweep_values.values()) for r in records]
+        if len(set(labels)) == len(labels):
+            return RunLabels(", ".join(next(iter(keys))), labels)
+    labels = [values_label(r.sweep_values) or r.gym_job_id for r in records]
+    if len(set(labels)) < len(labels):
+        labels = [os.path.basename(r.run_dir.rstrip("/")) if labels.count(label) > 1 else label
+                  for label, r in zip(labels, records)]  # fmt: skip
+    return RunLabels("RUN", labels)

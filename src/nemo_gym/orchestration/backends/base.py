@@ -8,6 +8,7 @@ else — the plan, the job scripts, the probes' own files, the record — is sha
 
 from __future__ import annotations
 
+import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -113,6 +114,16 @@ class Backend(ABC):
         """Bash that queues every submitted job once the run directory is in place, printing one
         ``contract.JOB_MARKER<benchmark>:<status>:<output>`` line per job."""
 
+    def submit_runs_lines(self, plans: list[RunPlan], exports: list[list[str]]) -> list[str]:
+        """Bash that queues the jobs of several runs (a sweep's; often just one) once their
+        directories are in place: each run's job lines after a ``contract.RUN_MARKER<run id>``
+        line, in a subshell that exports only that run's secrets (``exports``, per run). By
+        default each run is queued as it would be alone."""
+        lines = []
+        for plan, export in zip(plans, exports):
+            lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan), ")"]
+        return lines
+
     # -- status and cancel ------------------------------------------------------------------------
 
     def probe_prelude(self, record: SubmissionRecord) -> list[str]:
@@ -154,3 +165,8 @@ class Backend(ABC):
 
     def job_label(self, job: JobPlan) -> str:
         return job.benchmark
+
+
+def run_marker_line(plan: RunPlan) -> str:
+    """Bash: the line that opens a run's part of a submission's output."""
+    return f"printf '%s\\n' {shlex.quote(contract.RUN_MARKER + plan.run_id)}"

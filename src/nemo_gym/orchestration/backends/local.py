@@ -10,7 +10,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, Backend, JobProbe, recorded_outcome
+from nemo_gym.orchestration.backends.base import (
+    CANCELLED_BY_USER,
+    Backend,
+    JobProbe,
+    recorded_outcome,
+    run_marker_line,
+)
 from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
@@ -41,11 +47,29 @@ class LocalBackend(Backend):
     def submit_lines(self, plan: RunPlan) -> list[str]:
         # Detached from this command: the run goes on after `gym eval submit` returns.
         runner = shlex.quote(f"{plan.run_dir}/{contract.LOCAL_RUNNER_SCRIPT}")
-        lines = [f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &"]
-        for job in plan.submitted_jobs:
-            lines.append(
-                f"printf '%s%s:0:%s\\n' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} {job.local_job_id}"
-            )
+        return [f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &", *_job_marker_lines(plan)]
+
+    def submit_runs_lines(self, plans: list[RunPlan], exports: list[list[str]]) -> list[str]:
+        # The runs of a sweep go one after another, like a run's benchmarks (they would share the
+        # machine's ports and GPUs): one detached chain starts each run's runner when the one
+        # before has ended, each with only its own secrets. The chain's text reaches its bash
+        # through a pipe from a builtin, so the secrets in it are in no file and no process's
+        # arguments. Until its turn a run's jobs read as queued, and its runner pid file names
+        # the chain, which is alive while the run is still to come.
+        if len(plans) == 1:
+            return super().submit_runs_lines(plans, exports)
+        chain = []
+        for plan, export in zip(plans, exports):
+            runner = shlex.quote(f"{plan.run_dir}/{contract.LOCAL_RUNNER_SCRIPT}")
+            chain.append(f"( {'; '.join([*export, f'bash {runner}'])} ) >/dev/null 2>&1 </dev/null")
+        lines = [f"gym_chain={shlex.quote(chr(10).join(chain))}"]
+        for plan in plans[1:]:
+            lines += _queued_behind_lines(plan)
+        lines += ["printf '%s\\n' \"$gym_chain\" | setsid nohup bash -s >/dev/null 2>&1 &", "gym_chain_pid=$!"]
+        for plan in plans[1:]:
+            lines.append(f'echo "$gym_chain_pid" >{shlex.quote(f"{plan.run_dir}/{contract.RUNNER_PID_FILE}")}')
+        for plan in plans:
+            lines += [run_marker_line(plan), *_job_marker_lines(plan)]
         return lines
 
     def probe_tail(self, record: SubmissionRecord) -> list[str]:
@@ -83,6 +107,23 @@ class LocalBackend(Backend):
         # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
         pid = shlex.quote(f"{job.job_dir}/{contract.state_dir(job.job_id or '')}/{contract.PID_FILE}")
         return [f'[ -f {pid} ] && kill -TERM "$(cat {pid})" 2>/dev/null; true']
+
+
+def _job_marker_lines(plan: RunPlan) -> list[str]:
+    return [
+        f"printf '%s%s:0:%s\\n' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} {job.local_job_id}"
+        for job in plan.submitted_jobs
+    ]
+
+
+def _queued_behind_lines(plan: RunPlan) -> list[str]:
+    """A later run's jobs, queued until its runner starts (which writes its own queued state)."""
+    lines = []
+    for job in plan.submitted_jobs:
+        state_dir = f"{job.job_dir}/{contract.state_dir(job.local_job_id)}"
+        state = f"{contract.STATE_KEYS[0]}={contract.PHASE_QUEUED}\\n{contract.STATE_KEYS[1]}=waiting for the runs before it"
+        lines.append(f"mkdir -p {shlex.quote(state_dir)} && printf '{state}\\n' >{shlex.quote(state_dir + '/' + contract.STATE_FILE)}")
+    return lines
 
 
 def visible_gpus(environ: Mapping[str, str] = os.environ) -> int:

@@ -1,13 +1,15 @@
-"""What the verbs share: choosing a run, plain tables."""
+"""What the verbs share: choosing a run (or a sweep), plain tables."""
 
 from __future__ import annotations
 
 import argparse
 
+RUN_HELP = "run id or sweep id (or a unique part of one), or a run's directory (default: the last submission)"
+
 
 def add_run_selector(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", nargs="?", help="run id or a unique part of it (default: the last run)")
-    p.add_argument("--last", action="store_true", help="the most recent run")
+    p.add_argument("run", nargs="?", help=RUN_HELP)
+    p.add_argument("--last", action="store_true", help="the most recent submission (a sweep when it was one)")
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

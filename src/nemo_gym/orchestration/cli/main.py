@@ -29,14 +29,14 @@ def _print_problems(problems: list[str]) -> None:
 
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     from nemo_gym.orchestration import __version__
-    from nemo_gym.orchestration.cli import cancel, compare, logs, results, status, submit
+    from nemo_gym.orchestration.cli import cancel, compare, export, logs, report, results, status, submit
 
     parser = argparse.ArgumentParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
     parser.add_argument("--version", action="version", version=f"gym orchestration {__version__}")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for verb in (submit, status, results, compare, logs, cancel):
+    for verb in (submit, status, results, compare, report, logs, cancel, export):
         verb.register(eval_verbs)
     return parser
 

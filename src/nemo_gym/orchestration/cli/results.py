@@ -1,9 +1,9 @@
-"""``gym eval results``: one run's results, or several runs side by side (a checkpoint sweep)."""
+"""``gym eval results``: one run's results, or several runs side by side (a sweep, or runs named
+one by one): a row per run, labelled by its swept values, a column per benchmark."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import table
@@ -21,11 +21,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "results",
         help="a run's results, or several runs side by side",
         description="Every benchmark's results: samples against the expected ones, the metric, GPU-hours. "
-        "With several runs, a benchmark x run table of the metric. Exits 1 when any benchmark is "
+        "With several runs (a sweep), a run x benchmark table of the metric. Exits 1 when any benchmark is "
         "incomplete or failed.",
     )
-    p.add_argument("runs", nargs="*", metavar="RUN", help="run id (or a unique part), or a run directory")
-    p.add_argument("--last", action="store_true", help="the most recent run (after any RUN given)")
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="run id or sweep id (or a unique part of one), or a run directory")  # fmt: skip
+    p.add_argument("--last", action="store_true", help="the most recent submission (after any RUN given)")
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric to show (default: reward)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_results)
@@ -105,24 +106,25 @@ def total_line(total: Usage) -> str:
 
 
 def sweep_text(runs: list[RunResults], metric: str) -> str:
+    """A row per run (named by its swept values), a column per benchmark, then what each run cost."""
+    from nemo_gym.orchestration.sweep import run_labels
     from nemo_gym.orchestration.usage import hours_text, wall_text
 
     names: list[str] = []
     for run in runs:
         names += [r.benchmark for r in run.benchmarks if r.benchmark not in names]
-    by_run = [{r.benchmark: r for r in run.benchmarks} for run in runs]
-    rows = [[name, *(value_text(found[name], True) if name in found else "-" for found in by_run)] for name in names]
-    rows.append(["GPU-HOURS", *(hours_text(run.usage) for run in runs)])
-    rows.append(["WALL", *(wall_text(run.usage) for run in runs)])
-    labels = run_labels(runs)
-    lines = [f"{metric}: mean over tasks; (k/n): samples written of those expected, where not complete"]
-    lines.append(table(["BENCHMARK", *labels], rows))
-    for label, run in zip(labels, runs):
-        lines.append(f"  {label}: {run.record.run_dir}")
+    labels = run_labels([run.record for run in runs])
+    rows = []
+    for label, run in zip(labels.labels, runs):
+        found = {r.benchmark: r for r in run.benchmarks}
+        cells = [value_text(found[name], True) if name in found else "-" for name in names]
+        rows.append([label, *cells, hours_text(run.usage), wall_text(run.usage)])
+    lines = []
+    sweeps = {run.record.sweep_id for run in runs}
+    if len(sweeps) == 1 and None not in sweeps:
+        lines.append(f"Sweep {sweeps.pop()}: {len(runs)} runs")
+    lines.append(f"{metric}: mean over tasks; (k/n): samples written of those expected, where not complete")
+    lines.append(table([labels.header, *names, "GPU-HOURS", "WALL"], rows))
+    for label, run in zip(labels.labels, runs):
+        lines.append(f"  {label}: {run.record.gym_job_id} {run.record.run_dir}")
     return "\n".join(lines)
-
-
-def run_labels(runs: list[RunResults]) -> list[str]:
-    """Column names: run ids, or the directories' names where copies of one run share an id."""
-    ids = [run.record.gym_job_id for run in runs]
-    return [os.path.basename(run.record.run_dir) if ids.count(i) > 1 else i for i, run in zip(ids, runs)]

@@ -1,4 +1,5 @@
-"""``gym eval list`` and ``gym eval status``: what runs there are and what their jobs are doing."""
+"""``gym eval list`` and ``gym eval status``: what runs and sweeps there are and what their jobs
+are doing."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from nemo_gym.orchestration.cli.common import add_run_selector, table
 if TYPE_CHECKING:
     from nemo_gym.orchestration.library import RunStatus
     from nemo_gym.orchestration.observe import JobStatus
+    from nemo_gym.orchestration.record import Selection, SubmissionRecord, SweepRecord
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("list", help="runs in the local index, newest last")
+    p = verbs.add_parser("list", help="runs and sweeps in the local index, newest last")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_list)
 
-    p = verbs.add_parser("status", help="the state of every job of a run")
+    p = verbs.add_parser("status", help="the state of every job of a run, or of every run of a sweep")
     add_run_selector(p)
     p.add_argument("--watch", action="store_true", help="refresh until every job has ended")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
@@ -29,18 +31,46 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import list_runs
+    from nemo_gym.orchestration.library import list_runs, list_sweeps
 
     records = list_runs()
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
         return 0
-    rows = [
-        [r.gym_job_id, r.submitted_at, r.executor, r.hostname or "local", str(len(r.benchmarks)), r.run_dir]
-        for r in records
-    ]
-    print(table(["RUN", "SUBMITTED", "BACKEND", "HOST", "JOBS", "RUN DIR"], rows) if rows else "no runs yet")
+    print(table(["RUN", "SUBMITTED", "BACKEND", "HOST", "JOBS", "RUN DIR"], list_rows(records, list_sweeps()))
+          if records else "no runs yet")  # fmt: skip
     return 0
+
+
+def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> list[list[str]]:
+    """One row per submission, oldest first: a run, or a sweep followed by its runs (indented,
+    named by their swept values)."""
+    from nemo_gym.orchestration.record import values_label
+
+    by_sweep: dict[str, list[SubmissionRecord]] = {}
+    for r in records:
+        if r.sweep_id:
+            by_sweep.setdefault(r.sweep_id, []).append(r)
+    sweep_of = {s.sweep_id: s for s in sweeps}
+    rows, shown = [], set()
+    for r in records:
+        if not r.sweep_id:
+            rows.append([r.gym_job_id, r.submitted_at, r.executor, r.hostname or "local", str(len(r.benchmarks)), r.run_dir])
+            continue
+        if r.sweep_id in shown:
+            continue
+        shown.add(r.sweep_id)
+        sweep = sweep_of.get(r.sweep_id)
+        members = by_sweep[r.sweep_id]
+        if sweep is not None:  # in the sweep's order
+            order = {run.run_id: i for i, run in enumerate(sweep.runs)}
+            members.sort(key=lambda m: order.get(m.gym_job_id, len(order)))
+        swept = ", ".join(sweep.swept) if sweep else ", ".join(members[0].sweep_values)
+        jobs = sum(len(m.benchmarks) for m in members)
+        rows.append([r.sweep_id, (sweep.submitted_at if sweep else r.submitted_at), r.executor, r.hostname or "local",
+                     str(jobs), f"sweep of {len(members)} runs over {swept}"])  # fmt: skip
+        rows += [[f"  {m.gym_job_id}", "", "", "", str(len(m.benchmarks)), values_label(m.sweep_values)] for m in members]
+    return rows
 
 
 HEADERS = ["BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
@@ -54,63 +84,102 @@ def status_rows(jobs: list[JobStatus]) -> list[list[str]]:
              hours_text(s.usage), wall_text(s.usage), s.detail] for s in jobs]  # fmt: skip
 
 
-def status_text(run: RunStatus) -> str:
+def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list[str], list[list[str]], str]:
+    """(title, headers, rows, total line) of one run, or of a sweep: a row per job of every run,
+    led by the run's swept values."""
     from nemo_gym.orchestration.cli.results import total_line
+    from nemo_gym.orchestration.sweep import run_labels
+    from nemo_gym.orchestration.usage import total
 
-    record = run.record
-    head = f"Run {record.gym_job_id} ({record.executor}{' on ' + record.hostname if record.hostname else ''})"
-    return head + "\n" + table(HEADERS, status_rows(run.jobs)) + "\n" + total_line(run.usage)
+    first = selection.records[0]
+    where = f"{first.executor}{' on ' + first.hostname if first.hostname else ''}"
+    if selection.sweep is None:
+        [run] = runs
+        return f"Run {first.gym_job_id} ({where})", HEADERS, status_rows(run.jobs), total_line(run.usage)
+    labels = run_labels(selection.records)
+    rows = [[label, *row] for label, run in zip(labels.labels, runs) for row in status_rows(run.jobs)]
+    title = f"Sweep {selection.name} ({where}): {len(runs)} runs"
+    return title, [labels.header, *HEADERS], rows, total_line(total(run.usage for run in runs))
 
 
-def status_json(run: RunStatus) -> str:
+def status_text(selection: Selection, runs: list[RunStatus]) -> str:
+    title, headers, rows, total = status_table(selection, runs)
+    lines = [title, table(headers, rows), total]
+    if selection.sweep is not None:
+        from nemo_gym.orchestration.sweep import run_labels
+
+        lines += [f"  {label}: {r.gym_job_id} {r.run_dir}"
+                  for label, r in zip(run_labels(selection.records).labels, selection.records)]  # fmt: skip
+    return "\n".join(lines)
+
+
+def status_json(selection: Selection, runs: list[RunStatus]) -> str:
+    """One run's document, or a sweep's: ``{"sweep", "gpu_hours", "wall_seconds", "runs": [...]}``."""
     from nemo_gym.orchestration.observe import statuses_json
+    from nemo_gym.orchestration.usage import total
 
-    return statuses_json(run.record, run.jobs)
+    docs = [statuses_json(run.record, run.jobs) for run in runs]
+    if selection.sweep is None:
+        return docs[0]
+    usage = total(run.usage for run in runs)
+    return json.dumps({
+        "sweep": selection.name,
+        "gpu_hours": None if usage.gpu_hours is None else round(usage.gpu_hours, 4),
+        "wall_seconds": None if usage.wall_seconds is None else round(usage.wall_seconds, 1),
+        "runs": [{**json.loads(doc), "values": run.record.sweep_values} for doc, run in zip(docs, runs)],
+    }, indent=2)  # fmt: skip
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import status
-    from nemo_gym.orchestration.record import find_run
+    from nemo_gym.orchestration.library import status_of_runs
+    from nemo_gym.orchestration.record import find_selection
 
-    record = find_run(args.run, args.last)
+    selection = find_selection(args.run, args.last)
     if not args.watch:
-        run = status(record)
-        print(status_json(run) if args.json else status_text(run))
+        runs = status_of_runs(selection.records)
+        print(status_json(selection, runs) if args.json else status_text(selection, runs))
         return 0
-    return _watch(record, args.interval, args.json)
+    return _watch(selection, args.interval, args.json)
 
 
-def _watch(record, interval: float, as_json: bool) -> int:
+def _watch(selection: Selection, interval: float, as_json: bool) -> int:
     from nemo_gym.orchestration.connection import connect
-    from nemo_gym.orchestration.library import status
+    from nemo_gym.orchestration.library import status_of_runs
 
-    with connect(record.hostname) as conn:
+    def final(runs: list[RunStatus]) -> bool:
+        return all(run.final for run in runs)
+
+    def succeeded(runs: list[RunStatus]) -> bool:
+        return all(run.succeeded for run in runs)
+
+    records = selection.records
+    with connect(records[0].hostname) as conn:  # a sweep's runs share their host
         if as_json or not sys.stdout.isatty():
-            run = None
+            runs = None
             while True:
-                run = status(record, conn, previous=run)
-                if run.final:
-                    print(status_json(run) if as_json else status_text(run))
-                    return 0 if run.succeeded else 1
+                runs = status_of_runs(records, conn, previous=runs)
+                if final(runs):
+                    print(status_json(selection, runs) if as_json else status_text(selection, runs))
+                    return 0 if succeeded(runs) else 1
                 time.sleep(interval)
         from rich.console import Console
         from rich.live import Live
         from rich.table import Table
 
-        from nemo_gym.orchestration.cli.results import total_line
-
-        def render(run: RunStatus) -> Table:
-            view = Table(title=f"Run {record.gym_job_id}", caption=total_line(run.usage), expand=False)
-            for header in HEADERS:
-                view.add_column(header.lower())
-            for row in status_rows(run.jobs):
+        def render(runs: list[RunStatus]) -> Table:
+            title, headers, rows, total = status_table(selection, runs)
+            view = Table(title=title, caption=total, expand=False)
+            for i, header in enumerate(headers):
+                # A sweep's first column is named by its swept keys, which are spelled as written.
+                view.add_column(header if i == 0 and selection.sweep else header.lower())
+            for row in rows:
                 view.add_row(*row)
             return view
 
-        run = status(record, conn)
-        with Live(render(run), console=Console(), auto_refresh=False) as live:
-            while not run.final:
+        runs = status_of_runs(records, conn)
+        with Live(render(runs), console=Console(), auto_refresh=False) as live:
+            while not final(runs):
                 time.sleep(interval)
-                run = status(record, conn, previous=run)
-                live.update(render(run), refresh=True)
-        return 0 if run.succeeded else 1
+                runs = status_of_runs(records, conn, previous=runs)
+                live.update(render(runs), refresh=True)
+        return 0 if succeeded(runs) else 1

@@ -164,6 +164,8 @@ gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" start
 gym_phase running "driver"
 srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
 GYM_DRIVER_PID=$!
+# Stopped with the steps when the job ends early (a local driver is a process group of its own).
+GYM_STEP_PID[driver]=$GYM_DRIVER_PID
 gym_event "driver-start"
 while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
     for service in "${!GYM_SERVICE_STEPS[@]}"; do

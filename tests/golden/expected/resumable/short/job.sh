@@ -119,6 +119,8 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 
 gym_phase running "driver"
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/short:/lustre/runs/gym-job-20260101T000000Z-000000/short --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/short bash /lustre/runs/gym-job-20260101T000000Z-000000/short/steps/driver.sh &
 GYM_DRIVER_PID=$!
+# Stopped with the steps when the job ends early (a local driver is a process group of its own).
+GYM_STEP_PID[driver]=$GYM_DRIVER_PID
 gym_event "driver-start"
 while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
     for service in "${!GYM_SERVICE_STEPS[@]}"; do

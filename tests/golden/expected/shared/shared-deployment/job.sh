@@ -147,6 +147,7 @@ while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
         gym_bench_phase "$bench" running "driver"
         gym_launch_driver "$bench" &
         gym_running[$bench]=$!
+        GYM_STEP_PID["driver-$bench"]=$!
         gym_event "driver-start $bench"
     done
     for service in "${!GYM_SERVICE_STEPS[@]}"; do

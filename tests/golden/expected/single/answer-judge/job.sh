@@ -121,6 +121,8 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/v1/models" 900 || gym_finis
 gym_phase running "driver"
 srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
 GYM_DRIVER_PID=$!
+# Stopped with the steps when the job ends early (a local driver is a process group of its own).
+GYM_STEP_PID[driver]=$GYM_DRIVER_PID
 gym_event "driver-start"
 while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
     for service in "${!GYM_SERVICE_STEPS[@]}"; do

@@ -246,9 +246,13 @@ gym_stop_collector() {
 
 # Stop every step still running (their process groups in a local run).
 gym_stop_steps() {
-    local step pid
+    local step pid child
     for step in "${!GYM_STEP_PID[@]}"; do
         pid=${GYM_STEP_PID[$step]}
+        # A step started from a function runs one level down, in a process group of its own.
+        for child in $(pgrep -P "$pid" 2>/dev/null); do
+            kill -TERM -- "-$child" 2>/dev/null || kill -TERM "$child" 2>/dev/null
+        done
         kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     done
 }

@@ -1,0 +1,101 @@
+"""Submitting a sweep over ssh: one `gym eval submit -m` of N runs x 2 benchmarks against the same
+N runs submitted one `gym eval submit` at a time, to the loopback sshd (scripts/local-sshd) and the
+local Slurm cluster. Counts round trips (ssh master connections + commands sent, recorded by an
+`ssh` first on PATH) and wall time; the jobs are held (--begin=now+1hour) and cancelled at once.
+
+    eval "$(scripts/local-slurm env)"; eval "$(scripts/local-sshd env)"
+    .venv/bin/python benchmarks/sweep_submit.py [--runs 3,10] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+STANDINS = REPO / "tests" / "standins"
+GYM = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit"]
+
+
+def config(work: Path, host: str) -> Path:
+    path_env = f"lit:{STANDINS}:/usr/local/bin:/usr/bin:/bin"
+    data = {
+        "services": {"policy": {"type": "vllm", "container": "standin:latest", "model": "/m/step-0", "env": {"PATH": path_env}}},
+        "compute": {"cluster": {"type": "slurm", "account": "acct", "hostname": host, "extra_args": {"begin": "now+1hour"},
+                                "node_pools": {"gpu": {"partition": "debug", "gpus_per_node": 4}}}},
+        "driver": {"policy_model": "policy", "env": {"PATH": path_env}, "benchmarks": {"math": {}, "code": {}}},
+        "job": {"output_path": str(work / "runs")},
+        "otel": {"enabled": False},
+    }  # fmt: skip
+    path = work / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def ssh_shim(work: Path, log: Path) -> Path:
+    shim = work / "shim"
+    shim.mkdir(exist_ok=True)
+    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
+    (shim / "ssh").chmod(0o755)
+    return shim
+
+
+def submit(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, list[str]]:
+    """(seconds, round trips, job ids) of one `gym eval submit`."""
+    log.write_text("")
+    start = time.monotonic()
+    proc = subprocess.run([*GYM, *args, "--json"], capture_output=True, text=True, env=env)
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"submit failed: {proc.stderr.strip()}")
+    doc = json.loads(proc.stdout)
+    records = doc.get("records", [doc])
+    ids = [b["job_id"] for r in records for b in r["benchmarks"] if b["job_id"]]
+    calls = log.read_text().splitlines()
+    trips = sum("ControlMaster=yes" in c for c in calls) + sum("ControlMaster=no" in c for c in calls)
+    return elapsed, trips, ids
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default="3,10", help="sweep sizes (runs; each of 2 benchmarks)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    host, ssh_config = os.environ.get("GYM_TEST_SSH_HOST"), os.environ.get("GYM_TEST_SSH_CONFIG")
+    if not host or not ssh_config:
+        raise SystemExit('needs the loopback sshd: eval "$(scripts/local-sshd env)"')
+    with tempfile.TemporaryDirectory(prefix="gym-sweep-bench-") as tmp:
+        work = Path(tmp)
+        log = work / "ssh.log"
+        env = {**os.environ, "PATH": f"{ssh_shim(work, log)}:{os.environ['PATH']}", "GYM_SSH_OPTIONS": f"-F {ssh_config}",
+               "XDG_CACHE_HOME": str(work / "cache")}  # fmt: skip
+        cfg = str(config(work, host))
+        print(f"{'runs x 2 benchmarks':<22}{'how':<26}{'round trips':>12}{'wall (s)':>10}")
+        for n in (int(x) for x in args.runs.split(",")):
+            models = ",".join(f"/m/step-{1000 * (i + 1)}" for i in range(n))
+            one, separate = [], []
+            for _ in range(args.repeats):
+                elapsed, trips, ids = submit(["-c", cfg, "-m", f"services.policy.model={models}"], env, log)
+                one.append((elapsed, trips))
+                subprocess.run(["scancel", *ids], capture_output=True)
+                total_time, total_trips = 0.0, 0
+                for i in range(n):
+                    elapsed, trips, ids = submit(["-c", cfg, f"services.policy.model=/m/step-{1000 * (i + 1)}"], env, log)
+                    total_time, total_trips = total_time + elapsed, total_trips + trips
+                    subprocess.run(["scancel", *ids], capture_output=True)
+                separate.append((total_time, total_trips))
+            for how, found in (("one submit -m", one), (f"{n} separate submits", separate)):
+                print(f"{n:<22}{how:<26}{found[0][1]:>12}{statistics.median(t for t, _ in found):>10.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""``gym eval report``: runs (a sweep's, typically) as one self-contained HTML file."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "report",
+        help="an HTML report of runs or a sweep: the results table, a chart per benchmark, a comparison of two",
+        description="One self-contained HTML file (no network fetches): the run x benchmark table with "
+        "completeness (k/n) and GPU-hours, a chart per benchmark of its metric across the runs (a numeric swept "
+        "value, such as a checkpoint's step, on the x axis), and the comparison of exactly two runs.",
+    )
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="run id or sweep id (or a unique part of one), or a run directory")  # fmt: skip
+    p.add_argument("--last", action="store_true", help="the most recent submission (after any RUN given)")
+    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.html", help="where to write the report")
+    p.set_defaults(handler=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nemo_gym.orchestration.errors import UserError
+    from nemo_gym.orchestration.library import report
+    from nemo_gym.orchestration.record import find_runs
+    from nemo_gym.orchestration.results import DEFAULT_METRIC
+
+    out = Path(args.output).expanduser()
+    if not out.parent.is_dir():
+        raise UserError(f"-o {args.output}: no directory {out.parent}; create it or write the report elsewhere")
+    records = find_runs(args.runs, args.last)
+    html = report(records, args.metric or DEFAULT_METRIC)
+    try:
+        out.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"-o {args.output}: cannot write the report ({exc.strerror or exc})") from None
+    print(f"Report of {len(records)} run(s): {out.resolve()}")
+    return 0

@@ -1,0 +1,234 @@
+"""``gym eval report``: several runs' results (a sweep's, typically) as one self-contained HTML file.
+
+A view over the same objects ``results`` and ``compare`` print (``RunResults``, ``RunComparison``):
+nothing here reads a file or asks the cluster. The page holds a run x benchmark table (the metric,
+its completeness k/n, GPU-hours, wall time), a chart per benchmark of its metric across the runs,
+and, when there are exactly two runs, their comparison (delta, confidence interval, verdict, and
+the tasks that flipped). Charts are drawn by matplotlib as SVG, written into the page: the file
+loads nothing from anywhere, so it can be mailed, archived or opened offline.
+
+A sweep reads as a curve: when the runs' labels differ only in one number (``/ckpt/step-1000``,
+``/ckpt/step-2000``; or numeric values of a swept key), that number is the x axis, in order.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.sweep import run_labels
+from nemo_gym.orchestration.usage import hours_text, total, wall_text
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import RunComparison
+    from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+
+TEMPLATE = "report.html.j2"
+INSTALL_HINT = "pip install 'gym-orchestration[report]' (or: pip install 'matplotlib>=3.7')"
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# Tasks named per direction in the comparison; the JSON of gym eval compare lists them all.
+TASKS_NAMED = 30
+
+
+def require_matplotlib() -> None:
+    """The charts need matplotlib, an optional extra: say in one line how to get it."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError(f"gym eval report draws its charts with matplotlib, which is not installed; {INSTALL_HINT}") from None
+
+
+# -- the x axis --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Axis:
+    """Where each run sits on a chart's x axis, and what the axis is called."""
+
+    title: str
+    positions: list[float]
+    ticks: list[str]
+    numeric: bool  # positions are the runs' own numbers (a curve); else the runs in order
+
+
+def x_axis(header: str, labels: list[str]) -> Axis:
+    """The runs' labels as numbers when they are (``0.5``, ``1e-5``), or when they differ only in
+    one number (``/ckpt/step-1000`` ... ``/ckpt/step-3000``: 1000 ... 3000); else in order."""
+    named = "" if header == "RUN" else header
+    numbers = [_float(label) for label in labels]
+    if len(labels) > 1 and all(n is not None for n in numbers):
+        return Axis(named or "value", [float(n) for n in numbers if n is not None], labels, True)
+    varying = _one_varying_number(labels)
+    if varying is not None:
+        positions, template = varying
+        title = f"{named}: {_short(template)}" if named else _short(template)
+        return Axis(title, positions, [f"{x:g}" for x in positions], True)
+    return Axis(named or "run", [float(i) for i in range(len(labels))], [_short(label) for label in labels], False)
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _one_varying_number(labels: list[str]) -> tuple[list[float], str] | None:
+    """(each label's number, the labels' common text with N for it) when they differ in one number only."""
+    if len(labels) < 2:
+        return None
+    templates = {_NUMBER.sub("#", label) for label in labels}
+    if len(templates) != 1:
+        return None
+    found = [_NUMBER.findall(label) for label in labels]
+    varying = [i for i in range(len(found[0])) if len({f[i] for f in found}) > 1]
+    if len(varying) != 1:
+        return None
+    at = varying[0]
+    pieces = next(iter(templates)).split("#")
+    shown = [*(f"{p}{found[0][i]}" if i != at else f"{p}N" for i, p in enumerate(pieces[:-1])), pieces[-1]]
+    return [float(f[at]) for f in found], "".join(shown)
+
+
+def _short(label: str, width: int = 28) -> str:
+    return label if len(label) <= width else "…" + label[-(width - 1) :]
+
+
+# -- the charts --------------------------------------------------------------------------------------
+
+
+def benchmark_chart(benchmark: str, metric: str, axis: Axis, results: list[BenchmarkResult | None]) -> str:
+    """One benchmark's metric across the runs, as an SVG element. A partial value is drawn hollow
+    and marked with its k/n; a run without a value leaves a gap."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    points = sorted(
+        ((x, r.value, r) for x, r in zip(axis.positions, results) if r is not None and r.value is not None),
+        key=lambda p: p[0],
+    )
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"gym-report-{benchmark}",
+                                "font.size": 10, "axes.spines.top": False, "axes.spines.right": False}):  # fmt: skip
+        fig = Figure(figsize=(5.2, 3.2), dpi=100)  # two side by side on a laptop's screen
+        ax = fig.subplots()
+        if points:
+            xs = [x for x, _, _ in points]
+            ys = [y for _, y, _ in points]
+            ax.plot(xs, ys, color="#2b6cb0", linewidth=2, zorder=1)
+            for x, y, r in points:
+                ax.scatter([x], [y], s=42, zorder=2, color="#2b6cb0" if r.complete else "white",
+                           edgecolors="#2b6cb0", linewidths=1.6)  # fmt: skip
+                if not r.complete:
+                    ax.annotate(r.samples_text(), (x, y), textcoords="offset points", xytext=(0, 8),
+                                ha="center", fontsize=8, color="#b7791f")  # fmt: skip
+            if all(0.0 <= y <= 1.0 for y in ys):
+                ax.set_ylim(-0.05, 1.05)
+        else:
+            ax.text(0.5, 0.5, f"no {metric} scores yet", transform=ax.transAxes, ha="center", color="#718096")
+        ax.set_xticks(axis.positions, axis.ticks, rotation=20 if any(len(t) > 8 for t in axis.ticks) else 0,
+                      ha="right" if any(len(t) > 8 for t in axis.ticks) else "center")  # fmt: skip
+        ax.set_xlabel(axis.title)
+        ax.set_ylabel(metric)
+        ax.set_title(benchmark, loc="left", fontweight="bold")
+        ax.grid(axis="y", color="#e2e8f0")
+        ax.set_axisbelow(True)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :]  # the element only: no XML declaration or DOCTYPE inside HTML
+
+
+# -- the page ----------------------------------------------------------------------------------------
+
+
+def report_html(runs: list[RunResults], metric: str, comparison: RunComparison | None = None,
+                now: datetime | None = None) -> str:  # fmt: skip
+    """The whole page, one string: everything it shows is in it."""
+    import jinja2
+
+    require_matplotlib()
+    labels = run_labels([run.record for run in runs])
+    benchmarks: list[str] = []
+    for run in runs:
+        benchmarks += [r.benchmark for r in run.benchmarks if r.benchmark not in benchmarks]
+    found = [{r.benchmark: r for r in run.benchmarks} for run in runs]
+    axis = x_axis(labels.header, labels.labels)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    sweeps = {run.record.sweep_id for run in runs}
+    page: dict[str, Any] = {
+        "title": f"Sweep {next(iter(sweeps))}" if len(sweeps) == 1 and None not in sweeps else f"{len(runs)} runs",
+        "generated": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
+        "metric": metric,
+        "header": labels.header,
+        "benchmarks": benchmarks,
+        "rows": [
+            {
+                "label": label,
+                "run": run,
+                "cells": [_cell(f.get(name)) for name in benchmarks],
+                "hours": hours_text(run.usage),
+                "wall": wall_text(run.usage),
+            }
+            for label, run, f in zip(labels.labels, runs, found)
+        ],
+        "total_hours": hours_text(total(run.usage for run in runs)),
+        "charts": [
+            {"benchmark": name, "svg": benchmark_chart(name, metric, axis, [f.get(name) for f in found])}
+            for name in benchmarks
+        ],
+        "comparison": _comparison_view(comparison, labels.labels) if comparison is not None else None,
+    }
+    return env.get_template(TEMPLATE).render(page=page)
+
+
+def _cell(result: BenchmarkResult | None) -> dict[str, str]:
+    if result is None:
+        return {"value": "–", "samples": "not in this run", "css": "absent", "note": ""}
+    value = "–" if result.value is None else f"{result.value:.4f}"
+    return {
+        "value": value,
+        "samples": f"{result.samples_text()} samples" + ("" if result.complete else f", {result.state}"),
+        "css": "complete" if result.complete else "partial",
+        "note": result.note or "",
+    }
+
+
+def _comparison_view(comparison: RunComparison, labels: list[str]) -> dict[str, Any]:
+    def number(value: float | None, signed: bool = False) -> str:
+        return "–" if value is None else (f"{value:+.4f}" if signed else f"{value:.4f}")
+
+    def tasks(found: tuple[int, ...]) -> str:
+        shown = ", ".join(map(str, found[:TASKS_NAMED]))
+        return shown + (f" and {len(found) - TASKS_NAMED} more" if len(found) > TASKS_NAMED else "")
+
+    rows = []
+    for b in comparison.benchmarks:
+        p = b.paired
+        rows.append({
+            "benchmark": b.benchmark, "tasks": p.n, "base": number(p.base_mean), "candidate": number(p.candidate_mean),
+            "delta": number(p.delta, True),
+            "ci": "–" if p.ci is None else f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]",
+            "p": "–" if p.p_value is None else f"{p.p_value:.3g}",
+            "verdict": p.verdict, "css": p.verdict.replace(" ", "-"),
+            "up": tasks(p.improved_tasks), "down": tasks(p.regressed_tasks),
+            "flags": list(b.flags),
+        })  # fmt: skip
+    return {
+        "base": labels[0],
+        "candidate": labels[1],
+        "rows": rows,
+        "only_in_base": list(comparison.only_in_base),
+        "only_in_candidate": list(comparison.only_in_candidate),
+    }

@@ -1,0 +1,190 @@
+"""Sweeps on the real local Slurm cluster: `gym eval submit -m` over three checkpoints and two
+benchmarks is one sweep of six jobs; status, results, report and cancel take the sweep id. The
+checkpoints are stand-ins (a directory whose `standin-accuracy` says how good the served model is:
+tests/standins/vllm), so the sweep's results are a curve that is known in advance.
+
+Set GYM_REPORT_SCREENSHOT=docs/report-sweep.png to keep the report's screenshot (scripts/report-screenshot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from browser import LINE_BLUE, ink, open_report
+from conftest import ClusterRun
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+ACCURACY = {1000: 0.25, 2000: 0.5, 3000: 0.75}
+ROLLOUTS = 8
+BENCHMARKS = {
+    "math": {"run": {"standin_rollouts": ROLLOUTS}},
+    "code": {"run": {"standin_rollouts": ROLLOUTS, "standin_accuracy_shift": -0.25}},
+}
+
+
+def checkpoints(root: Path) -> list[str]:
+    """Three stand-in checkpoints, each better than the one before."""
+    paths = []
+    for step, accuracy in ACCURACY.items():
+        path = root / "ckpt" / f"step-{step}"
+        path.mkdir(parents=True)
+        (path / "standin-accuracy").write_text(f"{accuracy}\n")
+        paths.append(str(path))
+    return paths
+
+
+def sweep_config(cluster_run: ClusterRun, benchmarks: dict | None = None, **extra: dict) -> dict:
+    return cluster_run.config(services={"policy": {"type": "vllm", "model": "/placeholder"}},
+                              benchmarks=benchmarks or BENCHMARKS, driver={"policy_model": "policy"}, **extra)  # fmt: skip
+
+
+def submit_sweep(cluster_run: ClusterRun, config: dict, *swept: str, env: dict | None = None) -> dict:
+    """`gym eval submit -c CONFIG -m SWEPT... --json`; the sweep's record and its runs' records."""
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "-m", *swept, "--json"],
+        capture_output=True, text=True, env=env or {**os.environ, "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    sweep = json.loads(proc.stdout)
+    cluster_run.job_ids += [b["job_id"] for r in sweep["records"] for b in r["benchmarks"] if b["job_id"]]
+    return sweep
+
+
+def sweep_status(cluster_run: ClusterRun, sweep_id: str) -> list[tuple[str, str, str]]:
+    """(model path, benchmark, state) of every job of the sweep."""
+    proc = cluster_run.cli("status", sweep_id, "--json")
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(proc.stdout)["runs"]
+    return [(run["values"]["services.policy.model"], job["benchmark"], job["state"]) for run in runs for job in run["jobs"]]
+
+
+def wait_until(cluster_run: ClusterRun, sweep_id: str, done, timeout: float = 180) -> list[tuple[str, str, str]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = sweep_status(cluster_run, sweep_id)
+        if done(jobs):
+            return jobs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"sweep {sweep_id} never got there: {jobs}")
+        time.sleep(0.5)
+
+
+def test_a_three_checkpoint_sweep_over_two_benchmarks_runs_as_one_sweep(cluster_run, tmp_path) -> None:
+    models = checkpoints(tmp_path)
+    sweep = submit_sweep(cluster_run, sweep_config(cluster_run), f"services.policy.model={','.join(models)}")
+    sweep_id = sweep["sweep_id"]
+    assert [run["values"] for run in sweep["runs"]] == [{"services.policy.model": m} for m in models]
+    # status SWEEP: six jobs, a run per checkpoint.
+    jobs = sweep_status(cluster_run, sweep_id)
+    assert [(m, b) for m, b, _ in jobs] == [(m, b) for m in models for b in ("math", "code")]
+    jobs = wait_until(cluster_run, sweep_id, lambda jobs: all(state == "succeeded" for _, _, state in jobs))
+    # Each job served its own checkpoint.
+    for record in sweep["records"]:
+        for job in record["benchmarks"]:
+            [served] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("vllm-*.json")]
+            assert served["argv"][1] == record["sweep_values"]["services.policy.model"]
+    # results SWEEP: 3 x 2, labelled by the model paths, the curve known in advance.
+    proc = cluster_run.cli("results", sweep_id[-6:])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"Sweep {sweep_id}: 3 runs"
+    assert lines[2].split() == ["services.policy.model", "math", "code", "GPU-HOURS", "WALL"]
+    table = [line.split()[:3] for line in lines[3:6]]
+    assert table == [[m, f"{a:.4f}", f"{a - 0.25:.4f}"] for m, a in zip(models, ACCURACY.values())]
+    # report SWEEP: one file, opened in a real Chromium.
+    out = tmp_path / "report.html"
+    proc = cluster_run.cli("report", sweep_id, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    screenshot = tmp_path / "report.png"
+    seen = open_report(out, screenshot=screenshot)
+    assert seen.requests == [seen.url] and seen.console_errors == []
+    assert len(seen.charts) == 2 and all(ink(chart) > 0.03 and ink(chart, near=LINE_BLUE) > 0.002 for chart in seen.charts)
+    assert all(m in seen.text for m in models)
+    keep = os.environ.get("GYM_REPORT_SCREENSHOT")
+    if keep:
+        shutil.copyfile(screenshot, keep)
+
+
+def test_cancel_of_a_sweep_cancels_what_still_runs(cluster_run, tmp_path) -> None:
+    models = checkpoints(tmp_path)
+    slow = {"math": {"run": {"standin_rollouts": 2}}, "code": {"run": {"standin_rollouts": 3, "standin_rollout_seconds": 60}}}
+    sweep = submit_sweep(cluster_run, sweep_config(cluster_run, slow), f"services.policy.model={','.join(models)}")
+    sweep_id = sweep["sweep_id"]
+    first = models[0]
+    wait_until(cluster_run, sweep_id, lambda jobs: (first, "math", "succeeded") in jobs
+               and any(state == "running" for _, b, state in jobs if b == "code"))  # fmt: skip
+    proc = cluster_run.cli("cancel", sweep_id)
+    assert proc.returncode == 0, proc.stderr
+    assert f"  {first}: math: already succeeded, nothing to cancel" in proc.stdout.splitlines()
+    assert sum(line.split(": ", 1)[1].startswith("cancelled code") for line in proc.stdout.splitlines()) == 3
+    jobs = wait_until(cluster_run, sweep_id, lambda jobs: all(s in ("succeeded", "cancelled") for _, _, s in jobs), 60)
+    assert [state for _, b, state in jobs if b == "code"] == ["cancelled"] * 3
+    left = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    assert not set(left) & set(cluster_run.job_ids)
+
+
+def test_a_sweep_over_ssh_is_submitted_through_one_connection(cluster_run, tmp_path) -> None:
+    config_file = os.environ.get("GYM_TEST_SSH_CONFIG")
+    if not config_file:
+        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("the loopback sshd is not up (scripts/local-sshd up)")
+        pytest.skip("no loopback sshd (scripts/local-sshd up)")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    log = tmp_path / "ssh-calls.log"
+    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
+    (shim / "ssh").chmod(0o755)
+    env = {**os.environ, "GYM_SSH_OPTIONS": f"-F {config_file}", "PATH": f"{shim}:{os.environ['PATH']}",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    models = checkpoints(tmp_path)
+    config = sweep_config(cluster_run, compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})
+    started = time.monotonic()
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}", env=env)
+    took = time.monotonic() - started
+    calls = log.read_text().splitlines()
+    masters = [c for c in calls if "ControlMaster=yes" in c]
+    commands = [c for c in calls if "ControlMaster=no" in c]
+    # One connection; one script stages the three runs and queues their six jobs, one writes the records.
+    assert (len(masters), len(commands)) == (1, 2)
+    print(f"ssh sweep submission: 3 runs x 2 benchmarks, {len(masters) + len(commands)} round trips, {took:.2f} s")
+    assert [r["hostname"] for r in sweep["records"]] == ["gym-loopback"] * 3
+    for record in sweep["records"]:
+        assert Path(record["run_dir"], "gym-sweep.json").is_file()
+        for job in record["benchmarks"]:
+            assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
+
+
+def test_a_sweep_with_a_shared_deployment_is_one_job_per_run(cluster_run, tmp_path) -> None:
+    models = checkpoints(tmp_path)[:2]
+    config = sweep_config(cluster_run)
+    config["job"]["deployment"] = "shared"
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
+    ids = [{b["job_id"] for b in r["benchmarks"]} for r in sweep["records"]]
+    assert [len(i) for i in ids] == [1, 1] and ids[0] != ids[1]
+    wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s == "succeeded" for _, _, s in jobs))
+    proc = cluster_run.cli("results", sweep["sweep_id"])
+    assert proc.returncode == 0, proc.stdout
+    rows = [line.split()[:3] for line in proc.stdout.splitlines()[3:5]]
+    assert rows == [[m, f"{a:.4f}", f"{a - 0.25:.4f}"] for m, a in zip(models, ACCURACY.values())]
+
+
+def test_a_sweep_of_resumable_benchmarks_gives_each_run_its_chain(cluster_run, tmp_path) -> None:
+    models = checkpoints(tmp_path)[:2]
+    benchmarks = {"math": {"resumable": True, "run": {"standin_rollouts": ROLLOUTS}}}
+    sweep = submit_sweep(cluster_run, sweep_config(cluster_run, benchmarks), f"services.policy.model={','.join(models)}")
+    jobs = wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s == "succeeded" for _, _, s in jobs))
+    assert [(m, s) for m, _, s in jobs] == [(m, "succeeded") for m in models]
+    for record in sweep["records"]:
+        [job] = record["benchmarks"]
+        chain = Path(job["job_dir"], ".gym", "chain").read_text()
+        assert chain.startswith(f"start\t{job['job_id']}")  # each run's own chain, in its own directory

@@ -1,0 +1,103 @@
+"""`gym eval report`: the page is a view over the results `results` and `compare` show, with
+nothing in it that loads from elsewhere; a sweep's numbers become a curve. Built from a real NeMo
+Gym run (tests/data/quickstart-run) copied to checkpoint-like directories with changed rewards."""
+
+from __future__ import annotations
+
+import builtins
+import re
+from pathlib import Path
+
+import pytest
+from checkpoint_runs import checkpoint_runs
+
+from nemo_gym.orchestration import library
+from nemo_gym.orchestration.cli.main import main
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.record import run_in_directory
+from nemo_gym.orchestration.report import report_html, x_axis
+
+
+@pytest.fixture(autouse=True)
+def own_index(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_labels_that_differ_in_one_number_are_a_numeric_axis() -> None:
+    axis = x_axis("services.policy.model", ["/ckpt/step-1000/hf", "/ckpt/step-3000/hf", "/ckpt/step-2000/hf"])
+    assert axis.numeric and axis.positions == [1000.0, 3000.0, 2000.0]
+    assert axis.title == "services.policy.model: /ckpt/step-N/hf" and axis.ticks == ["1000", "3000", "2000"]
+    assert x_axis("m", ["/a/very/long/checkpoint/directory/step-1", "/a/very/long/checkpoint/directory/step-2"]).title == (
+        "m: …checkpoint/directory/step-N")
+    assert x_axis("lr", ["1e-5", "3e-5"]).positions == [1e-5, 3e-5]
+    assert x_axis("RUN", ["step-10", "step-20"]).title == "step-N"
+
+
+def test_labels_without_one_varying_number_stay_in_order() -> None:
+    for labels in (["/m/a", "/m/b"], ["v1-step-100", "v2-step-200"], ["only-1"]):
+        axis = x_axis("services.policy.model", labels)
+        assert not axis.numeric and axis.positions == [float(i) for i in range(len(labels))]
+
+
+def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_path) -> None:
+    runs = library.results_of_runs([run_in_directory(str(d)) for d in checkpoint_runs(tmp_path)])
+    html = report_html(runs, "reward")
+    assert html.count("<svg") == 1 and 'data-benchmark="answer-judge"' in html
+    # Nothing fetched: no script, stylesheet, image or font from anywhere (SVG's xmlns is a name, not a fetch).
+    assert not re.search(r"<script|<link|<img|<iframe|@import|url\((?!#)", html)  # url(#id): a clip path in the SVG
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    rows = re.findall(r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html)
+    assert rows == [
+        ("step-1000", "complete", "0.0000", "12/12 samples"),
+        ("step-2000", "complete", "0.5000", "12/12 samples"),
+        ("step-3000", "partial", "1.0000", "9/12 samples, incomplete"),
+    ]
+    assert "against" not in html  # three runs: no pairwise comparison
+    assert "step-N" in html  # the checkpoints' step is the x axis
+
+
+def test_two_runs_add_their_comparison_with_the_tasks_that_flipped(tmp_path) -> None:
+    base, candidate, _ = checkpoint_runs(tmp_path)
+    html = report_html(library.results_of_runs([run_in_directory(str(base)), run_in_directory(str(candidate))]),
+                       "reward", library.compare(run_in_directory(str(base)), run_in_directory(str(candidate))))  # fmt: skip
+    section = html[html.index('<table id="comparison">') :]
+    assert "<h2>step-2000 against step-1000</h2>" in html
+    assert "+0.5000" in section and 'class="improved">improved' in section and "up: 0, 1, 2, 3, 4, 5" in section
+
+
+def test_labels_and_values_are_escaped(tmp_path) -> None:
+    [run_dir, *_] = checkpoint_runs(tmp_path)
+    record = run_in_directory(str(run_dir)).model_copy(update={"sweep_values": {"k": "<b>x</b>"}})
+    html = report_html(library.results_of_runs([record]), "reward")
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+
+
+def test_the_command_writes_one_file(tmp_path, capsys) -> None:
+    dirs = checkpoint_runs(tmp_path)
+    out = tmp_path / "report.html"
+    code = main(["eval", "report", *map(str, dirs), "-o", str(out)])
+    assert code == 0 and capsys.readouterr().out == f"Report of 3 run(s): {out}\n"
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    code = main(["eval", "report", str(dirs[0]), "-o", str(tmp_path / "no" / "r.html")])
+    assert code == 1 and capsys.readouterr().err == (
+        f"error: -o {tmp_path / 'no' / 'r.html'}: no directory {tmp_path / 'no'}; create it or write the report elsewhere\n"
+    )
+
+
+def test_without_matplotlib_the_command_says_what_to_install(tmp_path, capsys, monkeypatch) -> None:
+    [run_dir, *_] = checkpoint_runs(tmp_path)
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    code = main(["eval", "report", str(run_dir), "-o", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("error: gym eval report draws its charts with matplotlib, which is not installed; pip install")
+    assert not (tmp_path / "r.html").exists()
+    with pytest.raises(UserError):
+        report_html([], "reward")

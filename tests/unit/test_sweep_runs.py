@@ -1,0 +1,312 @@
+"""Sweeps over a fake connection and a fake Slurm (tests/fakes): every combination checked before
+anything is submitted, one script queueing every run's jobs, the records (each run's, the sweep's,
+in the index and in every run directory), a sweep id naming all its runs, and status, results,
+logs and cancel acting on every run. The scripts are the real ones, run by bash."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from fakes import FakeCluster, FakeConnection
+
+from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.cli.main import main
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.library import LogRequest
+from nemo_gym.orchestration.record import (
+    all_sweeps,
+    find_run,
+    find_runs,
+    find_selection,
+    load_record,
+    load_sweep_record,
+)
+from nemo_gym.orchestration.sweep import run_labels
+
+HOST = "login.fake"
+MODELS = "services.policy.model=/ckpt/step-1000,/ckpt/step-2000,/ckpt/step-3000"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> FakeCluster:
+    return FakeCluster(tmp_path / "slurm")
+
+
+@pytest.fixture
+def conn(cluster: FakeCluster) -> FakeConnection:
+    return FakeConnection(cluster, HOST)
+
+
+@pytest.fixture(autouse=True)
+def own_index(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def config_file(base, tmp_path: Path) -> Path:
+    base["compute"]["cluster"]["hostname"] = HOST
+    base["job"]["output_path"] = str(tmp_path / "runs")
+    base["driver"]["benchmarks"] = {"math": {}, "code": {}}
+    path = tmp_path / "eval.yaml"
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
+
+
+def prepared(config_file: Path, *overrides: str) -> library.PreparedSweep:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return library.prepare_sweep(config_file, list(overrides or [MODELS]))
+
+
+def submitted(config_file: Path, conn: FakeConnection, *overrides: str) -> library.SweepSubmission:
+    submission = library.submit_sweep(prepared(config_file, *overrides), connect=conn.connect)
+    assert submission.interrupted is None and not submission.failed
+    return submission
+
+
+def job_wrote(job_dir: str, job_id: str, phase: str, detail: str = "") -> None:
+    state = Path(job_dir) / contract.state_dir(job_id)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / contract.STATE_FILE).write_text(f"phase={phase}\ndetail={detail}\nattempt=0\n")
+
+
+def over_the_fake(conn: FakeConnection, monkeypatch) -> None:
+    """The command line's ssh connections reach the fake (the library's functions bind the real
+    ``connect`` as their default, which opens an SSHConnection for a remote host)."""
+    from nemo_gym.orchestration import connection
+
+    monkeypatch.setattr(connection, "SSHConnection", conn.connect)
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["eval", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- submission ------------------------------------------------------------------------------------
+
+
+def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_sweep(config_file, conn, cluster, tmp_path) -> None:
+    submission = submitted(config_file, conn)
+    records = [run.record for run in submission.runs]
+    assert [r.sweep_values for r in records] == [
+        {"services.policy.model": f"/ckpt/step-{n}"} for n in (1000, 2000, 3000)
+    ]
+    assert {r.sweep_id for r in records} == {submission.sweep.sweep_id}
+    assert [[b.job_id for b in r.benchmarks] for r in records] == [["100", "101"], ["102", "103"], ["104", "105"]]
+    # One script stages and queues everything; one more writes every record: two round trips in all.
+    assert len(conn.scripts) == 2 and conn.scripts[0].count("sbatch --parsable") == 6
+    # Each job script serves its own combination's model.
+    for n, record in zip((1000, 2000, 3000), records):
+        assert f"/ckpt/step-{n}" in (Path(record.run_dir) / "math" / "steps" / "policy.sh").read_text()
+    sweep = submission.sweep
+    assert sweep.swept == ["services.policy.model"] and [run.run_id for run in sweep.runs] == [r.gym_job_id for r in records]
+    assert all_sweeps() == [sweep]
+    for record in records:
+        assert load_record((Path(record.run_dir) / contract.RECORD_FILE).read_text()) == record
+        assert load_sweep_record((Path(record.run_dir) / contract.SWEEP_RECORD_FILE).read_text()) == sweep
+        assert load_record((tmp_path / "cache/nemo-gym/jobs" / f"{record.gym_job_id}.json").read_text()) == record
+
+
+def test_a_bad_value_in_one_combination_stops_the_sweep_before_anything_is_submitted(config_file, conn, cluster) -> None:
+    with pytest.raises(UserError) as caught:
+        prepared(config_file, MODELS, "++services.policy.port=8000,99999")
+    assert caught.value.problems == [
+        f"combination services.policy.model=/ckpt/step-{n}, services.policy.port=99999: services.policy.port: "
+        f"99999 is not a TCP port; use a number from 1 to 65535"
+        for n in (1000, 2000, 3000)
+    ]
+    assert conn.scripts == [] and not cluster.calls("sbatch")
+
+
+def test_a_problem_of_every_combination_is_told_once(config_file) -> None:
+    with pytest.raises(UserError) as caught:
+        prepared(config_file, MODELS, "services.policy.prt=1")
+    [problem] = caught.value.problems
+    assert problem.startswith("override 'services.policy.prt=1': services.policy.prt is not in the config")
+
+
+def test_a_missing_mount_of_one_combination_stops_the_whole_sweep(config_file, conn, cluster, tmp_path) -> None:
+    there = tmp_path / "data"
+    there.mkdir()
+    sweep = prepared(config_file, f"++driver.mounts=[{there}:/data],[{tmp_path}/gone:/data]")
+    with pytest.raises(UserError, match=r"driver\.mounts: source '.*/gone' does not exist on the submit host; create "
+                                        r"it or fix the mount \(in run\(s\) gym-job-"):  # fmt: skip
+        library.submit_sweep(sweep, connect=conn.connect)
+    assert not cluster.calls("sbatch") and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("blocked", [0, 2])
+def test_an_unwritable_run_directory_leaves_no_run_directory_behind(config_file, conn, cluster, tmp_path, blocked) -> None:
+    sweep = prepared(config_file)
+    blocker = Path(sweep.members[blocked].plan.run_dir).parent / "blocked"
+    blocker.parent.mkdir(parents=True)
+    # That run's directory cannot be made: a file stands where its parent should be.
+    blocker.write_text("")
+    object.__setattr__(sweep.members[blocked].plan, "run_dir", f"{blocker}/run")
+    with pytest.raises(UserError, match="could not write the run directory of 3 runs .*nothing was submitted"):
+        library.submit_sweep(sweep, connect=conn.connect)
+    assert not cluster.calls("sbatch")
+    assert sorted(p.name for p in blocker.parent.iterdir()) == ["blocked"]
+
+
+def test_a_connection_lost_mid_sweep_is_recovered_into_true_records_of_every_run(config_file, conn, cluster) -> None:
+    conn.lose_during(1, after_output=f"{contract.JOB_MARKER}math:")  # after the first job of the second run, say
+    sweep = prepared(config_file)
+    second_run = sweep.members[1].plan.run_id
+    conn.plan.faults[1].after_output = f"{contract.RUN_MARKER}{second_run}\n{contract.JOB_MARKER}math:"
+    submission = library.submit_sweep(sweep, connect=conn.connect)
+    queued = [[b.job_id for b in run.record.benchmarks] for run in submission.runs]
+    assert queued == [["100", "101"], ["102", None], [None, None]]
+    assert list(cluster.jobs()) == ["100", "101", "102"]  # nothing twice, nothing behind our back
+    assert "3 of 6 job(s) of the sweep's 3 runs had been queued" in submission.interrupted
+    assert f"gym eval cancel {sweep.sweep_id}" in submission.interrupted
+    for run in submission.runs:
+        assert load_record((Path(run.record.run_dir) / contract.RECORD_FILE).read_text()) == run.record
+    assert [r.gym_job_id for r in find_selection(sweep.sweep_id).records] == [m.plan.run_id for m in sweep.members]
+
+
+def test_sweeping_the_submit_host_is_refused(config_file) -> None:
+    with pytest.raises(UserError, match=r"^-m: the combinations are submitted from different hosts \(a, b\)"):
+        prepared(config_file, "++compute.cluster.hostname=a,b")
+
+
+# -- naming a sweep ----------------------------------------------------------------------------------
+
+
+def test_a_sweep_id_or_part_of_it_or_last_names_every_run_in_order(config_file, conn, cluster) -> None:
+    alone = library.submit(prepared(config_file, "++job.deployment=per_benchmark").members[0].config, connect=conn.connect).record
+    submission = submitted(config_file, conn)
+    ids = [run.record.gym_job_id for run in submission.runs]
+    sweep_id = submission.sweep.sweep_id
+    for name in (sweep_id, sweep_id[-6:], None):
+        selection = find_selection(name)
+        assert [r.gym_job_id for r in selection.records] == ids and selection.sweep == submission.sweep
+    assert [r.gym_job_id for r in find_runs([alone.gym_job_id, sweep_id])] == [alone.gym_job_id, *ids]
+    assert find_selection(ids[1]).records[0].gym_job_id == ids[1]  # a run of a sweep, alone
+    with pytest.raises(UserError, match=f"is sweep {sweep_id} of 3 runs; name one of its runs"):
+        find_run(None, last=True)
+    with pytest.raises(UserError, match="matches .* runs and sweeps"):
+        find_selection("gym-")
+
+
+def test_labels_are_the_swept_values_headed_by_the_swept_keys(config_file, conn, cluster) -> None:
+    records = [run.record for run in submitted(config_file, conn, MODELS, "++driver.benchmarks.math.run.limit=1,2").runs]
+    labels = run_labels(records[:2])
+    assert labels.header == "services.policy.model, driver.benchmarks.math.run.limit"
+    assert labels.labels == ["/ckpt/step-1000, 1", "/ckpt/step-1000, 2"]
+
+
+# -- acting on every run ---------------------------------------------------------------------------
+
+
+def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, cluster, capsys, monkeypatch) -> None:
+    over_the_fake(conn, monkeypatch)
+    submission = submitted(config_file, conn)
+    cluster.set_state("100", "RUNNING")
+    job_wrote(submission.runs[0].record.benchmarks[0].job_dir, "100", "running", "driver")
+    code, out, err = cli(capsys, "status", submission.sweep.sweep_id[-6:])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"Sweep {submission.sweep.sweep_id} (slurm on {HOST}): 3 runs"
+    assert lines[1].split() == ["services.policy.model", "BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
+    rows = [line.split()[:4] for line in lines[2:8]]
+    assert rows == [
+        ["/ckpt/step-1000", "math", "100", "running"], ["/ckpt/step-1000", "code", "101", "queued"],
+        ["/ckpt/step-2000", "math", "102", "queued"], ["/ckpt/step-2000", "code", "103", "queued"],
+        ["/ckpt/step-3000", "math", "104", "queued"], ["/ckpt/step-3000", "code", "105", "queued"],
+    ]  # fmt: skip
+    code, out, _ = cli(capsys, "status", "--last", "--json")
+    doc = json.loads(out)
+    assert doc["sweep"] == submission.sweep.sweep_id
+    assert [run["values"] for run in doc["runs"]] == [r.record.sweep_values for r in submission.runs]
+    assert sum(len(run["jobs"]) for run in doc["runs"]) == 6
+
+
+def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(config_file, conn, cluster, capsys, monkeypatch) -> None:
+    over_the_fake(conn, monkeypatch)
+    submission = submitted(config_file, conn)
+    cluster.set_state("100", "COMPLETED")
+    job_wrote(submission.runs[0].record.benchmarks[0].job_dir, "100", "succeeded", "driver finished")
+    for job_id in ("101", "102", "103"):
+        cluster.set_state(job_id, "RUNNING")
+    code, out, err = cli(capsys, "cancel", submission.sweep.sweep_id)
+    assert code == 0, err
+    assert sorted(cluster.cancelled_ids()) == ["101", "102", "103", "104", "105"]
+    assert "  /ckpt/step-1000: math: already succeeded, nothing to cancel" in out.splitlines()
+    assert "  /ckpt/step-3000: cancelled code (job 105)" in out.splitlines()
+    reports = library.cancel_runs([r.record for r in submission.runs], ["math"], connect=conn.connect)
+    assert all(not report.cancelled for report in reports)
+    with pytest.raises(UserError, match="has no benchmark 'nope'"):
+        library.cancel_runs([r.record for r in submission.runs], ["nope"], connect=conn.connect)
+
+
+def test_logs_of_a_sweep_are_each_runs_under_its_label(config_file, conn, cluster, capsys, monkeypatch) -> None:
+    over_the_fake(conn, monkeypatch)
+    submission = submitted(config_file, conn)
+    first, second = (run.record for run in submission.runs[:2])
+    driver_log = Path(first.benchmarks[0].job_dir) / contract.step_log("driver", "100")
+    driver_log.parent.mkdir(parents=True, exist_ok=True)
+    driver_log.write_text("rollout 1\n")
+    found = library.logs_of_runs([first, second], LogRequest("math", driver=True), connect=conn.connect)
+    assert found[0].text == "rollout 1\n" and found[1].text is None and "no log of the driver for math" in found[1].problem
+    code, out, err = cli(capsys, "logs", "--last", "math", "--driver")
+    assert code == 0, err
+    assert out.startswith(f"==> /ckpt/step-1000 ({first.gym_job_id}) <==\nrollout 1\n==> /ckpt/step-2000")
+    with pytest.raises(UserError, match="has 2 benchmarks; name one: math, code"):
+        library.logs_of_runs([first, second], LogRequest(driver=True), connect=conn.connect)
+    code, _, err = cli(capsys, "logs", "--last", "math", "-f")
+    assert code == 1 and err.startswith("error: -f follows one run's log; name one run of sweep")
+
+
+def test_list_shows_a_sweep_and_its_runs_by_their_values(config_file, conn, cluster, capsys) -> None:
+    submission = submitted(config_file, conn)
+    code, out, _ = cli(capsys, "list")
+    lines = out.splitlines()
+    assert lines[1].split()[0] == submission.sweep.sweep_id
+    assert lines[1].endswith("sweep of 3 runs over services.policy.model")
+    assert [line.split()[0] for line in lines[2:5]] == [run.record.gym_job_id for run in submission.runs]
+    assert lines[4].split()[-1] == "services.policy.model=/ckpt/step-3000"
+
+
+# -- the command line --------------------------------------------------------------------------------
+
+
+def test_dry_run_of_a_sweep_stages_one_directory_per_run(config_file, tmp_path, capsys) -> None:
+    stage = tmp_path / "stage"
+    code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", MODELS, "--dry-run", "--stage-dir", str(stage))
+    assert code == 0, err
+    runs = sorted(stage.iterdir())
+    assert len(runs) == 3 and all((run / "math" / contract.JOB_SCRIPT).is_file() for run in runs)
+    assert out.splitlines()[0].endswith("would submit 6 job(s) for 3 run(s) on login.fake")
+    models = {yaml.safe_load((run / contract.RESOLVED_CONFIG_FILE).read_text())["services"]["policy"]["model"] for run in runs}
+    assert models == {"/ckpt/step-1000", "/ckpt/step-2000", "/ckpt/step-3000"}
+
+
+def test_resolve_only_prints_each_combinations_config(config_file, capsys) -> None:
+    code, out, _ = cli(capsys, "submit", "-c", str(config_file), "-m", MODELS, "--resolve-only")
+    documents = list(yaml.safe_load_all(out))
+    assert code == 0 and [d["services"]["policy"]["model"] for d in documents] == [
+        "/ckpt/step-1000", "/ckpt/step-2000", "/ckpt/step-3000"]  # fmt: skip
+    assert out.startswith("--- # run 1 of 3: services.policy.model=/ckpt/step-1000\n")
+    code, out, _ = cli(capsys, "submit", "-c", str(config_file), "-m", MODELS, "--resolve-only", "--json")
+    assert [run["values"] for run in json.loads(out)["runs"]][2] == {"services.policy.model": "/ckpt/step-3000"}
+
+
+def test_submit_of_a_sweep_prints_each_run_and_its_jobs(config_file, conn, cluster, capsys, monkeypatch) -> None:
+    over_the_fake(conn, monkeypatch)
+    code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", MODELS)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("Sweep gym-sweep-") and lines[0].endswith(": 3 runs over services.policy.model")
+    assert "(services.policy.model=/ckpt/step-2000)" in lines[4] and lines[5] == "  submitted math -> Slurm job 102"
+
+
+def test_stage_dir_without_dry_run_is_one_line(config_file, capsys) -> None:
+    code, _, err = cli(capsys, "submit", "-c", str(config_file), "--stage-dir", "x")
+    assert code == 1 and err == "error: --stage-dir writes what --dry-run renders; add --dry-run\n"
