@@ -75,8 +75,11 @@ def mlflow_server(backend_python: str, tmp_path_factory: pytest.TempPathFactory)
     data = tmp_path_factory.mktemp("mlflow")
     port = _free_port()
     mlflow = str(Path(backend_python).with_name("mlflow"))
+    # The nodes reach this machine at its cluster address, which MLflow's Host guard must allow.
+    allowed = ",".join(f"{h},{h}:*" for h in ("localhost", "127.0.0.1", os.environ.get("LOCAL_SLURM_HOST_ADDRESS")) if h)
     argv = [mlflow, "server", "--backend-store-uri", f"sqlite:///{data}/mlflow.db", "--artifacts-destination",
-            str(data / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
+            str(data / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            "--allowed-hosts", allowed]  # fmt: skip
     log = open(data / "server.log", "w")  # noqa: SIM115 - the server writes it until the session ends
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=data)
@@ -131,20 +134,29 @@ def mlflow_runs(python: str, server: Server, experiment: str, key: str) -> list[
 
 
 class Forwarder:
-    """A TCP forwarder on a fixed loopback port to the real server: "the server" is down while it
-    is stopped (connection refused), and goes down mid-export when it stops accepting after
-    ``limit`` connections (urllib opens one per request)."""
+    """A TCP forwarder on a fixed port to the real server: "the server" is down while it is
+    stopped (connection refused), goes down mid-export when it stops accepting after ``limit``
+    connections (urllib opens one per request), and with ``hold_uploads`` never answers an
+    artifact upload (a PUT), so an export hangs there until whatever runs it is killed.
+    ``host``: where it listens (the cluster's nodes reach this machine at its cluster address)."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.port = _free_port()
         self.target_port = target_port
+        self.hold_uploads = False
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
+        self._held: list[socket.socket] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
     def start(self, limit: int | None = None) -> None:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener.bind((self.host, self.port))
         listener.listen(16)
         self._listener = listener
         thread = threading.Thread(target=self._accept, args=(listener, limit), daemon=True)
@@ -164,10 +176,18 @@ class Forwarder:
             except OSError:
                 return
             served += 1
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
         listener.close()  # the server "goes down": further connections are refused
+
+    def _serve(self, client: socket.socket) -> None:
+        first = client.recv(65536)
+        if self.hold_uploads and first.startswith(b"PUT "):
+            self._held.append(client)  # accepted, never answered
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        upstream.sendall(first)
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
     def _pipe(src: socket.socket, dst: socket.socket) -> None:

@@ -169,7 +169,9 @@ def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(
     """The real vLLM and gym on Slurm: once rollouts appear, the job's time limit is lowered to what
     it has already run (a real Slurm TIMEOUT, at a moment the test knows); the job queued behind it
     resumes with gym's resume_from_cache and finishes the rest, each rollout once."""
-    repeats = 12  # 144 rollouts, one at a time: ~50 s of collection, longer than Slurm takes to cut
+    # 288 rollouts, one at a time: ~100 s of collection on a busy 2-core machine, well beyond the
+    # up to 30 s (+ KillWait) Slurm takes to enforce a lowered limit; 144 were all done in time once.
+    repeats = 24
     submitted = gym(tmp_path, "submit", "-c", str(REPO / "examples" / "quickstart-slurm.yaml"), "--json",
                     "+driver.benchmarks.answer-judge.resumable=true",
                     f"+driver.benchmarks.answer-judge.run.num_repeats={repeats}",

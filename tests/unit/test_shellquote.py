@@ -1,5 +1,5 @@
 """bash_quote: each string reaches bash as itself, and the script stays shellcheck-clean (a
-hypothesis run found `export X=then`, valid bash that shellcheck reads as a misplaced `then`)."""
+hypothesis run found `export X=then`, valid bash that shellcheck reads as a misplaced `then`, and `export X==`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from nemo_gym.orchestration.shellquote import _RESERVED, bash_quote
 
-SAMPLES = sorted(_RESERVED) + ["plain", "", "a b", "it's", "$HOME", "`x`", "tab\there", "line\nbreak", "ü", "!", "{", "[["]
+SAMPLES = sorted(_RESERVED) + ["plain", "", "a b", "it's", "$HOME", "`x`", "tab\there", "line\nbreak", "ü", "!", "{", "[[", "=", "==x", "='"]
 
 
 @pytest.mark.parametrize("value", SAMPLES)

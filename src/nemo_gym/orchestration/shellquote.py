@@ -21,7 +21,8 @@ _RESERVED = frozenset(["case", "coproc", "do", "done", "elif", "else", "esac", "
 
 
 def bash_quote(value: str) -> str:
-    if value in _RESERVED:
+    # A leading "=" is literal to bash, but shellcheck reads `export X==` as a mistyped comparison.
+    if value in _RESERVED or (value.startswith("=") and not _NEEDS_ANSI_C.search(value)):
         return f"'{value}'"
     if not value or not _NEEDS_ANSI_C.search(value):
         return shlex.quote(value)

@@ -228,6 +228,10 @@ class MlflowClient:
         endpoint = urllib.parse.urlsplit(url).path[len(urllib.parse.urlsplit(self.base).path):]
         where = f"MLflow at {_shown(self.base)}"
         status = exc.code
+        if status == 403 and "Host header" in raw:  # MLflow's DNS-rebinding guard, not an auth failure
+            host = urllib.parse.urlsplit(self.base).netloc
+            fix = f"the server does not accept the host name {host}: start it with --allowed-hosts listing {host}"
+            return MlflowError(f"{where} refused {endpoint} (HTTP 403): {fix}", status, code)
         if status in (401, 403):
             if self._auth:
                 fix = "the credentials in the environment were not accepted"

@@ -124,7 +124,8 @@ def mlflow_safe_key(name: str) -> str:
 
     Characters outside ``A-Z a-z 0-9 _ - . / space`` become ``_`` (``pass@1[avg-of-1]/accuracy`` ->
     ``pass_1_avg-of-1_/accuracy``). MLflow also refuses names that change when read as a file path,
-    so empty segments go and ``.``/``..`` segments become ``_``/``__``. Names over 250 characters keep
+    so empty segments go, ``.``/``..`` segments become ``_``/``__``, and a segment that begins with
+    ``..`` (``..0``, refused too) begins with ``_.`` instead. Names over 250 characters keep
     their start and end in a hash, so that two long names stay two keys.
     """
     cleaned = _UNSAFE_KEY_CHARS.sub("_", name)
@@ -141,6 +142,8 @@ def _safe_segment(segment: str) -> str:
         return "_"
     if segment == "..":
         return "__"
+    if segment.startswith(".."):
+        return "_" + segment[1:]
     return segment
 
 
