@@ -1,6 +1,6 @@
 """Submitting a sweep over ssh: one `gym eval submit -m` of N runs x 2 benchmarks against the same
 N runs submitted one `gym eval submit` at a time, to the loopback sshd (scripts/local-sshd) and the
-local Slurm cluster. Counts round trips (ssh master connections + commands sent, recorded by an
+local Slurm cluster; then `gym eval status` of the sweep against one `status` per run. Counts round trips (ssh master connections + commands sent, recorded by an
 `ssh` first on PATH) and wall time; the jobs are held (--begin=now+1hour) and cancelled at once.
 
     eval "$(scripts/local-slurm env)"; eval "$(scripts/local-sshd env)"
@@ -23,7 +23,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 STANDINS = REPO / "tests" / "standins"
-GYM = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit"]
+GYM = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
 
 
 def config(work: Path, host: str) -> Path:
@@ -49,20 +49,25 @@ def ssh_shim(work: Path, log: Path) -> Path:
     return shim
 
 
-def submit(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, list[str]]:
-    """(seconds, round trips, job ids) of one `gym eval submit`."""
+def gym(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, dict]:
+    """(seconds, round trips, --json output) of one `gym eval` command."""
     log.write_text("")
     start = time.monotonic()
     proc = subprocess.run([*GYM, *args, "--json"], capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - start
     if proc.returncode != 0:
-        raise SystemExit(f"submit failed: {proc.stderr.strip()}")
-    doc = json.loads(proc.stdout)
-    records = doc.get("records", [doc])
-    ids = [b["job_id"] for r in records for b in r["benchmarks"] if b["job_id"]]
+        raise SystemExit(f"gym eval {args[0]} failed: {proc.stderr.strip()}")
     calls = log.read_text().splitlines()
     trips = sum("ControlMaster=yes" in c for c in calls) + sum("ControlMaster=no" in c for c in calls)
-    return elapsed, trips, ids
+    return elapsed, trips, json.loads(proc.stdout)
+
+
+def submit(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, list[str], list[str]]:
+    """(seconds, round trips, job ids, run ids) of one `gym eval submit`."""
+    elapsed, trips, doc = gym(["submit", *args], env, log)
+    records = doc.get("records", [doc])
+    ids = [b["job_id"] for r in records for b in r["benchmarks"] if b["job_id"]]
+    return elapsed, trips, ids, [r["gym_job_id"] for r in records]
 
 
 def main() -> None:
@@ -82,18 +87,22 @@ def main() -> None:
         print(f"{'runs x 2 benchmarks':<22}{'how':<26}{'round trips':>12}{'wall (s)':>10}")
         for n in (int(x) for x in args.runs.split(",")):
             models = ",".join(f"/m/step-{1000 * (i + 1)}" for i in range(n))
-            one, separate = [], []
+            one, separate, status_sweep, status_each = [], [], [], []
             for _ in range(args.repeats):
-                elapsed, trips, ids = submit(["-c", cfg, "-m", f"services.policy.model={models}"], env, log)
+                elapsed, trips, ids, runs = submit(["-c", cfg, "-m", f"services.policy.model={models}"], env, log)
                 one.append((elapsed, trips))
+                status_sweep.append(gym(["status", "--last"], env, log)[:2])
+                each = [gym(["status", run], env, log)[:2] for run in runs]
+                status_each.append((sum(t for t, _ in each), sum(k for _, k in each)))
                 subprocess.run(["scancel", *ids], capture_output=True)
                 total_time, total_trips = 0.0, 0
                 for i in range(n):
-                    elapsed, trips, ids = submit(["-c", cfg, f"services.policy.model=/m/step-{1000 * (i + 1)}"], env, log)
+                    elapsed, trips, ids, _ = submit(["-c", cfg, f"services.policy.model=/m/step-{1000 * (i + 1)}"], env, log)
                     total_time, total_trips = total_time + elapsed, total_trips + trips
                     subprocess.run(["scancel", *ids], capture_output=True)
                 separate.append((total_time, total_trips))
-            for how, found in (("one submit -m", one), (f"{n} separate submits", separate)):
+            for how, found in (("one submit -m", one), (f"{n} separate submits", separate),
+                               ("status of the sweep", status_sweep), (f"{n} separate statuses", status_each)):  # fmt: skip
                 print(f"{n:<22}{how:<26}{found[0][1]:>12}{statistics.median(t for t, _ in found):>10.2f}")
 
 

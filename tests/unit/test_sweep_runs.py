@@ -228,6 +228,26 @@ def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, clust
     assert sum(len(run["jobs"]) for run in doc["runs"]) == 6
 
 
+def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(config_file, conn, cluster) -> None:
+    records = [run.record for run in submitted(config_file, conn).runs]
+    cluster.set_state("100", "RUNNING")
+    cluster.set_state("103", "COMPLETED")
+    job_wrote(records[0].benchmarks[0].job_dir, "100", "running", "driver")
+    job_wrote(records[1].benchmarks[1].job_dir, "103", "succeeded", "driver finished")
+    before = len(conn.scripts)
+    statuses = library.status_of_runs(records, connect=conn.connect)
+    assert len(conn.scripts) == before + 1  # three runs, one probe
+    assert [[(j.job_id, j.state) for j in s.jobs] for s in statuses] == [
+        [("100", "running"), ("101", "queued")], [("102", "queued"), ("103", "succeeded")],
+        [("104", "queued"), ("105", "queued")],
+    ]  # fmt: skip
+    assert [s.record.gym_job_id for s in statuses] == [r.gym_job_id for r in records]
+    before = len(conn.scripts)
+    results = library.results_of_runs(records, connect=conn.connect)
+    assert len(conn.scripts) == before + 1 + len(records)  # the states at once, then each run's files
+    assert [[j.state for j in r.statuses] for r in results] == [[j.state for j in s.jobs] for s in statuses]
+
+
 def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(config_file, conn, cluster, capsys, monkeypatch) -> None:
     over_the_fake(conn, monkeypatch)
     submission = submitted(config_file, conn)

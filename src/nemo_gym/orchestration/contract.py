@@ -407,6 +407,7 @@ MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does
 RUN_MARKER = "__GYM_RUN:"  # submission of several runs: <run id>, before that run's job markers
 RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists already
 PROBE_MARKER = "__GYM_PROBE:"  # status: J (a job) and B (a benchmark) records, \x1f-separated
+PROBE_RUN_MARKER = "__GYM_PROBE_RUN:"  # status of several runs in one script: <index>, before that run's records
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
 NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
 CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose scancel was refused

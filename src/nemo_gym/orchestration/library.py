@@ -18,7 +18,7 @@ from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitCo
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
-from nemo_gym.orchestration.observe import FINAL, JobStatus, probe_run, run_usage
+from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_run, probe_runs, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
@@ -393,18 +393,28 @@ T = TypeVar("T")
 def _each_over_its_host(
     records: list[SubmissionRecord], connect: Connect, work: Callable[[Connection, int], T], conn: Connection | None = None
 ) -> list[T]:
-    """``work(conn, i)`` for every record, in order, over one connection per host (``conn`` for
-    all of them when given: a sweep's runs share one host)."""
-    if conn is not None:
-        return [work(conn, i) for i in range(len(records))]
+    """``work(conn, i)`` for every record, in order, over one connection per host."""
+    return _batches_over_their_hosts(records, connect, lambda opened, indices: [work(opened, i) for i in indices], conn)
+
+
+def _batches_over_their_hosts(
+    records: list[SubmissionRecord],
+    connect: Connect,
+    work: Callable[[Connection, list[int]], list[T]],
+    conn: Connection | None = None,
+) -> list[T]:
+    """``work(conn, indices)`` once per host with the indices of its records, whose answers are in
+    that order; all of them over ``conn`` when given (a sweep's runs share one host)."""
     by_host: dict[str | None, list[int]] = {}
     for i, record in enumerate(records):
-        by_host.setdefault(record.hostname, []).append(i)
+        by_host.setdefault(None if conn is not None else record.hostname, []).append(i)
     out: dict[int, T] = {}
     for host, indices in by_host.items():
+        if conn is not None:
+            out.update(zip(indices, work(conn, indices)))
+            continue
         with connect(host) as opened:
-            for i in indices:
-                out[i] = work(opened, i)
+            out.update(zip(indices, work(opened, indices)))
     return [out[i] for i in range(len(records))]
 
 
@@ -437,10 +447,13 @@ def status(
     """Every job's state, over ``conn`` (kept open by the caller, e.g. for --watch) or a new
     connection. ``previous``: the status a moment ago, whose final sample counts are kept, not made
     again (they cannot change once a job has ended)."""
-    known = {}
-    if previous is not None:
-        known = {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state in FINAL}
-    return RunStatus(record, probe_run(record, conn, connect, known))
+    return RunStatus(record, probe_run(record, conn, connect, _known_checks(previous)))
+
+
+def _known_checks(previous: RunStatus | None) -> dict[str, SampleCheck]:
+    if previous is None:
+        return {}
+    return {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state in FINAL}
 
 
 def status_of_runs(
@@ -450,12 +463,15 @@ def status_of_runs(
     connect: Connect = connect,
     previous: list[RunStatus] | None = None,
 ) -> list[RunStatus]:
-    """Several runs' statuses (a sweep's), in order, over ``conn`` or one connection per host."""
+    """Several runs' statuses (a sweep's), in order, over ``conn`` or one connection per host: one
+    round trip per host, however many runs."""
 
-    def one(opened: Connection, i: int) -> RunStatus:
-        return status(records[i], opened, previous=previous[i] if previous else None)
+    def batch(opened: Connection, indices: list[int]) -> list[RunStatus]:
+        known = [_known_checks(previous[i] if previous else None) for i in indices]
+        statuses = probe_runs([records[i] for i in indices], opened, known)
+        return [RunStatus(records[i], s) for i, s in zip(indices, statuses)]
 
-    return _each_over_its_host(records, connect, one, conn)
+    return _batches_over_their_hosts(records, connect, batch, conn)
 
 
 def results(record: SubmissionRecord, metric: str = DEFAULT_METRIC, *, connect: Connect = connect) -> RunResults:
@@ -467,13 +483,15 @@ def results(record: SubmissionRecord, metric: str = DEFAULT_METRIC, *, connect: 
 def results_of_runs(
     records: list[SubmissionRecord], metric: str = DEFAULT_METRIC, *, connect: Connect = connect
 ) -> list[RunResults]:
-    """Several runs' results, in order, over one connection per host (a sweep's runs share one)."""
+    """Several runs' results, in order, over one connection per host (a sweep's runs share one):
+    every run's states in one round trip, then each run's files."""
 
-    def one(conn: Connection, i: int) -> RunResults:  # one connection for the states and the files
-        statuses = probe_run(records[i], conn)
-        return RunResults(records[i], statuses, collect_results(records[i], statuses, conn, metric))
+    def batch(conn: Connection, indices: list[int]) -> list[RunResults]:
+        runs = [records[i] for i in indices]
+        statuses = probe_runs(runs, conn, [{} for _ in runs])
+        return [RunResults(r, s, collect_results(r, s, conn, metric)) for r, s in zip(runs, statuses)]
 
-    return _each_over_its_host(records, connect, one)
+    return _batches_over_their_hosts(records, connect, batch)
 
 
 def compare(

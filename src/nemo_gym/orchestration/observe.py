@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from nemo_gym.orchestration import contract, usage
@@ -415,6 +415,38 @@ def run_usage(statuses: list[JobStatus]) -> Usage:
     return usage.total(seen.values())
 
 
+def probe_runs(
+    records: list[SubmissionRecord], conn: Connection, known: Sequence[Mapping[str, SampleCheck]]
+) -> list[list[JobStatus]]:
+    """The statuses of several runs on one host (a sweep's) in one round trip: each run's probe in a
+    subshell of its own, its output headed by the run's index. ``known`` as for ``probe_run``, per run."""
+    backends = [backend_named(r.executor) for r in records]
+    queued = [i for i, r in enumerate(records) if any(b.job_id for b in r.benchmarks)]
+    outputs: dict[int, str] = {}
+    if queued:
+        parts = []
+        for i in queued:
+            parts.append(f"printf '%s\\n' {shlex.quote(f'{contract.PROBE_RUN_MARKER}{i}')}")
+            # </dev/null: the script arrives on stdin, which no probe command may read from.
+            parts.append(f"(\n{probe_script(records[i], backends[i], frozenset(known[i]))}) </dev/null")
+        outputs = _outputs_by_run(conn.run_script("\n".join(parts) + "\n").stdout)
+    return [
+        statuses_from(r, parse_probe(outputs.get(i, ""), b), b, known[i]) if i in queued else statuses_from(r, None, b)
+        for i, (r, b) in enumerate(zip(records, backends))
+    ]
+
+
+def _outputs_by_run(out: str) -> dict[int, str]:
+    outputs: dict[int, list[str]] = {}
+    current: list[str] | None = None
+    for line in out.splitlines():
+        if line.startswith(contract.PROBE_RUN_MARKER) and line[len(contract.PROBE_RUN_MARKER) :].isdigit():
+            current = outputs.setdefault(int(line[len(contract.PROBE_RUN_MARKER) :]), [])
+        elif current is not None:
+            current.append(line)
+    return {i: "\n".join(lines) for i, lines in outputs.items()}
+
+
 def probe_run(
     record: SubmissionRecord,
     conn: Connection | None = None,
@@ -424,16 +456,12 @@ def probe_run(
     """The status of every job of a run, over ``conn`` (or a connection opened for it, only when
     some job was queued: a run nobody could queue needs no cluster to be told). ``known``: sample
     counts of benchmarks that had ended at an earlier probe, not made again."""
-    backend = backend_named(record.executor)
     if not any(b.job_id for b in record.benchmarks):
-        return statuses_from(record, None, backend)
-    script = probe_script(record, backend, frozenset(known or ()))
+        return statuses_from(record, None, backend_named(record.executor))
     if conn is None:
         with connect(record.hostname) as opened:
-            out = opened.run_script(script).stdout
-    else:
-        out = conn.run_script(script).stdout
-    return statuses_from(record, parse_probe(out, backend), backend, known)
+            return probe_runs([record], opened, [known or {}])[0]
+    return probe_runs([record], conn, [known or {}])[0]
 
 
 def statuses_json(record: SubmissionRecord, statuses: list[JobStatus]) -> str:
