@@ -405,14 +405,13 @@ def _batches_over_their_hosts(
 ) -> list[T]:
     """``work(conn, indices)`` once per host with the indices of its records, whose answers are in
     that order; all of them over ``conn`` when given (a sweep's runs share one host)."""
+    if conn is not None:
+        return work(conn, list(range(len(records))))
     by_host: dict[str | None, list[int]] = {}
     for i, record in enumerate(records):
-        by_host.setdefault(None if conn is not None else record.hostname, []).append(i)
+        by_host.setdefault(record.hostname, []).append(i)
     out: dict[int, T] = {}
     for host, indices in by_host.items():
-        if conn is not None:
-            out.update(zip(indices, work(conn, indices)))
-            continue
         with connect(host) as opened:
             out.update(zip(indices, work(opened, indices)))
     return [out[i] for i in range(len(records))]

@@ -421,11 +421,11 @@ def probe_runs(
     """The statuses of several runs on one host (a sweep's) in one round trip: each run's probe in a
     subshell of its own, its output headed by the run's index. ``known`` as for ``probe_run``, per run."""
     backends = [backend_named(r.executor) for r in records]
-    queued = [i for i, r in enumerate(records) if any(b.job_id for b in r.benchmarks)]
+    queued = {i for i, r in enumerate(records) if _was_queued(r)}
     outputs: dict[int, str] = {}
     if queued:
         parts = []
-        for i in queued:
+        for i in sorted(queued):
             parts.append(f"printf '%s\\n' {shlex.quote(f'{contract.PROBE_RUN_MARKER}{i}')}")
             # </dev/null: the script arrives on stdin, which no probe command may read from.
             parts.append(f"(\n{probe_script(records[i], backends[i], frozenset(known[i]))}) </dev/null")
@@ -434,6 +434,10 @@ def probe_runs(
         statuses_from(r, parse_probe(outputs.get(i, ""), b), b, known[i]) if i in queued else statuses_from(r, None, b)
         for i, (r, b) in enumerate(zip(records, backends))
     ]
+
+
+def _was_queued(record: SubmissionRecord) -> bool:
+    return any(b.job_id for b in record.benchmarks)
 
 
 def _outputs_by_run(out: str) -> dict[int, str]:
@@ -456,7 +460,7 @@ def probe_run(
     """The status of every job of a run, over ``conn`` (or a connection opened for it, only when
     some job was queued: a run nobody could queue needs no cluster to be told). ``known``: sample
     counts of benchmarks that had ended at an earlier probe, not made again."""
-    if not any(b.job_id for b in record.benchmarks):
+    if not _was_queued(record):
         return statuses_from(record, None, backend_named(record.executor))
     if conn is None:
         with connect(record.hostname) as opened:

@@ -21,10 +21,11 @@ _RESERVED = frozenset(["case", "coproc", "do", "done", "elif", "else", "esac", "
 
 
 def bash_quote(value: str) -> str:
-    # A leading "=" is literal to bash, but shellcheck reads `export X==` as a mistyped comparison.
-    if value in _RESERVED or (value.startswith("=") and not _NEEDS_ANSI_C.search(value)):
-        return f"'{value}'"
     if not value or not _NEEDS_ANSI_C.search(value):
+        # Reserved words and a leading "=" are literal to bash, but shellcheck reads them as syntax
+        # (`export X=then`, `export X==`): plain single quotes keep every script clean.
+        if value in _RESERVED or value.startswith("="):
+            return f"'{value}'"
         return shlex.quote(value)
     out = []
     for ch in value:
