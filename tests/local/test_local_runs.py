@@ -278,3 +278,34 @@ def test_cancel_of_a_local_sweep_stops_the_running_run_and_the_waiting_one_never
             os.killpg(os.getpgid(json.loads(driver.read_text())["pid"]), signal.SIGTERM)
         except ProcessLookupError:
             pass
+
+
+def test_two_runs_submitted_one_after_the_other_take_turns_and_each_is_answered_by_its_own_server(tmp_path) -> None:
+    """Two checkpoints submitted a second apart on one port, as users do: the second waits, named
+    queued behind the first, and each run's driver is answered by its own run's server only."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    service = {"type": "vllm", "model": "/m/same", "port": 18240}
+    first = submit(tmp_path / "one", {"policy": {**service, "served_model_name": "one"}},
+                   driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"})["benchmarks"][0]  # fmt: skip
+    time.sleep(1)
+    second_record = submit(tmp_path / "two", {"policy": {**service, "served_model_name": "two", "env": {"PATH": PATH}}})
+    second = second_record["benchmarks"][0]
+    state = Path(second["job_dir"], ".gym", second["job_id"], "state")
+    deadline = time.monotonic() + 20
+    while "queued behind run" not in (state.read_text() if state.exists() else ""):
+        assert time.monotonic() < deadline, state.read_text() if state.exists() else "no state"
+        time.sleep(0.2)
+    first_run = Path(first["job_dir"]).parent.name
+    assert f"queued behind run {first_run} (local runs take turns on this machine)" in state.read_text()
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "two" / "cache")}
+    shown = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last"],
+                           capture_output=True, text=True, env=env)  # fmt: skip
+    assert f"queued behind run {first_run}" in shown.stdout, shown.stdout + shown.stderr
+    for job, name in ((first, "one"), (second, "two")):
+        assert wait_state(job, timeout=90)["phase"] == "succeeded", job_log(job)
+        [driver] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
+        # The server it talked to serves its name and its own job's alias: its run's server.
+        run_id = Path(job["job_dir"]).parent.name
+        served = [m["id"] for m in driver["policy_models"]["data"]]
+        assert served == [name, f"{run_id}-bench-policy"]

@@ -495,6 +495,11 @@ class SlurmComputeConfig(BaseComputeConfig):
     # Extension beyond the spec: how steps get their container. Pyxis (``srun --container-image``)
     # is the default; most academic clusters have Apptainer instead; ``none`` runs on the host.
     container_runtime: Literal["pyxis", "apptainer", "none"] = "pyxis"
+    # Extension beyond the spec: each job asks for its nodes whole (``#SBATCH --exclusive``). Its
+    # servers bind fixed ports (vLLM, gym's own, the collector's), so two jobs packed onto one node
+    # would collide or, worse, answer each other. ``false`` lets Slurm pack jobs; a port another
+    # job holds then fails the step at once, named, instead of serving the wrong model.
+    exclusive_nodes: bool = True
 
     _check_account = field_validator("account")(rules.slurm_word)
     _check_extra_args = field_validator("extra_args")(rules.sbatch_options)

@@ -112,6 +112,7 @@ HEARTBEAT_FILE = "heartbeat"
 STOP_COLLECTOR_FILE = "stop-collector"
 EXITED_DIR = "exit"  # exit/<step>@<node>: the exit status of a step's process on a node
 READY_DIR = "ready"  # ready/<step>@<node>: a step without an HTTP probe says it is ready
+WHY_DIR = "why"  # why/<step>@<node>: a step that refused to start says why, in one line
 ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a requeued job
 
 # The state file: key=value lines, replaced atomically by the job as it goes.

@@ -8,6 +8,7 @@ that talks to the cluster takes an open connection, or a ``connect`` function th
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,9 @@ from nemo_gym.orchestration.record import (
     all_sweeps,
     current_user,
     now_utc,
+    submission_origin,
     write_local_index,
+    write_observation,
     write_sweep_index,
 )
 from nemo_gym.orchestration.render import StagedRun, render_run
@@ -149,6 +152,8 @@ def _record(
         cluster=plan.compute,
         executor=plan.backend,
         submitted_by=current_user(),
+        submitted_from=submission_origin(),
+        model=plan.model,
         hostname=plan.hostname,
         benchmarks=[
             BenchmarkJob(benchmark=q.benchmark, job_dir=contract.job_dir(plan.run_dir, q.benchmark), job_id=q.job_id,
@@ -315,6 +320,7 @@ def _sweep_record(sweep: PreparedSweep, records: list[SubmissionRecord]) -> Swee
         sweep_id=sweep.sweep_id,
         submitted_at=now_utc(),
         submitted_by=current_user(),
+        submitted_from=submission_origin(),
         config=sweep.config_path,
         swept=sweep.swept,
         executor=first.backend,
@@ -446,7 +452,15 @@ def status(
     """Every job's state, over ``conn`` (kept open by the caller, e.g. for --watch) or a new
     connection. ``previous``: the status a moment ago, whose final sample counts are kept, not made
     again (they cannot change once a job has ended)."""
-    return RunStatus(record, probe_run(record, conn, connect, _known_checks(previous)))
+    return _observed(RunStatus(record, probe_run(record, conn, connect, _known_checks(previous))))
+
+
+def _observed(run: RunStatus) -> RunStatus:
+    """``run``, remembered in the index as last observed (``gym eval list`` shows it)."""
+    counts = Counter(job.state for job in run.jobs)
+    summary = ", ".join(f"{n} {state}" for state, n in counts.most_common()) if len(counts) > 1 else next(iter(counts), "")
+    write_observation(run.record.gym_job_id, summary)
+    return run
 
 
 def _known_checks(previous: RunStatus | None) -> dict[str, SampleCheck]:
@@ -468,7 +482,7 @@ def status_of_runs(
     def batch(opened: Connection, indices: list[int]) -> list[RunStatus]:
         known = [_known_checks(previous[i] if previous else None) for i in indices]
         statuses = probe_runs([records[i] for i in indices], opened, known)
-        return [RunStatus(records[i], s) for i, s in zip(indices, statuses)]
+        return [_observed(RunStatus(records[i], s)) for i, s in zip(indices, statuses)]
 
     return _batches_over_their_hosts(records, connect, batch, conn)
 

@@ -82,6 +82,9 @@ class HealthCheck:
     port: int | None = None
     path: str = "/health"
     nodes: tuple[int, ...] = (0,)  # the nodes whose addresses are probed, each until it answers
+    # A name the server must list at /v1/models once it answers: an answer from another job's
+    # server on the same port (a shared node, a stale server) is then told from this job's own.
+    identity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +359,7 @@ class RunPlan:
     # credentials (they travel like host: secrets: in the submission's environment, never a file).
     carried_env: tuple[str, ...] = ()
     sweep_id: str | None = None  # the sweep this run is one combination of
+    model: str | None = None  # the model the policy serves (``policy_model``), for people to tell runs apart
 
     @property
     def submitted_jobs(self) -> tuple[JobPlan, ...]:
@@ -419,7 +423,14 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
         mount_sources=_mount_sources(config),
         carried_env=_export_credentials(config),
         sweep_id=sweep_id,
+        model=policy_model_path(config),
     )
+
+
+def policy_model_path(config: SubmitConfig) -> str | None:
+    """The model (checkpoint) the driver's policy service serves, if it is a model service."""
+    policy = config.services.get(config.driver.policy_model or "")
+    return policy.model if isinstance(policy, BaseModelServiceConfig) else None
 
 
 # What each exporter reads from its environment to authenticate (see exporters.run_exports).
@@ -566,8 +577,9 @@ class _Context:
         check = service.health_check
         one_server_per_node = isinstance(service, VllmPDTierConfig) and service.server_per_node
         probed = tuple(nodes.indices) if one_server_per_node else (nodes.start,)
-        health = HealthCheck("http", check.timeout_seconds, check.port, check.path, probed)
-        base = _vllm_argv(service)
+        identity = serving_identity(self.run_id, job_dir, name)
+        health = HealthCheck("http", check.timeout_seconds, check.port, check.path, probed, identity)
+        base = _with_identity(_vllm_argv(service), service.model, identity)
         n = service.number_of_instances
         if isinstance(service, VllmPDTierConfig):
             env = _nixl_env(service) + env  # the tier's own env still wins
@@ -924,6 +936,30 @@ def _vllm_argv(service: VllmServiceConfig) -> list[str]:
     if isinstance(service, VllmPDTierConfig):
         argv += ["--kv-transfer-config", json.dumps(service.kv_transfer_config, separators=(",", ":"))]
     return argv + shlex.split(service.extra_args)
+
+
+def serving_identity(run_id: str, job_dir: str, service: str) -> str:
+    """The served-model alias that makes a vLLM server this job's own: unique to the run, its job
+    (one per benchmark, or the shared deployment) and the service, so no two jobs that can run at
+    the same time share it (a resumable chain's jobs run one after another)."""
+    job = job_dir.rstrip("/").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{run_id}-{job}-{service}")
+
+
+_SERVED_NAME_FLAG = "--served-model-name"
+
+
+def _with_identity(argv: list[str], model: str, identity: str) -> list[str]:
+    """``argv`` serving ``identity`` too, after the names it already serves: vLLM answers with the
+    first name, so what clients see (and the driver asks for) does not change."""
+    at = [i for i, arg in enumerate(argv) if arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=")]
+    if not at:
+        return argv + [_SERVED_NAME_FLAG, model, identity]
+    last = at[-1]  # argparse keeps the last occurrence
+    if argv[last] == _SERVED_NAME_FLAG:
+        return argv[: last + 2] + [identity] + argv[last + 2 :]
+    first = argv[last].partition("=")[2]
+    return argv[:last] + [_SERVED_NAME_FLAG, first, identity] + argv[last + 1 :]
 
 
 def _drop_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:

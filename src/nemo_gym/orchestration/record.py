@@ -16,6 +16,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ class SubmissionRecord(BaseModel):
     # The sweep this run is one combination of, and its swept values (key -> value as written).
     sweep_id: str | None = None
     sweep_values: dict[str, str] = {}
+    # Where it was submitted from (``submission_origin``), so that --last means the user's last.
+    submitted_from: str | None = None
+    model: str | None = None  # the policy's model (checkpoint), as the config names it
 
     @property
     def failed(self) -> list[BenchmarkJob]:
@@ -90,6 +94,7 @@ class SweepRecord(BaseModel):
     hostname: str | None
     runs: list[SweepRun]
     schema_version: int = SCHEMA_VERSION
+    submitted_from: str | None = None
 
     def dumps(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -105,6 +110,28 @@ def current_user() -> str:
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no user name is not worth failing a submit
         return "unknown"
+
+
+def submission_origin() -> str:
+    """``<machine>:<session>``: the terminal session this command runs in (its leader's pid and
+    start time, so a reused pid is another session), or ``GYM_SESSION`` when a script names its own.
+    Commands typed in one terminal, and the scripts they start, share it; another terminal, a cron
+    job or a test suite running beside them does not."""
+    machine = socket.gethostname()
+    named = os.environ.get("GYM_SESSION")
+    if named:
+        return f"{machine}:{named}"
+    sid = os.getsid(0)
+    try:
+        with open(f"/proc/{sid}/stat") as fh:
+            started = fh.read().rsplit(")", 1)[1].split()[19]  # field 22, after the command's name
+    except (OSError, IndexError):
+        started = "?"
+    return f"{machine}:{sid}.{started}"
+
+
+def machine_of(origin: str | None) -> str | None:
+    return origin.split(":", 1)[0] if origin else None
 
 
 def index_dir() -> Path:
@@ -123,6 +150,25 @@ def write_sweep_index(sweep: SweepRecord) -> Path | None:
 
 
 SWEEP_INDEX_SUFFIX = ".sweep.json"
+OBSERVED_INDEX_SUFFIX = ".observed.json"
+
+
+def write_observation(run_id: str, summary: str) -> None:
+    """What ``status`` last saw of a run (best effort), for ``list`` to show without asking."""
+    text = json.dumps({"state": summary, "at": now_utc()}) + "\n"
+    _write_index_file(index_dir() / f"{run_id}{OBSERVED_INDEX_SUFFIX}", text)
+
+
+def last_observed(run_id: str) -> tuple[str, str] | None:
+    """(state summary, when) as ``status`` last saw the run; None when never seen or unreadable."""
+    from nemo_gym.orchestration import untrusted
+
+    try:
+        data = untrusted.load_object_file(index_dir() / f"{run_id}{OBSERVED_INDEX_SUFFIX}", "observation", 4096)
+    except untrusted.Unreadable:
+        return None
+    state, at = data.get("state"), data.get("at")
+    return (state, at) if isinstance(state, str) and isinstance(at, str) else None
 
 
 def _write_index_file(path: Path, text: str) -> Path | None:
@@ -249,7 +295,7 @@ def find_selection(name: str | None, last: bool = False) -> Selection:
         raise UserError(f"no runs in the local index ({index_dir()}); submit one with gym eval submit")
     sweeps = {s.sweep_id: s for s in all_sweeps()}
     if last or not name:
-        newest = records[-1]
+        newest = your_last(records)
         return _sweep_selection(newest.sweep_id, records, sweeps) if newest.sweep_id else Selection([newest])
     sweep_ids = sorted(set(sweeps) | {r.sweep_id for r in records if r.sweep_id})
     exact = [r for r in records if r.gym_job_id == name]
@@ -266,6 +312,24 @@ def find_selection(name: str | None, last: bool = False) -> Selection:
         raise UserError(f"no run or sweep matches {name!r}; see gym eval list")
     listed = ", ".join(matches[:5])
     raise UserError(f"{name!r} matches {len(matches)} runs and sweeps ({listed}); give more of the id")
+
+
+def your_last(records: list[SubmissionRecord]) -> SubmissionRecord:
+    """The newest of ``records`` submitted from this terminal session; without one, the newest this
+    user submitted on this machine (said on stderr). Never someone else's, nor another machine's."""
+    origin = submission_origin()
+    from_here = [r for r in records if r.submitted_from == origin]
+    if from_here:
+        return from_here[-1]
+    user, machine = current_user(), machine_of(origin)
+    yours = [r for r in records if r.submitted_by == user and machine_of(r.submitted_from) in (machine, None)]
+    if not yours:
+        raise UserError(
+            f"no submission by {user} on {machine} in the local index ({index_dir()}); name a run (gym eval list)"
+        )
+    print(f"note: --last is {yours[-1].gym_job_id}, your newest submission on {machine} "
+          f"(none was made from this shell session)", file=sys.stderr)  # fmt: skip
+    return yours[-1]
 
 
 def _is_part_of(name: str, identifier: str) -> bool:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 RUNNER_FACT = "runner"
+# Every local run on this machine waits for this lock (GYM_LOCAL_LOCK moves it): in /tmp, so users
+# share it; created world-writable, so the next user can take it.
+LOCAL_RUN_LOCK = "/tmp/gym-orchestration-local.lock"
 
 
 class LocalBackend(Backend):
@@ -42,7 +45,7 @@ class LocalBackend(Backend):
     def run_files(self, plan: RunPlan) -> dict[str, str]:
         from nemo_gym.orchestration.render import render_template
 
-        return {contract.LOCAL_RUNNER_SCRIPT: render_template("run-local.sh.j2", plan=plan)}
+        return {contract.LOCAL_RUNNER_SCRIPT: render_template("run-local.sh.j2", plan=plan, lock_path=LOCAL_RUN_LOCK)}
 
     def submit_lines(self, plan: RunPlan) -> list[str]:
         # Detached from this command: the run goes on after `gym eval submit` returns.

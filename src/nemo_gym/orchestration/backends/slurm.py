@@ -25,13 +25,19 @@ def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:
     return [(k, v if v != "" else None) for k, v in extra.items()]
 
 
-def _allocation(pool: Any, nodes: int, extra: dict[str, str]) -> list[tuple[str, str | None]]:
+# Options by which a config already says how its nodes are shared: the config's word stands.
+_SHARING_OPTIONS = ("exclusive", "oversubscribe", "share")
+
+
+def _allocation(pool: Any, nodes: int, extra: dict[str, str], whole_nodes: bool) -> list[tuple[str, str | None]]:
     """What one component allocates: the pool's partition, nodes, tasks and GPUs a node, its options."""
     out: list[tuple[str, str | None]] = [
         ("partition", pool.partition), ("nodes", str(nodes)), ("ntasks-per-node", str(pool.ntasks_per_node)),
     ]  # fmt: skip
     if pool.gpus_per_node is not None:
         out.append(("gpus-per-node", str(pool.gpus_per_node)))
+    if whole_nodes and not any(option in extra for option in _SHARING_OPTIONS):
+        out.append(("exclusive", None))
     return out + _options(extra)
 
 
@@ -60,7 +66,10 @@ class SlurmBackend(Backend):
         job_wide += [("chdir", job_dir), ("output", f"{job_dir}/{contract.job_log_pattern()}")]
         pools = list(compute.node_pools.values())
         if pools and pools_differ(compute.node_pools):
-            components = [_allocation(pool, pool.nodes, {**pool.extra_args, **compute.extra_args}) for pool in pools]
+            components = [
+                _allocation(pool, pool.nodes, {**pool.extra_args, **compute.extra_args}, compute.exclusive_nodes)
+                for pool in pools
+            ]
             return (tuple(job_wide + components[0]), *(tuple(c) for c in components[1:]))
         extra: dict[str, str] = {}
         for pool in pools:
@@ -68,7 +77,7 @@ class SlurmBackend(Backend):
         extra.update(compute.extra_args)
         if not pools:
             return (tuple(job_wide + _options(extra)),)
-        return (tuple(job_wide + _allocation(pools[0], sum(p.nodes for p in pools), extra)),)
+        return (tuple(job_wide + _allocation(pools[0], sum(p.nodes for p in pools), extra, compute.exclusive_nodes)),)
 
     def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
         return (("slurm_job_id", "SLURM_JOB_ID"),)

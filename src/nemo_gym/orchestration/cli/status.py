@@ -37,15 +37,19 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
         return 0
-    print(table(["RUN", "SUBMITTED", "BACKEND", "HOST", "JOBS", "RUN DIR"], list_rows(records, list_sweeps()))
-          if records else "no runs yet")  # fmt: skip
+    print(table(["RUN", "SUBMITTED", "STATE", "MODEL", "BACKEND", "HOST", "JOBS", "RUN DIR / WHAT DIFFERS"],
+                list_rows(records, list_sweeps())) if records else "no runs yet")  # fmt: skip
     return 0
 
 
 def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> list[list[str]]:
     """One row per submission, oldest first: a run, or a sweep followed by its runs (indented,
     named by their swept values)."""
-    from nemo_gym.orchestration.record import values_label
+    from nemo_gym.orchestration.record import last_observed, values_label
+
+    def seen(r: SubmissionRecord) -> str:
+        observed = last_observed(r.gym_job_id)
+        return f"{observed[0]} (as of {observed[1]})" if observed else "not yet observed"
 
     by_sweep: dict[str, list[SubmissionRecord]] = {}
     for r in records:
@@ -55,7 +59,8 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
     rows, shown = [], set()
     for r in records:
         if not r.sweep_id:
-            rows.append([r.gym_job_id, r.submitted_at, r.executor, r.hostname or "local", str(len(r.benchmarks)), r.run_dir])
+            rows.append([r.gym_job_id, r.submitted_at, seen(r), r.model or "", r.executor, r.hostname or "local",
+                         str(len(r.benchmarks)), r.run_dir])  # fmt: skip
             continue
         if r.sweep_id in shown:
             continue
@@ -67,9 +72,10 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
             members.sort(key=lambda m: order.get(m.gym_job_id, len(order)))
         swept = ", ".join(sweep.swept) if sweep else ", ".join(members[0].sweep_values)
         jobs = sum(len(m.benchmarks) for m in members)
-        rows.append([r.sweep_id, (sweep.submitted_at if sweep else r.submitted_at), r.executor, r.hostname or "local",
-                     str(jobs), f"sweep of {len(members)} runs over {swept}"])  # fmt: skip
-        rows += [[f"  {m.gym_job_id}", "", "", "", str(len(m.benchmarks)), values_label(m.sweep_values)] for m in members]
+        rows.append([r.sweep_id, (sweep.submitted_at if sweep else r.submitted_at), "", "", r.executor,
+                     r.hostname or "local", str(jobs), f"sweep of {len(members)} runs over {swept}"])  # fmt: skip
+        rows += [[f"  {m.gym_job_id}", "", seen(m), m.model or "", "", "", str(len(m.benchmarks)),
+                  values_label(m.sweep_values)] for m in members]  # fmt: skip
     return rows
 
 

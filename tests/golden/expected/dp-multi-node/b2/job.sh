@@ -7,6 +7,7 @@
 #SBATCH --nodes=3
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=4
+#SBATCH --exclusive
 # gym orchestration: benchmark b2 of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
 # Services start first, are health-checked, then the driver runs while every service is watched:
 # a service that dies fails the job at once, with its name, exit status and the end of its log.
@@ -30,7 +31,7 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
-mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
 # One Ray token for every Ray cluster of this job and every client of one (steps, driver): Ray
 # turns token auth on for its heads and refuses clients without it. Readable by this user only.
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/lustre/runs/gym-job-20260101T000000Z-000000/b2/.gym/ray.token)
@@ -136,7 +137,7 @@ srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_l
 GYM_STEP_PID[envs_workers_workers]=$!
 gym_event "launched envs_workers_workers"
 
-gym_wait_http policy "http://$(gym_node_name 1):8000/health" 60 || gym_finish 1 "service policy did not start" startup-failed
+gym_wait_http policy "http://$(gym_node_name 1):8000/health" 60 gym-job-20260101T000000Z-000000-b2-policy || gym_finish 1 "service policy did not start" startup-failed
 
 gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" startup-failed
 

@@ -8,15 +8,18 @@
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
+#SBATCH --exclusive
 #SBATCH hetjob
 #SBATCH --partition=l40s
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=1
+#SBATCH --exclusive
 #SBATCH hetjob
 #SBATCH --partition=cpu
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=4
+#SBATCH --exclusive
 # gym orchestration: benchmark answer-judge of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
 # A heterogeneous job: component 0 is pool policy, component 1 is pool judge, component 2 is pool cpu.
 # Services start first, are health-checked, then the driver runs while every service is watched:
@@ -45,7 +48,7 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
-mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
 # One Ray token for every Ray cluster of this job and every client of one (steps, driver): Ray
 # turns token auth on for its heads and refuses clients without it. Readable by this user only.
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/ray.token)
@@ -154,9 +157,9 @@ srun --overlap --het-group=2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist
 GYM_STEP_PID[envs_cpu_workers]=$!
 gym_event "launched envs_cpu_workers"
 
-gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start" startup-failed
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101T000000Z-000000-answer-judge-policy || gym_finish 1 "service policy did not start" startup-failed
 
-gym_wait_http judge "http://$(gym_node_name 2):8001/health" 60 || gym_finish 1 "service judge did not start" startup-failed
+gym_wait_http judge "http://$(gym_node_name 2):8001/health" 60 gym-job-20260101T000000Z-000000-answer-judge-judge || gym_finish 1 "service judge did not start" startup-failed
 
 gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" startup-failed
 

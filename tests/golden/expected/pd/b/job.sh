@@ -7,6 +7,7 @@
 #SBATCH --nodes=3
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=4
+#SBATCH --exclusive
 # gym orchestration: benchmark b of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
 # Services start first, are health-checked, then the driver runs while every service is watched:
 # a service that dies fails the job at once, with its name, exit status and the end of its log.
@@ -30,7 +31,7 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
-mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
 # As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
 HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
 export HEAD_NODE_IP
@@ -146,9 +147,9 @@ srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_l
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
-gym_wait_http policy-prefill "http://$(gym_node_name 0):8001/health" 60 || gym_finish 1 "service policy-prefill did not start" startup-failed
+gym_wait_http policy-prefill "http://$(gym_node_name 0):8001/health" 60 gym-job-20260101T000000Z-000000-b-policy-prefill || gym_finish 1 "service policy-prefill did not start" startup-failed
 
-gym_wait_http policy-decode "http://$(gym_node_name 1):8002/health" 60 || gym_finish 1 "service policy-decode did not start" startup-failed
+gym_wait_http policy-decode "http://$(gym_node_name 1):8002/health" 60 gym-job-20260101T000000Z-000000-b-policy-decode || gym_finish 1 "service policy-decode did not start" startup-failed
 
 gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start" startup-failed
 

@@ -8,6 +8,7 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
+#SBATCH --exclusive
 # gym orchestration: benchmark long of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
 # Services start first, are health-checked, then the driver runs while every service is watched:
 # a service that dies fails the job at once, with its name, exit status and the end of its log.
@@ -31,7 +32,7 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
-mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
 
 # Resumable (max_retries 2, max_walltime 1-00:00:00): this job is a link of a
 # chain; it judges the job before it (its argument), may stop here, and queues its own successor.
@@ -120,7 +121,7 @@ srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_l
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
-gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 "service policy did not start" startup-failed
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101T000000Z-000000-long-policy || gym_finish 1 "service policy did not start" startup-failed
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"

@@ -33,7 +33,7 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
-mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready"
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
 # As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
 HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
 export HEAD_NODE_IP
@@ -115,7 +115,7 @@ srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_l
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
-gym_wait_http policy "http://$(gym_node_name 0):8000/v1/models" 900 || gym_finish 1 "service policy did not start" startup-failed
+gym_wait_http policy "http://$(gym_node_name 0):8000/v1/models" 900 gym-job-20260101T000000Z-000000-answer-judge-policy || gym_finish 1 "service policy did not start" startup-failed
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"

@@ -4,11 +4,14 @@ set -uo pipefail
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin policy 0 2
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8000 || exit 1
+fi
 
 # Data parallel across nodes: the step's first node serves the API, the others run headless ranks.
 head_ip=$(gym_node_ip "$(gym_node_name 0)")
 if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    gym_step_run vllm serve meta-llama/Llama-3.1-70B-Instruct --port 8000 --tensor-parallel-size 8 --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-rpc-port 13345 --data-parallel-address "$head_ip"
+    gym_step_run vllm serve meta-llama/Llama-3.1-70B-Instruct --port 8000 --tensor-parallel-size 8 --served-model-name meta-llama/Llama-3.1-70B-Instruct gym-job-20260101T000000Z-000000-answer-judge-policy --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-rpc-port 13345 --data-parallel-address "$head_ip"
 else
-    gym_step_run vllm serve meta-llama/Llama-3.1-70B-Instruct --port 8000 --tensor-parallel-size 8 --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-rpc-port 13345 --headless --data-parallel-address "$head_ip" --data-parallel-start-rank $((GYM_STEP_RANK * 1))
+    gym_step_run vllm serve meta-llama/Llama-3.1-70B-Instruct --port 8000 --tensor-parallel-size 8 --served-model-name meta-llama/Llama-3.1-70B-Instruct gym-job-20260101T000000Z-000000-answer-judge-policy --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-rpc-port 13345 --headless --data-parallel-address "$head_ip" --data-parallel-start-rank $((GYM_STEP_RANK * 1))
 fi

@@ -14,5 +14,8 @@ export VLLM_LOGGING_LEVEL=INFO
 set +u
 ulimit -n 65536
 set -u
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8001 || exit 1
+fi
 
-gym_step_run vllm serve Qwen/Qwen3-8B --port 8001 --tensor-parallel-size 4 --served-model-name qwen3-8b --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'
+gym_step_run vllm serve Qwen/Qwen3-8B --port 8001 --tensor-parallel-size 4 --served-model-name qwen3-8b gym-job-20260101T000000Z-000000-b-policy-prefill --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'

@@ -4,5 +4,8 @@ set -uo pipefail
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin policy 0 1
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8000 || exit 1
+fi
 
-gym_step_run vllm serve /models/m --port 8000 --tensor-parallel-size 1
+gym_step_run vllm serve /models/m --port 8000 --tensor-parallel-size 1 --served-model-name /models/m gym-job-20260101T000000Z-000000-short-policy

@@ -136,6 +136,19 @@ gym_ray_alive_nodes() {
         awk '/^Active:/ {on = 1; next} /^[A-Z]/ {on = 0} on && $1 ~ /^[0-9]+$/ {n += $1} END {print n + 0}'
 }
 
+# Refuse to start a server whose PORT already answers on this node: it would fail to bind, or
+# worse, the job would talk to whoever holds the port. Says why where the job reads it.
+gym_port_free() {
+    local port=$1 why
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        why="port $port on node $(gym_this_node) was already in use before $GYM_STEP_NAME started: another run on this node?"
+        gym_log "ERROR: $why"
+        printf '%s\n' "$why" >"$(gym_state_dir)/why/$GYM_STEP_NAME@$(gym_this_node)"
+        return 1
+    fi
+    return 0
+}
+
 gym_mark_ready() {
     : >"$(gym_state_dir)/ready/$GYM_STEP_NAME@$(gym_this_node)"
 }
@@ -144,13 +157,18 @@ gym_mark_ready() {
 
 # Print why a service is dead and return 1, or return 0 while all its steps live.
 gym_check_alive() {
-    local service=$1 step marker pid rc node log
+    local service=$1 step marker pid rc node log why
     for step in ${GYM_SERVICE_STEPS[$service]}; do
         for marker in "$(gym_state_dir)/exit/$step@"*; do
             [ -e "$marker" ] || continue
             rc=$(cat "$marker")
             node=${marker##*@}
-            gym_report_death "$service" "$step" "$node" "exit status $rc"
+            why="$(gym_state_dir)/why/${marker##*/}"
+            if [ -s "$why" ]; then
+                gym_report_death "$service" "$step" "$node" "$(head -c 300 "$why" | tr -cd '[:print:]')"
+            else
+                gym_report_death "$service" "$step" "$node" "exit status $rc"
+            fi
             return 1
         done
         pid=${GYM_STEP_PID[$step]}
@@ -182,8 +200,10 @@ gym_report_death() {
 
 # Poll a service until it answers, it dies, or its time is up. The first probe is immediate and
 # the interval grows from 0.1 s to 1 s, so a fast service is seen fast and a slow one costs little.
+# With IDENTITY (a vLLM server's run-unique alias), an answer counts only from a server that lists
+# it at /v1/models: whoever else holds the port fails the step at once, named.
 gym_wait_http() {
-    local service=$1 url=$2 timeout=$3 start delay=0.1 elapsed
+    local service=$1 url=$2 timeout=$3 identity=${4:-} start delay=0.1 elapsed
     start=$(gym_now)
     gym_phase starting "waiting for $service"
     gym_log "waiting for $service at $url (up to ${timeout}s)"
@@ -191,6 +211,7 @@ gym_wait_http() {
         if curl -sf --max-time 5 -o /dev/null "$url"; then
             # An answer while our own process is gone comes from someone else on that port.
             gym_check_alive "$service" || return 1
+            [ -z "$identity" ] || gym_check_identity "$service" "$url" "$identity" || return 1
             elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
             gym_log "$service is healthy after ${elapsed}s"
             gym_event "healthy $service"
@@ -205,6 +226,24 @@ gym_wait_http() {
         sleep "$delay"
         delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>1) d=1; print d}')
     done
+}
+
+# Whether the server answering at URL (its health URL) is this job's: it lists IDENTITY among its
+# models. Otherwise record which models it does serve (bounded, printable) and return 1.
+gym_check_identity() {
+    local service=$1 url=$2 identity=$3 base models served
+    base=${url#*://}
+    base=${url%%://*}://${base%%/*}
+    models=$(curl -sf --max-time 5 "$base/v1/models" 2>/dev/null | head -c 65536)
+    # A here-string, not a pipe: grep -q stops reading at its match, and pipefail would count the
+    # writer's SIGPIPE as a failure.
+    if grep -qF -- "\"$identity\"" <<<"$models"; then
+        return 0
+    fi
+    served=$(grep -o '"id": *"[^"]*"' <<<"$models" | head -n 3 | sed 's/^"id": *//' | tr '\n' ' ' | tr -cd '[:print:]' | cut -c 1-200)
+    gym_log "ERROR: ${base#*://} is answered by another server (serving ${served:-no model list}), not service $service of this job: another run on this node?"
+    gym_phase failed "service $service: ${base#*://} is answered by another server (serving ${served:-no model list}): another run on this node?"
+    return 1
 }
 
 # Like gym_wait_http, for steps that say they are ready with a marker file (Ray heads).
@@ -244,15 +283,36 @@ gym_stop_collector() {
     gym_event "collector-stopped"
 }
 
-# Stop every step still running (their process groups in a local run).
+# Stop every step still running (their process groups in a local run), and wait for them: a
+# server still holding its port after its job has ended would be found there by the next job.
 gym_stop_steps() {
-    local step pid child
+    local step pid child groups=() i
     for step in "${!GYM_STEP_PID[@]}"; do
         pid=${GYM_STEP_PID[$step]}
         # A step started from a function runs one level down, in a process group of its own.
-        for child in $(pgrep -P "$pid" 2>/dev/null); do
-            kill -TERM -- "-$child" 2>/dev/null || kill -TERM "$child" 2>/dev/null
+        for child in $(pgrep -P "$pid" 2>/dev/null) "$pid"; do
+            if kill -TERM -- "-$child" 2>/dev/null; then
+                groups+=("$child")
+            else
+                kill -TERM "$child" 2>/dev/null
+            fi
         done
-        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     done
+    for ((i = 0; i < 150; i++)); do
+        gym_any_alive "${groups[@]+"${groups[@]}"}" || return 0
+        sleep 0.1
+    done
+    for pid in "${groups[@]+"${groups[@]}"}"; do
+        kill -KILL -- "-$pid" 2>/dev/null
+    done
+    return 0
+}
+
+# Whether any of the given process groups still has a process.
+gym_any_alive() {
+    local group
+    for group in "$@"; do
+        kill -0 -- "-$group" 2>/dev/null && return 0
+    done
+    return 1
 }

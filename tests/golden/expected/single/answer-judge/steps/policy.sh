@@ -14,5 +14,8 @@ unset NCCL_SOCKET_IFNAME
 echo "pre $SLURM_JOB_ID"
 
 set -u
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8000 || exit 1
+fi
 
-gym_step_run vllm serve $'/models/Qwen3 8B (it\'s "quoted")' --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --served-model-name qwen --trust-remote-code --max-model-len 8192 --override-generation-config '{"temperature": 0.6}'
+gym_step_run vllm serve $'/models/Qwen3 8B (it\'s "quoted")' --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --served-model-name qwen gym-job-20260101T000000Z-000000-answer-judge-policy --trust-remote-code --max-model-len 8192 --override-generation-config '{"temperature": 0.6}'

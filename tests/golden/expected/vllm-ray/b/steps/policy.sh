@@ -4,6 +4,9 @@ set -uo pipefail
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin policy 0 2
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8000 || exit 1
+fi
 
 # One instance across 2 nodes: a Ray cluster of its own, vLLM on the first node.
 head_ip=$(gym_node_ip "$(gym_node_name 0)")
@@ -20,7 +23,7 @@ if [ "$GYM_STEP_RANK" -eq 0 ]; then
         kill -0 "$ray_head" 2>/dev/null || exit 1
         sleep 1
     done
-    gym_step_run vllm serve big --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --distributed-executor-backend ray
+    gym_step_run vllm serve big --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --served-model-name big gym-job-20260101T000000Z-000000-b-policy --distributed-executor-backend ray
 else
     until ray status --address "$head_ip:6390" >/dev/null 2>&1; do sleep 1; done
     gym_step_run ray start --address="$head_ip:6390" --node-ip-address="$my_ip" --block
