@@ -34,6 +34,14 @@ SETTINGS = {
     TABLE: ("dir",),
 }
 WANDB_MODES = ("online", "offline")
+# What each exporter reads from its environment to authenticate, and which of those are secret:
+# never in the config, the spec or any file, never in a line printed or recorded.
+CREDENTIALS = {
+    MLFLOW: ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
+    WANDB: ("WANDB_API_KEY",),
+}
+SECRETS = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD", "WANDB_API_KEY")
+ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"  # mlflow's tracking_uri when its settings have none
 
 
 class ExportSpec(NamedTuple):
