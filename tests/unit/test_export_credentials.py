@@ -307,3 +307,30 @@ def test_the_shipped_exporters_run_under_the_hosts_python_3_8(tmp_path: Path, mo
     plant(job)
     [result] = library.export(run_record(job))
     assert not result.failed and len(result.lines) == 1 and "] export table: done (first export): row " in result.lines[0]
+
+
+def test_an_unexpected_error_quoting_a_header_is_printed_scrubbed(monkeypatch, capsys) -> None:
+    from nemo_gym.orchestration import record as records
+    from nemo_gym.orchestration.cli import main as cli
+
+    def blow_up(*args: Any, **kwargs: Any) -> None:
+        raise ValueError(f"Invalid header value {('Bearer ' + TOKEN + chr(13)).encode()!r}")
+
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TOKEN + "\r")
+    monkeypatch.setattr(records, "find_run", lambda *args: None)
+    monkeypatch.setattr(library, "export", blow_up)
+    assert cli.main(["eval", "export", "some-run"]) != 0
+    err = capsys.readouterr().err
+    assert "internal error (ValueError: Invalid header value b'Bearer ***')" in err and TOKEN not in err
+
+
+def test_a_spec_staged_with_a_relative_table_dir_is_refused_where_the_export_runs(tmp_path: Path, monkeypatch) -> None:
+    from nemo_gym.orchestration.exporters import table
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(rec.ExportError, match=r"^the table dir 'tables' is relative, .*set an absolute job\.export\.table\.dir"):
+        table.export_to_table(rec.ExportRecord(
+            run_id=RUN_ID, sweep_id=None, benchmark=BENCHMARK, model="m", served_name="s", params={}, metrics={},
+            written=1, expected=1, gpu_hours=None, wall_seconds=None, state="succeeded", rollouts_path=None,
+        ), {"dir": "tables"}, lambda _: None)  # fmt: skip
+    assert not (tmp_path / "tables").exists()
