@@ -27,6 +27,7 @@ from pydantic import (
 
 from nemo_gym.orchestration import contract, rules
 from nemo_gym.orchestration.errors import error_at
+from nemo_gym.orchestration.exporters.spec import SECRETS as CREDENTIAL_SECRETS
 
 __all__ = [
     "RUNTIME_ENV_PREFIX",
@@ -158,6 +159,7 @@ def env_sources_of(model: BaseServiceConfig | DriverConfig) -> dict[str, EnvSour
 def _resolve_env_field(cls: type, v: Any) -> Any:
     if isinstance(v, dict) and all(isinstance(x, str) for x in v.values()):
         rules.env_keys(cls, v)
+        rules.no_literal_credentials(v, CREDENTIAL_SECRETS)
         return resolve_env_dict(v)
     return v  # wrong types are reported by pydantic with their path
 

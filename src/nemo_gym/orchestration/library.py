@@ -19,6 +19,8 @@ from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitCo
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
+from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
+from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_run, probe_runs, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
 from nemo_gym.orchestration.record import (
@@ -109,6 +111,7 @@ def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     """Carrier variable -> value, for every ``host:`` env value and the collector's token."""
     owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
     values = {carrier: owners[owner].env[key] for carrier, (owner, key) in plan.secrets.items()}
+    problems = host_credential_problems(owners, plan.secrets, values)
     if plan.otel_token_env:
         token = os.environ.get(plan.otel_token_env, "")
         if not token:
@@ -116,9 +119,14 @@ def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
                 f"otel: the collector's token is read from ${plan.otel_token_env} when you submit, but it is "
                 f"not set in this shell; export it, or set otel.enabled: false"
             )
+        problems += [f"otel.token_env: {p}" for p in [credential_problem(plan.otel_token_env, token)] if p]
         values[plan.otel_token_env] = token
     # The exporters' credentials, when this shell has them: they reach the jobs the same way.
-    values.update({name: os.environ[name] for name in plan.carried_env if os.environ.get(name)})
+    carried = {name: os.environ[name] for name in plan.carried_env if os.environ.get(name)}
+    problems += export_environment_problems(config, plan.carried_env, carried)
+    if problems:
+        raise UserError(problems)
+    values.update(carried)
     return values
 
 
@@ -714,11 +722,12 @@ class ExportResult:
 def export(
     record: SubmissionRecord, to: list[str] | None = None, force: bool = False, *, connect: Connect = connect
 ) -> list[ExportResult]:
-    """Run (or rerun) a run's exports from here, on its submit host, with the exporters its jobs
-    staged; credentials from this shell's environment travel in the script, never in a file."""
+    """Run (or rerun) a run's exports from here, on its submit host, with this package's exporters
+    (shipped in the script: never the copy staged in the run directory) against each job
+    directory's data; credentials from this shell's environment travel in the script, never in a file."""
     from nemo_gym.orchestration.export_runs import export_script, read_export_output
 
     script = export_script(record, to or [], force, os.environ)
     with connect(record.hostname) as conn:
         out = conn.run_script(script).stdout
-    return [ExportResult(bench, lines, failed) for bench, lines, failed in read_export_output(out, record)]
+    return [ExportResult(bench, lines, failed) for bench, lines, failed in read_export_output(out, record, os.environ)]

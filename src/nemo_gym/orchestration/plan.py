@@ -34,6 +34,7 @@ from nemo_gym.orchestration.api import (
     effective_ray_serve,
     env_sources_of,
 )
+from nemo_gym.orchestration.exporters.spec import CREDENTIALS, ENV_TRACKING_URI, MLFLOW
 from nemo_gym.orchestration.overrides import flatten_overrides
 from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT, pools_differ, walltime_seconds
 
@@ -434,15 +435,18 @@ def policy_model_path(config: SubmitConfig) -> str | None:
 
 
 # What each exporter reads from its environment to authenticate (see exporters.run_exports).
-EXPORT_CREDENTIALS = {
-    "mlflow": ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
-    "wandb": ("WANDB_API_KEY",),
-}
+EXPORT_CREDENTIALS = CREDENTIALS
 
 
 def _export_credentials(config: SubmitConfig) -> tuple[str, ...]:
-    used = {name for bench in config.driver.benchmarks for name in config.exports_of(bench)}
-    return tuple(var for name in sorted(used) for var in EXPORT_CREDENTIALS.get(name, ()))
+    """The exporters' credentials, and MLFLOW_TRACKING_URI where an mlflow exporter has no
+    tracking_uri of its own (the job's then comes from the submitting shell, like a credential)."""
+    exports = [config.exports_of(bench) for bench in config.driver.benchmarks]
+    used = {name for exporters in exports for name in exporters}
+    carried = [var for name in sorted(used) for var in EXPORT_CREDENTIALS.get(name, ())]
+    if any(MLFLOW in e and not e[MLFLOW].get("tracking_uri") for e in exports):
+        carried.append(ENV_TRACKING_URI)
+    return tuple(carried)
 
 
 def _mount_sources(config: SubmitConfig) -> tuple[tuple[str, str], ...]:

@@ -258,6 +258,17 @@ def env_keys(cls: Any, env: dict[str, str]) -> None:
             )
 
 
+def no_literal_credentials(env: dict[str, str], credentials: Iterable[str]) -> None:
+    """A credential written as ``lit:`` would be on disk (the config, resolved-config.yaml, the
+    run's record): refused, naming the fix, never the value."""
+    for key in credentials:
+        if str(env.get(key, "")).startswith("lit:"):
+            raise ValueError(
+                f"{key} is a credential written as a literal, which puts it in the config, resolved-config.yaml "
+                f"and the run's record; write host:{key} and export {key} in the submitting shell"
+            )
+
+
 # --------------------------------------------------------------------------------------------
 # cross-service rules
 

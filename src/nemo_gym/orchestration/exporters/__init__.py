@@ -4,7 +4,9 @@ deterministic key in every backend).
 
 The modules listed in ``NODE_MODULES`` are stdlib only and Python 3.8 syntax: a job stages them,
 with ``contract.py``, as ``steps/exporters/`` and runs ``python3 steps/exporters/run_exports.py``
-(see ``run_exports``). This ``__init__`` is the submitting side's only: it lists what to stage.
+(see ``run_exports``). This ``__init__`` is the submitting side's only: it lists what to stage, and
+what ``gym eval export`` ships in its script (``export_runs``: the installed modules, never the
+copy staged in a run directory).
 """
 
 from __future__ import annotations

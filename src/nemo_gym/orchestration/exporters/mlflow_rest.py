@@ -126,6 +126,10 @@ class MlflowClient:
             # Refused rather than used: a URI is written to files (the spec, the config); credentials never are.
             raise MlflowError(f"tracking_uri {_shown(tracking_uri)!r} holds credentials: set {ENV_TOKEN} (or "
                               f"{ENV_USERNAME} and {ENV_PASSWORD}) in the environment instead")  # fmt: skip
+        for name, value in ((ENV_TOKEN, token), (ENV_USERNAME, username), (ENV_PASSWORD, password)):
+            refused = r.credential_problem(name, value)
+            if refused:  # before any request: http.client would echo it in its "Invalid header value"
+                raise MlflowError(refused)
         host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
         self.base = f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
         self.timeout = timeout
@@ -150,9 +154,7 @@ class MlflowClient:
     # -- HTTP --------------------------------------------------------------------------------------
 
     def scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return r.scrub_secrets(text, self._secrets)
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
                 upload: str | None = None, retry: bool = True) -> dict[str, Any]:  # fmt: skip
@@ -196,6 +198,9 @@ class MlflowClient:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             raise MlflowError(self.scrub(self._connection_problem(exc, timeout))) from None
+        except ValueError as exc:  # http.client refusing a header or a URL: its text may quote the header
+            raise MlflowError(self.scrub(f"MLflow at {_shown(self.base)}: the request was refused before it was sent: "
+                                         f"{' '.join(str(exc).split())[:ERROR_TEXT_LIMIT]}")) from None  # fmt: skip
         finally:
             if fh is not None:
                 fh.close()

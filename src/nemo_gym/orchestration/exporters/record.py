@@ -34,6 +34,48 @@ class ExportError(Exception):
     """An export that cannot be done, as one line that names the fix (never a credential)."""
 
 
+# -- credentials ------------------------------------------------------------------------------------
+
+_CONTROL_NAMES = {"\r": "a carriage return (CR)", "\n": "a line feed (LF)", "\t": "a tab", "\x00": "a NUL byte"}
+# What an Authorization header's value looks like in an exception's text (http.client quotes the
+# header it refuses: ``Invalid header value b'Bearer ...'``): the scheme, then the credential.
+_AUTH_VALUE = re.compile(r"\b(Bearer|bearer|BEARER)(\s+)[^\s'\",;)]+|\b(Basic|basic|BASIC)(\s+)[A-Za-z0-9+/=]{8,}")
+
+
+def _is_control(ch: str) -> bool:
+    return ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0
+
+
+def credential_problem(name: str, value: str | None) -> str | None:
+    """None when ``value`` can be sent as the credential ``name``; else one line that names the
+    variable and the fix, and never shows the value: a control character in a credential is a
+    token file's line ending (CRLF), never part of a token, and would break (or be echoed by) the
+    request that carries it."""
+    if not value or not any(_is_control(ch) for ch in value):
+        return None
+    trailing = value.rstrip("\r\n")
+    if not any(_is_control(ch) for ch in trailing):
+        what = "a line ending at its end (CR/LF: a token file saved with Windows line endings?)"
+    else:
+        first = next(ch for ch in value if _is_control(ch))
+        code = f"U+{ord(first):04X}"
+        what = f"a control character ({_CONTROL_NAMES.get(first, code)})"
+    return (f"{name} holds {what}; refused before any request, and not shown: strip it "
+            f"(for a token file: export {name}=\"$(tr -d '\\r\\n' < FILE)\")")  # fmt: skip
+
+
+def scrub_secrets(text: str, secrets: Any) -> str:
+    """``text`` with every secret replaced by ``***``, in each form an exception's text may show it
+    (as is, stripped, escaped as ``repr`` escapes it), and any Authorization value whatever it is."""
+    forms = set()
+    for secret in secrets:
+        if secret:
+            forms |= {secret, secret.strip(), repr(secret)[1:-1], secret.encode("unicode_escape").decode("ascii")}
+    for form in sorted((f for f in forms if f), key=len, reverse=True):
+        text = text.replace(form, "***")
+    return _AUTH_VALUE.sub(lambda m: f"{m.group(1) or m.group(3)}{m.group(2) or m.group(4)}***", text)
+
+
 class ExportOutcome(NamedTuple):
     backend_run_id: str  # the backend's own id of what was written (MLflow run id, W&B run id, table row key)
     detail: str  # one line for the receipt and the job's log

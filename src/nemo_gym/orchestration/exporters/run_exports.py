@@ -46,7 +46,7 @@ else:  # staged into a job: contract.py and the exporters' modules sit side by s
 
 EXIT_USAGE = 2
 # Environment variables whose values must never reach a file or a log line.
-SECRET_ENV = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD", "WANDB_API_KEY")
+SECRET_ENV = s.SECRETS
 
 Exporter = Callable[[r.ExportRecord, "dict[str, Any]", Callable[[str], None], str], r.ExportOutcome]
 
@@ -69,11 +69,18 @@ EXPORTERS: dict[str, Exporter] = {s.MLFLOW: _mlflow, s.WANDB: _wandb, s.TABLE: _
 def scrub(text: str, environ: Any = None) -> str:
     """``text`` with the value of every credential variable replaced, on one line."""
     env = os.environ if environ is None else environ
-    for name in SECRET_ENV:
-        secret = env.get(name)
-        if secret:
-            text = text.replace(secret, "***")
-    return " ".join(text.split())
+    return " ".join(r.scrub_secrets(text, [env.get(name) for name in SECRET_ENV]).split())
+
+
+def credentials_problem(exporter: str, environ: Any = None) -> str | None:
+    """Why the exporter's credentials in the environment cannot be sent (one line, never their
+    values), or None: checked before the exporter makes any request."""
+    env = os.environ if environ is None else environ
+    for name in s.CREDENTIALS.get(exporter, ()):
+        problem = r.credential_problem(name, env.get(name))
+        if problem:
+            return problem
+    return None
 
 
 def say(exporter: str, message: str) -> None:
@@ -143,6 +150,9 @@ class Runner:
         try:
             if exporter is None:
                 raise r.ExportError(f"unknown exporter {name!r}; this job knows {', '.join(self.exporters)}")
+            refused = credentials_problem(name)
+            if refused:
+                raise r.ExportError(refused)
             result = exporter(record, settings, on_run_id, self.job_dir)
         except r.ExportError as exc:
             return self._failed(name, write, str(exc))

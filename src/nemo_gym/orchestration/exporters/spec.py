@@ -34,6 +34,14 @@ SETTINGS = {
     TABLE: ("dir",),
 }
 WANDB_MODES = ("online", "offline")
+# What each exporter reads from its environment to authenticate, and which of those are secret:
+# never in the config, the spec or any file, never in a line printed or recorded.
+CREDENTIALS = {
+    MLFLOW: ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
+    WANDB: ("WANDB_API_KEY",),
+}
+SECRETS = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD", "WANDB_API_KEY")
+ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"  # mlflow's tracking_uri when its settings have none
 
 
 class ExportSpec(NamedTuple):
@@ -94,19 +102,50 @@ def _setting_problems(name: str, settings: dict[str, Any], where: str) -> list[s
     problems = []
     uri = settings.get("tracking_uri")
     if name == MLFLOW and uri is not None:
-        parts = urllib.parse.urlsplit(str(uri))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            problems.append(f"{where}.tracking_uri: must be the http(s) address of an MLflow tracking server")
-        elif parts.username or parts.password:
-            problems.append(f"{where}.tracking_uri: holds credentials; remove them and set MLFLOW_TRACKING_TOKEN "
-                            "(or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD) in the environment instead")  # fmt: skip
+        problem = tracking_uri_problem(str(uri))
+        if problem:
+            problems.append(f"{where}.tracking_uri: {problem}")
     if name == MLFLOW and not isinstance(settings.get("tags", {}), dict):
         problems.append(f"{where}.tags: must be a mapping of tag name to value")
     if name == WANDB and settings.get("mode", "online") not in WANDB_MODES:
         problems.append(f"{where}.mode: must be one of {', '.join(WANDB_MODES)}, got {settings.get('mode')!r}")
-    if name == TABLE and (not isinstance(settings.get("dir"), str) or not settings.get("dir")):
+    table_dir = settings.get("dir")
+    if name == TABLE and (not isinstance(table_dir, str) or not table_dir):
         problems.append(f"{where}.dir: required: the directory of results.csv and results.json")
+    elif name == TABLE and not str(table_dir).startswith(("/", "~")):
+        # Refused, not resolved: the exports run in the job (on a node) and in gym eval export (on
+        # the submit host), each somewhere else; a relative dir would name another table in each.
+        problems.append(f"{where}.dir: {table_dir!r} is relative, and the exports run elsewhere than here (in the "
+                        "job, and on the submit host): write an absolute path (or one under ~)")  # fmt: skip
     return problems
+
+
+# Query parameters that carry a credential, lowercased with - and _ dropped.
+_CREDENTIAL_QUERY_KEYS = ("token", "accesstoken", "apikey", "key", "password", "pass", "secret", "auth", "sig",
+                          "signature", "credential", "credentials", "jwt", "session")  # fmt: skip
+_CREDENTIALS_FIX = ("remove them and set MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD) "
+                    "in the environment instead")  # fmt: skip
+
+
+def tracking_uri_problem(uri: str) -> str | None:
+    """What is wrong with an MLflow tracking URI, never quoting it (it may hold a credential); None
+    when it is fine. Credentials are refused (user info, a token-looking query): a URI is written
+    to files (the spec, the config, the record), credentials never are."""
+    parts = urllib.parse.urlsplit(uri.strip())
+    try:
+        _ = parts.port
+    except ValueError:
+        return "has a port that is not a number: must be the http(s) address of an MLflow tracking server"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be the http(s) address of an MLflow tracking server"
+    if parts.username or parts.password:
+        return f"holds credentials; {_CREDENTIALS_FIX}"
+    keys = [key for key, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
+    if any(key.lower().replace("-", "").replace("_", "") in _CREDENTIAL_QUERY_KEYS for key in keys):
+        return f"holds credentials in its query (?{'&'.join(k + '=...' for k in keys)}); {_CREDENTIALS_FIX}"
+    if parts.query or parts.fragment:
+        return "has a query or a fragment, which the MLflow REST API does not use: remove it"
+    return None
 
 
 def make_spec(

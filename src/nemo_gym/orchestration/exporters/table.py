@@ -231,6 +231,9 @@ def export_to_table(record: r.ExportRecord, settings: dict[str, Any], on_run_id:
     if not directory:
         raise r.ExportError("the table exporter needs a dir (the directory of results.csv and results.json)")
     directory = os.path.expanduser(str(directory))
+    if not os.path.isabs(directory):  # a spec of before relative dirs were refused at submit
+        raise r.ExportError(f"the table dir {directory!r} is relative, which names another table wherever the export "
+                            "runs: set an absolute job.export.table.dir and resubmit")  # fmt: skip
     on_run_id(record.export_key)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
     try:
