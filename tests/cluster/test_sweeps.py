@@ -188,3 +188,65 @@ def test_a_sweep_of_resumable_benchmarks_gives_each_run_its_chain(cluster_run, t
         [job] = record["benchmarks"]
         chain = Path(job["job_dir"], ".gym", "chain").read_text()
         assert chain.startswith(f"start\t{job['job_id']}")  # each run's own chain, in its own directory
+
+
+def _answered_by(job: dict) -> tuple[list[str], float | None]:
+    """The model ids, and the stand-in accuracy, of the server the job's driver talked to."""
+    [driver] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
+    data = driver["policy_models"]["data"]
+    return [m["id"] for m in data], data[0].get("standin_accuracy")
+
+
+def test_ten_checkpoints_by_three_benchmarks_on_one_gpu_each_are_each_answered_by_their_own_server(
+    cluster_run, tmp_path
+) -> None:
+    """Jobs of one GPU on 4-GPU nodes, every checkpoint served under one name on one port, as
+    sweeps usually are: Slurm would pack them onto shared nodes; each takes its node whole, so all
+    30 succeed, and each driver was answered by its own job's server (its alias, its checkpoint)."""
+    root = tmp_path / "ckpt"
+    models = []
+    for step in range(10):
+        path = root / f"step-{step}"
+        path.mkdir(parents=True)
+        (path / "standin-accuracy").write_text(f"{step / 10}\n")
+        models.append(str(path))
+    benchmarks = {name: {"run": {"standin_rollouts": 2}} for name in ("math", "code", "chat")}
+    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "/placeholder", "served_model_name": "policy"}},
+                                pools={"gpu": {"partition": "debug", "gpus_per_node": 1}}, benchmarks=benchmarks,
+                                driver={"policy_model": "policy"})  # fmt: skip
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
+    jobs = wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
+                      timeout=900)  # fmt: skip
+    assert [state for *_, state in jobs] == ["succeeded"] * 30, jobs
+    for record in sweep["records"]:
+        accuracy = float(Path(record["sweep_values"]["services.policy.model"], "standin-accuracy").read_text())
+        for job in record["benchmarks"]:
+            served, seen_accuracy = _answered_by(job)
+            assert served == ["policy", f"{record['gym_job_id']}-{job['benchmark']}-policy"]
+            assert seen_accuracy == accuracy
+
+
+def test_jobs_let_share_a_node_never_answer_for_each_other(cluster_run, tmp_path) -> None:
+    """With exclusive_nodes: false Slurm packs two one-GPU jobs onto one node, both on one port:
+    the second's server finds the port held and its job fails at once, naming the cause."""
+    models = checkpoints(tmp_path)[:2]
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/placeholder"}},
+        pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
+        benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": 8}}},
+        driver={"policy_model": "policy"}, compute={"exclusive_nodes": False, "extra_args": {"nodelist": "n1"}},
+    )  # fmt: skip
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
+    jobs = wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
+                      timeout=300)  # fmt: skip
+    states = sorted(state for *_, state in jobs)
+    assert states == ["failed", "succeeded"], jobs
+    proc = cluster_run.cli("status", sweep["sweep_id"], "--json")
+    details = [job["detail"] for run in json.loads(proc.stdout)["runs"] for job in run["jobs"] if job["state"] == "failed"]
+    assert len(details) == 1 and "service policy died on node n1 (port 8000 on node n1 was already in use" in details[0]
+    assert details[0].endswith("another run on this node?)")
+    for record in sweep["records"]:
+        for job in record["benchmarks"]:
+            if list(Path(job["job_dir"], "standin").glob("gym-run-*.json")):
+                served, _ = _answered_by(job)
+                assert served[1] == f"{record['gym_job_id']}-math-policy"  # a driver that ran, ran against its own

@@ -209,3 +209,29 @@ def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(
     assert "Skipping resume_from_cache" not in second_log  # gym really resumed from the cache
     metrics = json.loads((job_dir / "artifacts" / "rollouts_aggregate_metrics.json").read_text())
     assert f"pass@1[avg-of-{repeats}]/accuracy" in metrics[0]["key_metrics"]  # over every repeat, both jobs'
+
+
+def test_two_quickstarts_five_seconds_apart_each_answered_by_its_own_server(envs, tmp_path) -> None:
+    """Two checkpoints submitted one after the other on this machine, on the quickstart's one port:
+    the second waits, shown queued behind the first, and every rollout of each run was answered by
+    its own run's vLLM (the model name the server answered with is that run's)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    first = gym(one, "submit", "-c", str(REPO / "examples" / "quickstart.yaml"), "--json",
+                "services.policy.served_model_name=tiny-one")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    time.sleep(5)
+    second = gym(two, "submit", "-c", str(REPO / "examples" / "quickstart.yaml"), "--json",
+                 "services.policy.served_model_name=tiny-two")  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    records = json.loads(first.stdout), json.loads(second.stdout)
+    waiting = gym(two, "status", records[1]["gym_job_id"])
+    assert f"queued behind run {records[0]['gym_job_id']}" in waiting.stdout, waiting.stdout
+    for home, record, name in ((one, records[0], "tiny-one"), (two, records[1], "tiny-two")):
+        watched = gym(home, "status", record["gym_job_id"], "--watch", "--json", "--interval", "1")
+        status = json.loads(watched.stdout)
+        assert_real_results(record, status)
+        job_dir = Path(status["jobs"][0]["job_dir"])
+        rows = [json.loads(line) for line in (job_dir / "artifacts" / "rollouts.jsonl").read_text().splitlines()]
+        assert {row["response"]["model"] for row in rows} == {name}
+        results = gym(home, "results", record["gym_job_id"])
+        assert results.returncode == 0 and "answer-judge  succeeded  12/12" in results.stdout, results.stdout

@@ -123,6 +123,8 @@ gym_step_run() {
         rc=$?
     done
     marker="$(gym_state_dir)/exit/$GYM_STEP_NAME@$(gym_this_node)"
+    # Its reason first: the job reads the marker as soon as it appears.
+    [ "$rc" -eq 0 ] || [ -z "${GYM_STEP_PORT:-}" ] || gym_port_free "$GYM_STEP_PORT" "when $GYM_STEP_NAME went to bind it"
     printf '%s\n' "$rc" >"$marker"
     gym_log "step $GYM_STEP_NAME: $1 exited with status $rc"
     return "$rc"
@@ -137,15 +139,17 @@ gym_ray_alive_nodes() {
 }
 
 # Refuse to start a server whose PORT already answers on this node: it would fail to bind, or
-# worse, the job would talk to whoever holds the port. Says why where the job reads it.
+# worse, the job would talk to whoever holds the port. Says why where the job reads it. The port
+# is remembered: a server that dies as another takes the port (both started at once) is named too.
 gym_port_free() {
-    local port=$1 why
+    local port=$1 when=${2:-before $GYM_STEP_NAME started} why
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        why="port $port on node $(gym_this_node) was already in use before $GYM_STEP_NAME started: another run on this node?"
+        why="port $port on node $(gym_this_node) was already in use $when: another run on this node?"
         gym_log "ERROR: $why"
         printf '%s\n' "$why" >"$(gym_state_dir)/why/$GYM_STEP_NAME@$(gym_this_node)"
         return 1
     fi
+    GYM_STEP_PORT=$port
     return 0
 }
 
