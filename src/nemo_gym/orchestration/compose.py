@@ -8,11 +8,11 @@ Root keys starting with ``_`` are scratch space for interpolation and are droppe
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.rules import OC_ENV_RE
 
 TOP_LEVEL_KEYS = "services, compute, driver, job (and optionally otel)"
 
@@ -43,14 +43,11 @@ def _has_interpolation(node: Any) -> bool:
 # driver.policy_host written as ${oc.env:VAR} (as NeMo Gym 0.7.0 configs do, for a host the job
 # exports) means the node's VAR, not the submitting shell's: it is kept as runtime:VAR and read on
 # the driver's node. 0.7.0 resolves it when you submit, which fails or, worse, takes this machine's.
-_NODE_ENV_HOST = re.compile(r"^\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}$")
-
-
 def _defer_node_hosts(data: Any) -> None:
     """Rewrite a policy_host read from the environment into runtime:VAR, in place, before resolution."""
     driver = data.get("driver") if isinstance(data, dict) else None
     host = driver.get("policy_host") if isinstance(driver, dict) else None
-    match = _NODE_ENV_HOST.match(host) if isinstance(host, str) else None
+    match = OC_ENV_RE.fullmatch(host) if isinstance(host, str) else None
     if match and isinstance(driver, dict):
         driver["policy_host"] = f"runtime:{match.group(1)}"
 

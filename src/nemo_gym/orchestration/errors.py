@@ -34,11 +34,13 @@ def error_at(path: str, message: str) -> Exception:
     A model validator's errors carry only the model's own location (``services.pd``), and a
     ``SubmitConfig`` validator's none at all; this names the exact key (``prefill.node_pool``,
     or a full path from the top), so the user reads ``services.pd.prefill.node_pool: ...``.
+    The path is in the error's text too, so ``str(ValidationError)`` at the Python API names the
+    key as the CLI does; the CLI joins the context's parts to the location instead.
     """
     from pydantic_core import PydanticCustomError
 
-    # pydantic fills only ``{at}`` placeholders from the context; other braces stay as they are.
-    return PydanticCustomError(AT_PATH_ERROR, message, {"at": path})
+    # The message goes in the context, not the template: its own braces are never placeholders.
+    return PydanticCustomError(AT_PATH_ERROR, "{at}: {problem}", {"at": path, "problem": message})
 
 
 # Hints for required keys, by field name: what the value is.
@@ -179,7 +181,7 @@ def _describe_one(err: Any, root: type[BaseModel]) -> str:
     given = err.get("input")
     parts, node, tags = _walk(root, loc)
     if kind == AT_PATH_ERROR:
-        parts = [*parts, err["ctx"]["at"]]
+        return f"{'.'.join([*parts, err['ctx']['at']])}: {err['ctx']['problem']}"
     path = ".".join(parts)
     if kind == "extra_forbidden":
         parent_parts, parent, _ = _walk(root, loc[:-1])

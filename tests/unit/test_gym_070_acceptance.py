@@ -1,0 +1,210 @@
+"""What the spec and NeMo Gym 0.7.0 accept is accepted; what reaches gym misspelt is caught (issue 20).
+
+Each rule is pinned by what a user sees: the validated config, the warning line, the error line.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+import nemo_gym.orchestration as package
+from nemo_gym.orchestration import errors
+from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.validate import validate_config
+
+PACKAGE_DIR = Path(package.__file__).parent
+
+
+def plain() -> dict[str, Any]:
+    return {
+        "services": {"policy": {"type": "vllm", "container": "vllm:1", "model": "m"}},
+        "compute": {"cluster": {"type": "slurm", "account": "acct"}},
+        "driver": {"policy_model": "policy", "benchmarks": {"answer-judge": {}}},
+        "job": {"output_path": "/scratch/runs"},
+        "otel": {"enabled": False},
+    }
+
+
+def prefill_decode() -> dict[str, Any]:
+    data = plain()
+    data["services"] = {
+        "pd": {
+            "type": "vllm_pd", "container": "vllm:1", "model": "m",
+            "prefill": {"node_pool": "prefill"}, "decode": {"node_pool": "decode"},
+        }
+    }  # fmt: skip
+    pools = {name: {"partition": "p"} for name in ("router", "prefill", "decode")}
+    data["compute"]["cluster"]["node_pools"] = pools
+    data["driver"]["policy_model"] = "pd"
+    return data
+
+
+def heterogeneous() -> dict[str, Any]:
+    data = plain()
+    data["compute"]["cluster"]["node_pools"] = {"a": {"partition": "p1"}, "b": {"partition": "p2"}}
+    data["services"]["policy"]["node_pool"] = "a"
+    return data
+
+
+def validation_error(data: dict[str, Any]) -> ValidationError:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValidationError) as info:
+            SubmitConfig.model_validate(data)
+    return info.value
+
+
+def cli_lines(data: dict[str, Any]) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(UserError) as info:
+            validate_config(data)
+    return info.value.problems
+
+
+# -- every error_at rule names its key in its text ------------------------------------------------
+
+
+def _set(path: str, value: Any, start: Callable[[], dict[str, Any]] = plain) -> dict[str, Any]:
+    data = start()
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return data
+
+
+def _pd_with(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    data = prefill_decode()
+    change(data)
+    return data
+
+
+def _heterogeneous_with(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    data = heterogeneous()
+    change(data)
+    return data
+
+
+# (the path the error's own text starts with, the full path the CLI line starts with, the config)
+AT_PATH_RULES: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
+    "pd rpc ports equal": (
+        "decode.data_parallel_rpc_port", "services.pd.decode.data_parallel_rpc_port",
+        lambda: _pd_with(lambda d: d["services"]["pd"]["decode"].update(data_parallel_rpc_port=13345)),
+    ),
+    "pair setting on a tier": (
+        "prefill.server_per_node", "services.pd.prefill.server_per_node",
+        lambda: _pd_with(lambda d: d["services"]["pd"]["prefill"].update(server_per_node=True)),
+    ),
+    "array in a heterogeneous job": (
+        "extra_args.array", "compute.cluster.extra_args.array",
+        lambda: _heterogeneous_with(lambda d: d["compute"]["cluster"].update(extra_args={"array": "1-3"})),
+    ),
+    "empty command": (
+        "command", "driver.benchmarks.answer-judge.command",
+        lambda: _set("driver.benchmarks.answer-judge.command", "  "),
+    ),
+    "command with resumable": (
+        "command", "driver.benchmarks.answer-judge.command",
+        lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "resumable": True}),
+    ),
+    "job export setting": (
+        "job.export.wandb.mode", "job.export.wandb.mode",
+        lambda: _set("job.export", {"wandb": {"mode": "sometimes"}}),
+    ),
+    "benchmark export setting": (
+        "driver.benchmarks.answer-judge.export.table.dir", "driver.benchmarks.answer-judge.export.table.dir",
+        lambda: _set("driver.benchmarks.answer-judge.export", {"table": {"dir": ""}}),
+    ),
+    "vllm without a pool in a heterogeneous job": (
+        "services.policy.node_pool", "services.policy.node_pool",
+        lambda: _heterogeneous_with(lambda d: d["services"]["policy"].pop("node_pool")),
+    ),
+    "tier name taken": (
+        "services.pd", "services.pd",
+        lambda: _pd_with(lambda d: d["services"].update({"pd-prefill": {"type": "vllm", "container": "c",
+                                                                        "model": "x", "node_pool": "router",
+                                                                        "port": 9000}})),
+    ),  # fmt: skip
+    "tier without a pool": (
+        "services.pd.prefill.node_pool", "services.pd.prefill.node_pool",
+        lambda: _pd_with(lambda d: d["services"]["pd"]["prefill"].pop("node_pool")),
+    ),
+    "server_per_node with instances": (
+        "services.pd.prefill.number_of_instances", "services.pd.prefill.number_of_instances",
+        lambda: _pd_with(lambda d: (d["services"]["pd"].update(server_per_node=True),
+                                    d["services"]["pd"]["prefill"].update(number_of_instances=4))),
+    ),  # fmt: skip
+    "router away from the driver": (
+        "services.pd.node_pool", "services.pd.node_pool",
+        lambda: _pd_with(lambda d: (d["services"]["pd"].update(node_pool="decode"), d["driver"].update(policy_model=None))),
+    ),
+    "gym telemetry without gym_install": (
+        "otel.gym_telemetry", "otel.gym_telemetry",
+        lambda: _set("otel", {"endpoint": "https://o", "service_name": "s"}),
+    ),
+    "command beside run settings": (
+        "driver.benchmarks.answer-judge.command", "driver.benchmarks.answer-judge.command",
+        lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "run": {"limit": 5}}),
+    ),
+}
+
+
+def _error_at_call_sites() -> set[tuple[str, int, int]]:
+    """(file, first line, last line) of every ``error_at(...)`` call in the package's source."""
+    sites = set()
+    for path in PACKAGE_DIR.rglob("*.py"):
+        if path.name == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "error_at":
+                sites.add((str(path), node.lineno, node.end_lineno or node.lineno))
+    return sites
+
+
+def test_every_error_at_call_site_has_a_case(monkeypatch) -> None:
+    fired: set[tuple[str, int]] = set()
+    original = errors.error_at
+
+    def recording(path: str, message: str) -> Exception:
+        caller = inspect.stack()[1]
+        fired.add((str(Path(caller.filename)), caller.lineno))
+        return original(path, message)
+
+    for module in list(__import__("sys").modules.values()):
+        if getattr(module, "__name__", "").startswith(package.__name__) and getattr(module, "error_at", None) is original:
+            monkeypatch.setattr(module, "error_at", recording)
+    for _, _, make in AT_PATH_RULES.values():
+        validation_error(make())
+    sites = _error_at_call_sites()
+    assert len(sites) >= 13  # the walk finds the calls (a rename of the helper must not empty it)
+    # A frame's line of a call spanning lines differs between Python versions: any of its lines.
+    unwalked = {(f, first) for f, first, last in sites if not any(f == g and first <= n <= last for g, n in fired)}
+    assert unwalked == set()
+
+
+@pytest.mark.parametrize("rule", list(AT_PATH_RULES))
+def test_the_error_text_names_its_path_at_the_api_and_once_on_the_cli(rule: str) -> None:
+    at, full, make = AT_PATH_RULES[rule]
+    messages = [e["msg"] for e in validation_error(make()).errors() if e["type"] == errors.AT_PATH_ERROR]
+    assert messages and messages[0].startswith(f"{at}: ")
+    assert f"{at}: " in str(validation_error(make()))
+    (line,) = cli_lines(make())
+    assert line.startswith(f"{full}: ") and f"{full}: {at}: " not in line and not line[len(full) + 2 :].startswith(at)
+
+
+def test_a_policy_host_from_the_environment_at_the_api_names_the_runtime_fix() -> None:
+    data = _set("driver.policy_host", "${oc.env:HEAD_NODE_IP}")
+    (line,) = cli_lines(data)
+    assert line.startswith("driver.policy_host: ") and "write 'runtime:HEAD_NODE_IP'" in line
+    assert "runtime:HEAD_NODE_IP" in str(validation_error(data))
