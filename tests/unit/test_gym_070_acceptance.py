@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 import nemo_gym.orchestration as package
 from nemo_gym.orchestration import errors
 from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.validate import validate_config
 
@@ -69,6 +71,78 @@ def cli_lines(data: dict[str, Any]) -> list[str]:
         with pytest.raises(UserError) as info:
             validate_config(data)
     return info.value.problems
+
+
+def submit(capsys, data: dict[str, Any], tmp_path: Path, *args: str) -> tuple[int, str, list[str]]:
+    """``gym eval submit`` of ``data``: exit code, stdout, and the warning and error lines."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code = main(["eval", "submit", "-c", str(path), *args])
+    out, err = capsys.readouterr()
+    return code, out, [line for line in err.splitlines() if line.startswith(("warning: ", "error: "))]
+
+
+# -- gym's telemetry without driver.gym_install: valid, and one warning where a run is staged ---------
+
+TELEMETRY_WARNING = (
+    "warning: otel.gym_telemetry: on, but without driver.gym_install nothing installs gym's telemetry extra, "
+    "so gym's own spans and logs arrive only if the driver's container has it (the collector runs either "
+    "way); set otel.gym_telemetry: false to silence this, or driver.gym_install to make it certain"
+)
+
+
+def spec_conformant() -> dict[str, Any]:
+    """Written to the spec: otel as its defaults (enabled) with a destination, no driver.gym_install."""
+    data = plain()
+    data["otel"] = {"endpoint": "https://otel.example.com", "service_name": "gym-evals"}
+    return data
+
+
+def test_a_spec_conformant_config_with_the_default_otel_validates_at_the_api() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not even a warning from the models
+        config = SubmitConfig.model_validate(spec_conformant())
+    assert (config.otel.enabled, config.otel.gym_telemetry, config.driver.gym_install) == (True, True, None)
+
+
+def test_resolve_only_prints_it_without_a_warning(capsys, tmp_path) -> None:
+    code, out, lines = submit(capsys, spec_conformant(), tmp_path, "--resolve-only")
+    assert (code, lines) == (0, [])
+    assert yaml.safe_load(out)["otel"]["endpoint"] == "https://otel.example.com"
+
+
+def test_dry_run_stages_it_with_exactly_the_one_warning(capsys, tmp_path) -> None:
+    code, out, lines = submit(capsys, spec_conformant(), tmp_path, "--dry-run")
+    assert (code, lines) == (0, [TELEMETRY_WARNING])
+    assert "[dry-run] would submit 1 job(s)" in out
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"otel": {"gym_telemetry": False}},  # silenced
+        {"driver": {"gym_install": {"ref": "v0.7.0"}}},  # made certain
+        {"otel": {"enabled": False}},  # no collector to send to
+    ],
+    ids=["gym_telemetry false", "gym_install", "otel off"],
+)
+def test_no_warning_when_gym_telemetry_is_off_or_installed(capsys, tmp_path, change) -> None:
+    data = spec_conformant()
+    for section, values in change.items():
+        data[section].update(values)
+    assert submit(capsys, data, tmp_path, "--dry-run")[::2] == (0, [])
+
+
+def test_the_library_prepare_carries_the_warning_for_submit_and_dry_run() -> None:
+    from nemo_gym.orchestration.library import prepare
+
+    config = SubmitConfig.model_validate(spec_conformant())
+    assert prepare(config).warnings == (TELEMETRY_WARNING.removeprefix("warning: "),)
+
+
+def test_a_sweep_warns_once_for_all_its_runs(capsys, tmp_path) -> None:
+    code, _, lines = submit(capsys, spec_conformant(), tmp_path, "--dry-run", "-m", "+driver.benchmarks.answer-judge.run.limit=1,2")
+    assert (code, lines) == (0, [TELEMETRY_WARNING])
 
 
 # -- every error_at rule names its key in its text ------------------------------------------------
@@ -149,10 +223,6 @@ AT_PATH_RULES: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
         "services.pd.node_pool", "services.pd.node_pool",
         lambda: _pd_with(lambda d: (d["services"]["pd"].update(node_pool="decode"), d["driver"].update(policy_model=None))),
     ),
-    "gym telemetry without gym_install": (
-        "otel.gym_telemetry", "otel.gym_telemetry",
-        lambda: _set("otel", {"endpoint": "https://o", "service_name": "s"}),
-    ),
     "command beside run settings": (
         "driver.benchmarks.answer-judge.command", "driver.benchmarks.answer-judge.command",
         lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "run": {"limit": 5}}),
@@ -208,3 +278,31 @@ def test_a_policy_host_from_the_environment_at_the_api_names_the_runtime_fix() -
     (line,) = cli_lines(data)
     assert line.startswith("driver.policy_host: ") and "write 'runtime:HEAD_NODE_IP'" in line
     assert "runtime:HEAD_NODE_IP" in str(validation_error(data))
+
+
+# -- a vllm_pd router pinned to a later pool: kept (0.7.0 refuses), driver and router move together ---
+
+
+def test_a_router_pinned_to_a_later_pool_runs_on_the_drivers_node() -> None:
+    from nemo_gym.orchestration.plan import build_plan
+
+    data = prefill_decode()
+    pools = data["compute"]["cluster"]["node_pools"]
+    data["compute"]["cluster"]["node_pools"] = {"first": {"partition": "p"}, **pools}
+    data["services"]["pd"]["node_pool"] = "router"
+    job = build_plan(SubmitConfig.model_validate(data), "gym-job-20260101T000000Z-abcdef").jobs[0]
+    (router,) = [step for step in job.steps if step.service == "pd" and step.name == "pd"]
+    assert router.nodes.start == job.driver.node == 1  # the router pool's node, not the first pool's
+
+
+def test_a_router_pinned_away_from_the_driver_is_still_refused() -> None:
+    data = prefill_decode()
+    data["services"]["pd"]["node_pool"] = "decode"
+    data["driver"]["policy_model"] = None  # the driver stays on the first pool
+    (line,) = cli_lines(data)
+    assert line.startswith("services.pd.node_pool: is 'decode', but a vllm_pd service's router runs on the driver's node")
+
+
+def test_no_benchmark_is_refused_naming_the_fix() -> None:
+    (line,) = cli_lines(_set("driver.benchmarks", {}))
+    assert line == "driver.benchmarks: no benchmark is declared; add at least one, e.g. benchmarks: {answer-judge: {}}"

@@ -694,8 +694,9 @@ class OtelConfig(_StrictModel):
     scrape_interval_seconds: int = 15
     service_name: str | None = None
     token_env: str = "OTEL_TOKEN"
-    # NeMo Gym 0.7.0's fields: gym's own telemetry from the driver (needs driver.gym_install,
-    # which installs gym's telemetry extra), the span groups it emits, and its logs over OTLP.
+    # NeMo Gym 0.7.0's fields: gym's own telemetry from the driver, the span groups it emits, and
+    # its logs over OTLP. Only driver.gym_install installs gym's telemetry extra; without it the
+    # submit path warns (preflight.py), as the schema accepts what 0.7.0's accepts.
     gym_telemetry: bool = True
     gym_span_groups: str = "default,verify"
     gym_logs: bool = True
@@ -788,7 +789,6 @@ class SubmitConfig(_StrictModel):
             )
         self._check_resumable(compute_name, compute)
         self._wire_policy_model()
-        self._check_gym_telemetry()
         self._check_exports()
         return self
 
@@ -822,15 +822,6 @@ class SubmitConfig(_StrictModel):
                     f"pool is a component of a heterogeneous job and a service runs within one; set "
                     f"{path}.node_pool to one of {', '.join(node_pools)}",
                 )
-
-    def _check_gym_telemetry(self) -> None:
-        if self.otel.enabled and self.otel.gym_telemetry and self.driver.gym_install is None:
-            raise error_at(
-                "otel.gym_telemetry",
-                "is on while otel is enabled, which needs the driver to install gym with its "
-                "telemetry extra, but driver.gym_install is not set; set driver.gym_install, or set "
-                "otel.gym_telemetry: false",
-            )
 
     def _check_resumable(self, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig) -> None:
         resumable = [name for name, bench in self.driver.benchmarks.items() if bench.resume_config is not None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -20,6 +20,7 @@ from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_run, probe_runs, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
+from nemo_gym.orchestration.preflight import staging_warnings
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
     SubmissionRecord,
@@ -85,9 +86,11 @@ __all__ = [
 
 
 def prepare(config: SubmitConfig, run_id: str | None = None, sweep_id: str | None = None) -> StagedRun:
-    """Everything a submission stages, decided and rendered; nothing is connected to. ``--dry-run``
-    stops here; ``submit`` goes on from here."""
-    return render_run(build_plan(config, run_id or new_run_id(), sweep_id))
+    """Everything a submission stages, decided and rendered, with the submit path's warnings
+    (``StagedRun.warnings``); nothing is connected to. ``--dry-run`` stops here; ``submit`` goes
+    on from here."""
+    staged = render_run(build_plan(config, run_id or new_run_id(), sweep_id))
+    return replace(staged, warnings=tuple(staging_warnings(config)))
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,8 @@ def prepare_sweep(config_path: str | Path, overrides: list[str], sweep_id: str |
     for point in points:
         try:
             config, warnings = validate_config(compose_config(config_path, list(point.overrides)))
-            members.append(SweepMember(point, config, prepare(config, sweep_id=sweep_id), warnings))
+            staged = prepare(config, sweep_id=sweep_id)
+            members.append(SweepMember(point, config, staged, [*warnings, *staged.warnings]))
         except UserError as exc:
             problems[point.label()] = exc.problems
     if problems:
