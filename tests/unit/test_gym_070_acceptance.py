@@ -306,3 +306,35 @@ def test_a_router_pinned_away_from_the_driver_is_still_refused() -> None:
 def test_no_benchmark_is_refused_naming_the_fix() -> None:
     (line,) = cli_lines(_set("driver.benchmarks", {}))
     assert line == "driver.benchmarks: no benchmark is declared; add at least one, e.g. benchmarks: {answer-judge: {}}"
+
+
+# -- a misspelt override of an existing key: "did you mean" first, '+' only for a new key ----------
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("services.policy.served_model_nam=x",
+         "error: override 'services.policy.served_model_nam=x': services.policy.served_model_nam is not in the "
+         "config; did you mean 'served_model_name' (services.policy.served_model_name)?"),
+        ("services.polcy.model=x",
+         "error: override 'services.polcy.model=x': services.polcy.model is not in the config; did you mean "
+         "'policy' (services.policy.model)?"),
+        ("services.policy.tokenizer=x",
+         "error: override 'services.policy.tokenizer=x': services.policy.tokenizer is not in the config; write "
+         "'+services.policy.tokenizer=x' to add it"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_override_is_answered_with_the_key_it_misspells(capsys, tmp_path, override, line) -> None:
+    data = plain()
+    data["services"]["policy"]["served_model_name"] = "served"
+    code, _, lines = submit(capsys, data, tmp_path, "--resolve-only", override)
+    assert (code, lines) == (1, [line])
+
+
+def test_a_near_key_added_by_a_fragment_is_suggested_too(capsys, tmp_path) -> None:
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "mine.yaml").write_text("# @package _global_\njob:\n  benchmarks_at_once: 2\n")
+    data = {"defaults": ["_self_", {"cluster": "mine"}], **plain()}
+    code, _, lines = submit(capsys, data, tmp_path, "--resolve-only", "job.benchmarks_at_onc=3")
+    assert code == 1 and lines[0].endswith("did you mean 'benchmarks_at_once' (job.benchmarks_at_once)?")

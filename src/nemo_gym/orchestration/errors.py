@@ -24,6 +24,12 @@ class ConnectionLost(UserError):
     """The ssh connection broke while a command ran: what it did on the other side is unknown."""
 
 
+def closest_name(word: str, names: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The name ``word`` most likely misspells, if one is close enough: for "did you mean"."""
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 # The pydantic error type of ``error_at``; ``_describe_one`` joins its ``at`` to the error's path.
 AT_PATH_ERROR = "gym_config_at_path"
 
@@ -186,9 +192,9 @@ def _describe_one(err: Any, root: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         parent_parts, parent, _ = _walk(root, loc[:-1])
         key = str(loc[-1])
-        close = difflib.get_close_matches(key, _model_fields_at(parent), n=1, cutoff=0.6)
+        close = closest_name(key, _model_fields_at(parent))
         if close:
-            return f"{path}: unknown key; did you mean '{close[0]}'?"
+            return f"{path}: unknown key; did you mean '{close}'?"
         where = ".".join(parent_parts) or "the top level"
         known = ", ".join(_model_fields_at(parent))
         return f"{path}: unknown key; remove it (keys allowed in {where}: {known})"
