@@ -233,7 +233,7 @@ def _config_without(path: Path, overrides: list[str], key: str) -> dict[str, Any
             raw = OmegaConf.to_container(compose(config_name=path.stem, overrides=others), resolve=False)
     except Exception:  # only a hint is at stake: fall back to the file as written
         raw = _load_checked_yaml(path)
-    return raw if isinstance(raw, dict) else {}
+    return {str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
 def _near_path(key: str, config: dict[str, Any]) -> str | None:
