@@ -338,3 +338,112 @@ def test_a_near_key_added_by_a_fragment_is_suggested_too(capsys, tmp_path) -> No
     data = {"defaults": ["_self_", {"cluster": "mine"}], **plain()}
     code, _, lines = submit(capsys, data, tmp_path, "--resolve-only", "job.benchmarks_at_onc=3")
     assert code == 1 and lines[0].endswith("did you mean 'benchmarks_at_once' (job.benchmarks_at_once)?")
+
+
+# -- run/prepare keys checked against what gym 0.7.0 reads, where a run is staged ---------------------
+
+BENCH = "driver.benchmarks.answer-judge"
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("run.num_repeat=2",
+         f"error: {BENCH}.run.num_repeat: gym eval run reads no such key; did you mean 'num_repeats'? (to pass it "
+         f"as written, add 'run.num_repeat' to {BENCH}.unchecked_keys)"),
+        ("run.responses_create_params.temprature=1.0",
+         f"error: {BENCH}.run.responses_create_params.temprature: gym eval run reads no such key; did you mean "
+         f"'temperature'? (to pass it as written, add 'run.responses_create_params.temprature' to {BENCH}.unchecked_keys)"),
+        ("run.limt=5",
+         f"error: {BENCH}.run.limt: gym eval run reads no such key; did you mean 'limit'? (to pass it as written, "
+         f"add 'run.limt' to {BENCH}.unchecked_keys)"),
+        ("run.num_repeats=two",
+         f"error: {BENCH}.run.num_repeats: gym eval run reads a whole number or a mapping here, got 'two'; give a "
+         f"whole number or a mapping"),
+        ("run.responses_create_params.max_output_tokens=lots",
+         f"error: {BENCH}.run.responses_create_params.max_output_tokens: gym eval run reads a whole number here, "
+         f"got 'lots'; give a whole number"),
+        ("run.split=test",
+         f"error: {BENCH}.run.split: gym eval run reads one of 'train', 'validation', 'benchmark' here, got 'test'; "
+         f"give one of 'train', 'validation', 'benchmark'"),
+        ("prepare.use_cached_prepared_benchmark=true",
+         f"error: {BENCH}.prepare.use_cached_prepared_benchmark: gym eval prepare reads no such key; did you mean "
+         f"'use_cached_prepared_benchmarks'? (to pass it as written, add 'prepare.use_cached_prepared_benchmark' to "
+         f"{BENCH}.unchecked_keys)"),
+    ],
+)  # fmt: skip
+def test_a_near_miss_or_a_wrong_kind_is_refused_where_a_run_is_staged(capsys, tmp_path, override, line) -> None:
+    code, _, lines = submit(capsys, plain(), tmp_path, "--dry-run", f"++{BENCH}.{override}")
+    assert (code, lines) == (1, [line])
+
+
+def test_gym_keys_are_not_the_schemas_business(capsys, tmp_path) -> None:
+    # 0.7.0's models take any run mapping: so do ours, and --resolve-only prints it as written.
+    code, out, lines = submit(capsys, plain(), tmp_path, "--resolve-only", f"++{BENCH}.run.num_repeat=2")
+    assert (code, lines) == (0, [])
+    assert yaml.safe_load(out)["driver"]["benchmarks"]["answer-judge"]["run"]["num_repeat"] == 2
+
+
+def test_submit_refuses_before_it_connects() -> None:
+    from nemo_gym.orchestration.library import submit as submit_run
+
+    data = _set(f"{BENCH}.run", {"limt": 5})
+
+    def connect(host: str | None) -> Any:
+        raise AssertionError("submit connected despite a misspelt run key")
+
+    with pytest.raises(UserError) as info:
+        submit_run(SubmitConfig.model_validate(data), connect=connect)
+    assert info.value.problems[0].startswith(f"{BENCH}.run.limt: gym eval run reads no such key; did you mean 'limit'?")
+
+
+def test_every_problem_of_every_benchmark_is_listed() -> None:
+    from nemo_gym.orchestration.library import prepare
+
+    data = _set("driver.benchmarks", {"a": {"run": {"limt": 5, "num_repeats": "x"}}, "b": {"prepare": {"prepare_script_arg": {}}}})
+    with pytest.raises(UserError) as info:
+        prepare(SubmitConfig.model_validate(data))
+    assert [line.split(":")[0] for line in info.value.problems] == [
+        "driver.benchmarks.a.run.limt", "driver.benchmarks.a.run.num_repeats", "driver.benchmarks.b.prepare.prepare_script_arg",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"num_repeats": 2, "responses_create_params": {"temperature": 1.0}, "limit": 5},
+        {"num_repeats": {"_default": 2}, "limit": None, "num_samples_in_parallel": "8"},  # as gym coerces
+        {"responses_create_params": {"temperature": 1, "top_p": 0.95, "max_output_tokens": 4096}},
+        {"my_judge": {"responses_api_models": {"url": "http://judge"}}, "seed_everything": True},  # far from any key
+    ],
+)
+def test_what_gym_reads_and_what_is_far_from_it_passes(capsys, tmp_path, run) -> None:
+    assert submit(capsys, _set(f"{BENCH}.run", run), tmp_path, "--dry-run")[::2] == (0, [])
+
+
+def test_unchecked_keys_pass_a_near_miss_to_gym_as_written() -> None:
+    from nemo_gym.orchestration.library import prepare
+
+    data = _set(f"{BENCH}", {"run": {"num_repeat": "two", "responses_create_params": {"top_k": 20}},
+                             "unchecked_keys": ["run.num_repeat", "run.responses_create_params.top_k"]})  # fmt: skip
+    argv = prepare(SubmitConfig.model_validate(data)).plan.jobs[0].driver.run_argv
+    assert '+num_repeat="two"' in argv and "+responses_create_params.top_k=20" in argv
+
+
+def test_an_unchecked_key_outside_run_and_prepare_is_refused() -> None:
+    (line,) = cli_lines(_set(f"{BENCH}.unchecked_keys", ["num_repeat"]))
+    assert line == (
+        f"{BENCH}.unchecked_keys: 'num_repeat' names no run or prepare key; write it as run.<key> or "
+        f"prepare.<key>, e.g. run.num_repeat"
+    )
+
+
+def test_the_keys_are_kept_as_data_with_the_gym_version_they_come_from() -> None:
+    from nemo_gym.orchestration import gym_eval_keys as keys
+
+    assert keys.GYM_VERSION == "0.7.0"
+    assert {"num_repeats", "limit", "num_samples_in_parallel", "split", "input_jsonl_fpath", "resume_from_cache"} <= set(keys.RUN_KEYS)
+    assert {"temperature", "top_p", "max_output_tokens"} <= set(keys.RESPONSES_CREATE_PARAMS_KEYS)
+    assert {"use_cached_prepared_benchmarks", "prepare_script_args"} <= set(keys.PREPARE_KEYS)
+    # The policy wiring every benchmark's run receives is gym's own key, never a near miss.
+    assert {"policy_base_url", "policy_model_name", "policy_api_key"} <= set(keys.RUN_KEYS)

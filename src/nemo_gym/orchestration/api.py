@@ -567,6 +567,10 @@ class ResumeConfig(_StrictModel):
     _check_walltime = field_validator("max_walltime")(rules.optional_time_cap)
 
 
+# Where a benchmark's unchecked_keys may point: its run and prepare mappings.
+UNCHECKED_SECTIONS = ("run.", "prepare.")
+
+
 def _resume_shape(v: Any) -> str:
     return "caps" if isinstance(v, (dict, ResumeConfig)) else "flag"
 
@@ -589,6 +593,9 @@ class BenchmarkRunConfig(_StrictModel):
     # still runs first). Whether ``run`` is empty beside it is checked with the policy wiring,
     # which ``SubmitConfig`` adds to ``run`` (see ``SubmitConfig._check_command_runs_alone``).
     command: str | None = None
+    # Extension beyond the spec: run/prepare keys (``run.num_repeat``) passed to gym as written, not
+    # checked against what gym reads when a run is staged (see preflight.py).
+    unchecked_keys: list[str] = []
 
     @property
     def resume_config(self) -> ResumeConfig | None:
@@ -610,6 +617,17 @@ class BenchmarkRunConfig(_StrictModel):
                 "or drop command and configure run",
             )
         return self
+
+    @field_validator("unchecked_keys")
+    @classmethod
+    def _check_unchecked_keys(cls, v: list[str]) -> list[str]:
+        for key in v:
+            if not key.startswith(UNCHECKED_SECTIONS) or key in UNCHECKED_SECTIONS:
+                raise ValueError(
+                    f"{key!r} names no run or prepare key; write it as run.<key> or prepare.<key>, "
+                    f"e.g. run.{key.split('.')[-1] or 'num_repeats'}"
+                )
+        return v
 
     @model_validator(mode="after")
     def _check_resume_from_cache(self) -> BenchmarkRunConfig:

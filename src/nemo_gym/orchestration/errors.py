@@ -80,7 +80,8 @@ _TYPE_WORDS = {
 }
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """A value as an error line shows it: short, a mapping or list by its kind."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, (list, tuple)):
@@ -212,7 +213,7 @@ def _describe_one(err: Any, root: type[BaseModel]) -> str:
         fix = ""
         if kind == "string_type" and len(parts) >= 2 and parts[-2] == "env":
             fix = f"; write it as 'lit:{given}'"
-        return f"{path}: expected {_TYPE_WORDS[kind]}, got {_describe(given)}{fix}"
+        return f"{path}: expected {_TYPE_WORDS[kind]}, got {describe_value(given)}{fix}"
     msg = err.get("msg", "")
     if kind == "value_error" and msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]

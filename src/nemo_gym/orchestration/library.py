@@ -20,7 +20,7 @@ from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_run, probe_runs, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
-from nemo_gym.orchestration.preflight import staging_warnings
+from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
     SubmissionRecord,
@@ -86,9 +86,10 @@ __all__ = [
 
 
 def prepare(config: SubmitConfig, run_id: str | None = None, sweep_id: str | None = None) -> StagedRun:
-    """Everything a submission stages, decided and rendered, with the submit path's warnings
-    (``StagedRun.warnings``); nothing is connected to. ``--dry-run`` stops here; ``submit`` goes
+    """Everything a submission stages, decided and rendered, once gym's run/prepare keys are checked,
+    with the submit path's warnings (``StagedRun.warnings``); nothing is connected to. ``--dry-run`` stops here; ``submit`` goes
     on from here."""
+    check_gym_keys(config)
     staged = render_run(build_plan(config, run_id or new_run_id(), sweep_id))
     return replace(staged, warnings=tuple(staging_warnings(config)))
 
