@@ -447,3 +447,14 @@ def test_the_keys_are_kept_as_data_with_the_gym_version_they_come_from() -> None
     assert {"use_cached_prepared_benchmarks", "prepare_script_args"} <= set(keys.PREPARE_KEYS)
     # The policy wiring every benchmark's run receives is gym's own key, never a near miss.
     assert {"policy_base_url", "policy_model_name", "policy_api_key"} <= set(keys.RUN_KEYS)
+
+
+def test_a_request_parameter_written_as_a_number_gets_one_line_not_a_traceback() -> None:
+    from nemo_gym.orchestration.library import prepare
+
+    data = _set(f"{BENCH}.run", {"responses_create_params": {1: 2, "temperature": 0.5}})
+    with pytest.raises(UserError) as info:  # the key check passes it (far from every name); Hydra cannot
+        prepare(SubmitConfig.model_validate(data))
+    assert info.value.problems == [
+        "run/prepare key 'run.responses_create_params.1' cannot be passed as a Hydra override; use letters, digits, '_' and '-'"
+    ]

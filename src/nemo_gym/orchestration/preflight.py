@@ -47,7 +47,8 @@ def _benchmark_problems(name: str, bench: BenchmarkRunConfig) -> Iterator[str]:
 def _key_problems(
     mapping: dict[str, Any], known: dict[str, GymKey], section: str, command: str, where: str, unchecked: set[str]
 ) -> Iterator[str]:
-    for key, value in mapping.items():
+    for name, value in mapping.items():
+        key = str(name)  # a nested mapping's keys are the user's YAML: 1 is a key too
         dotted = f"{section}.{key}"
         if dotted in unchecked:
             continue
