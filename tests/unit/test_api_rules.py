@@ -145,26 +145,11 @@ def test_otel_token_env_must_be_a_name(base) -> None:
     assert "otel.token_env: 'MY-TOKEN' is not a valid environment variable name" in errors_of(base)
 
 
-def test_gym_telemetry_needs_gym_install(base) -> None:
+def test_gym_telemetry_without_gym_install_is_a_valid_config(base) -> None:
+    # The spec and NeMo Gym 0.7.0 accept it; the submit path warns (test_gym_070_acceptance.py).
     base["otel"] = {"endpoint": "https://otel.example.com", "service_name": "s"}
-    assert problem_lines(base) == [
-        "otel.gym_telemetry: is on while otel is enabled, which needs the driver to install gym with its "
-        "telemetry extra, but driver.gym_install is not set; set driver.gym_install, or set otel.gym_telemetry: false"
-    ]
-
-
-@pytest.mark.parametrize(
-    "otel, gym_install",
-    [
-        ({"gym_telemetry": False}, None),  # fix 1: no gym telemetry
-        ({}, {"ref": "v0.7.0"}),  # fix 2: the driver installs gym (with its telemetry extra)
-        ({"enabled": False}, None),  # no collector, nothing to send to
-    ],
-)
-def test_gym_telemetry_fixes(base, otel, gym_install) -> None:
-    base["otel"] = {"endpoint": "https://otel.example.com", "service_name": "s", **otel}
-    base["driver"]["gym_install"] = gym_install
-    validate_quietly(base)
+    config, notes = validate_config(base)
+    assert (config.otel.gym_telemetry, config.driver.gym_install, notes) == (True, None, [])
 
 
 def test_gym_telemetry_defaults(base) -> None:

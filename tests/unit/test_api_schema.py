@@ -76,7 +76,7 @@ EXTENSIONS = {
     "SlurmComputeConfig": {"container_runtime", "exclusive_nodes"},
     "JobConfig": {"deployment", "benchmarks_at_once", "export"},
     # NeMo Gym 0.7.0's fields (ResumeConfig too; the vllm_pd classes are checked below), and our export.
-    "BenchmarkRunConfig": {"resumable", "command", "export"},
+    "BenchmarkRunConfig": {"resumable", "command", "export", "unchecked_keys"},
     "VllmServiceConfig": {"data_parallel_rpc_port"},
     "DriverConfig": {"policy_host"},
     "OtelConfig": {"gym_telemetry", "gym_span_groups", "gym_logs"},

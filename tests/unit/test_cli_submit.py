@@ -151,7 +151,7 @@ def test_overrides_follow_hydra(capsys, write_config, base) -> None:
         "+driver.benchmarks.answer-judge.run.items=[1,'a b',{k: v}]",
         "++driver.benchmarks.answer-judge.run.limit=null",
         "~otel.enabled",
-        "+otel.gym_telemetry=false",  # the default otel.enabled needs it without driver.gym_install
+        "+otel.gym_telemetry=false",
     )
     assert data["services"]["policy"]["model"] == "/models/x y"
     assert data["services"]["policy"]["extra_args"] == "--max-model-len 8192, --seed 1"

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "gym-job-20260101T000000Z-abcdef"
 TOKEN = "otel-token-s3cret-value"
 HF_TOKEN = "hf-secret-of-a-service"
-# gym_telemetry off: these configs have no driver.gym_install, which gym's own telemetry needs.
+# gym_telemetry off: these tests are about the collector, and have no driver.gym_install to install gym's.
 DESTINATION = {
     "enabled": True, "endpoint": "https://otel.example.com", "service_name": "gym-evals", "gym_telemetry": False
 }

@@ -574,6 +574,10 @@ class ResumeConfig(_StrictModel):
     _check_walltime = field_validator("max_walltime")(rules.optional_time_cap)
 
 
+# Where a benchmark's unchecked_keys may point: its run and prepare mappings.
+UNCHECKED_SECTIONS = ("run.", "prepare.")
+
+
 def _resume_shape(v: Any) -> str:
     return "caps" if isinstance(v, (dict, ResumeConfig)) else "flag"
 
@@ -596,6 +600,9 @@ class BenchmarkRunConfig(_StrictModel):
     # still runs first). Whether ``run`` is empty beside it is checked with the policy wiring,
     # which ``SubmitConfig`` adds to ``run`` (see ``SubmitConfig._check_command_runs_alone``).
     command: str | None = None
+    # Extension beyond the spec: run/prepare keys (``run.num_repeat``) passed to gym as written, not
+    # checked against what gym reads when a run is staged (see preflight.py).
+    unchecked_keys: list[str] = []
 
     @property
     def resume_config(self) -> ResumeConfig | None:
@@ -617,6 +624,17 @@ class BenchmarkRunConfig(_StrictModel):
                 "or drop command and configure run",
             )
         return self
+
+    @field_validator("unchecked_keys")
+    @classmethod
+    def _check_unchecked_keys(cls, v: list[str]) -> list[str]:
+        for key in v:
+            if not key.startswith(UNCHECKED_SECTIONS) or key in UNCHECKED_SECTIONS:
+                raise ValueError(
+                    f"{key!r} names no run or prepare key; write it as run.<key> or prepare.<key>, "
+                    f"e.g. run.{key.split('.')[-1] or 'num_repeats'}"
+                )
+        return v
 
     @model_validator(mode="after")
     def _check_resume_from_cache(self) -> BenchmarkRunConfig:
@@ -701,8 +719,9 @@ class OtelConfig(_StrictModel):
     scrape_interval_seconds: int = 15
     service_name: str | None = None
     token_env: str = "OTEL_TOKEN"
-    # NeMo Gym 0.7.0's fields: gym's own telemetry from the driver (needs driver.gym_install,
-    # which installs gym's telemetry extra), the span groups it emits, and its logs over OTLP.
+    # NeMo Gym 0.7.0's fields: gym's own telemetry from the driver, the span groups it emits, and
+    # its logs over OTLP. Only driver.gym_install installs gym's telemetry extra; without it the
+    # submit path warns (preflight.py), as the schema accepts what 0.7.0's accepts.
     gym_telemetry: bool = True
     gym_span_groups: str = "default,verify"
     gym_logs: bool = True
@@ -795,7 +814,6 @@ class SubmitConfig(_StrictModel):
             )
         self._check_resumable(compute_name, compute)
         self._wire_policy_model()
-        self._check_gym_telemetry()
         self._check_exports()
         return self
 
@@ -829,15 +847,6 @@ class SubmitConfig(_StrictModel):
                     f"pool is a component of a heterogeneous job and a service runs within one; set "
                     f"{path}.node_pool to one of {', '.join(node_pools)}",
                 )
-
-    def _check_gym_telemetry(self) -> None:
-        if self.otel.enabled and self.otel.gym_telemetry and self.driver.gym_install is None:
-            raise error_at(
-                "otel.gym_telemetry",
-                "is on while otel is enabled, which needs the driver to install gym with its "
-                "telemetry extra, but driver.gym_install is not set; set driver.gym_install, or set "
-                "otel.gym_telemetry: false",
-            )
 
     def _check_resumable(self, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig) -> None:
         resumable = [name for name, bench in self.driver.benchmarks.items() if bench.resume_config is not None]

@@ -8,13 +8,16 @@ Root keys starting with ``_`` are scratch space for interpolation and are droppe
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.errors import UserError, closest_name
+from nemo_gym.orchestration.rules import OC_ENV_RE
 
 TOP_LEVEL_KEYS = "services, compute, driver, job (and optionally otel)"
+# How alike a key must be to one in the config to be taken for its misspelling (difflib's ratio).
+NEAR_KEY_CUTOFF = 0.8
 
 
 def compose_config(config_path: str | Path, overrides: list[str]) -> dict[str, Any]:
@@ -43,14 +46,11 @@ def _has_interpolation(node: Any) -> bool:
 # driver.policy_host written as ${oc.env:VAR} (as NeMo Gym 0.7.0 configs do, for a host the job
 # exports) means the node's VAR, not the submitting shell's: it is kept as runtime:VAR and read on
 # the driver's node. 0.7.0 resolves it when you submit, which fails or, worse, takes this machine's.
-_NODE_ENV_HOST = re.compile(r"^\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}$")
-
-
 def _defer_node_hosts(data: Any) -> None:
     """Rewrite a policy_host read from the environment into runtime:VAR, in place, before resolution."""
     driver = data.get("driver") if isinstance(data, dict) else None
     host = driver.get("policy_host") if isinstance(driver, dict) else None
-    match = _NODE_ENV_HOST.match(host) if isinstance(host, str) else None
+    match = OC_ENV_RE.fullmatch(host) if isinstance(host, str) else None
     if match and isinstance(driver, dict):
         driver["policy_host"] = f"runtime:{match.group(1)}"
 
@@ -187,7 +187,7 @@ def _hydra_compose(path: Path, overrides: list[str]) -> dict[str, Any]:
     except MissingConfigException as exc:
         raise UserError(f"{path}: {_first_line(exc)}; check the defaults list and the file names") from None
     except HydraException as exc:
-        raise UserError(_override_problem(exc, overrides)) from None
+        raise UserError(_override_problem(exc, overrides, lambda key: _config_without(path, overrides, key))) from None
     except OmegaConfBaseException as exc:
         raise UserError(_interpolation_problem(path, exc)) from None
     assert isinstance(container, dict)
@@ -200,13 +200,18 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _override_problem(exc: BaseException, overrides: list[str]) -> str:
+def _override_problem(exc: BaseException, overrides: list[str], config: Callable[[str], dict[str, Any]]) -> str:
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     key = _quoted(lines[0]) if lines else None
     culprit = next((o for o in overrides if key and o.lstrip("+~").split("=", 1)[0] == key), None)
     label = f"override {culprit!r}" if culprit else "override"
     if text.startswith("Could not override") and key:
+        near = _near_path(key, config(key))
+        if near and near != key:
+            # A misspelling is likelier than a new key: '+' would add the typo.
+            meant = next(n for n, k in zip(near.split("."), key.split(".")) if n != k)
+            return f"{label}: {key} is not in the config; did you mean '{meant}' ({near})?"
         return f"{label}: {key} is not in the config; write '+{culprit.lstrip('+') if culprit else key}' to add it"
     if text.startswith("Could not append to config") and key:
         return f"{label}: {key} already exists; drop the '+' to change it, or use '++' to add or change"
@@ -214,6 +219,35 @@ def _override_problem(exc: BaseException, overrides: list[str]) -> str:
         return f"{label}: {key} is not in the config, so it cannot be deleted; check the key"
     detail = "; ".join(lines) or type(exc).__name__
     return f"{label}: {detail}"
+
+
+def _config_without(path: Path, overrides: list[str], key: str) -> dict[str, Any]:
+    """The config the failing override of ``key`` was applied to, composed without it."""
+    from omegaconf import OmegaConf
+
+    others = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != key]
+    try:
+        from hydra import compose, initialize_config_dir
+
+        with initialize_config_dir(version_base=None, config_dir=str(path.parent)):
+            raw = OmegaConf.to_container(compose(config_name=path.stem, overrides=others), resolve=False)
+    except Exception:  # only a hint is at stake: fall back to the file as written
+        raw = _load_checked_yaml(path)
+    return {str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def _near_path(key: str, config: dict[str, Any]) -> str | None:
+    """The existing dotted path ``key`` most likely misspells: each part as written or its closest."""
+    node: Any = config
+    found: list[str] = []
+    for part in key.split("."):
+        keys = {str(k): k for k in node} if isinstance(node, dict) else {}
+        name = part if part in keys else closest_name(part, keys, cutoff=NEAR_KEY_CUTOFF)
+        if name is None:
+            return None
+        found.append(name)
+        node = node[keys[name]]
+    return ".".join(found)
 
 
 def _quoted(line: str) -> str | None:

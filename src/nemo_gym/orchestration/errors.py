@@ -24,6 +24,12 @@ class ConnectionLost(UserError):
     """The ssh connection broke while a command ran: what it did on the other side is unknown."""
 
 
+def closest_name(word: str, names: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The name ``word`` most likely misspells, if one is close enough: for "did you mean"."""
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 # The pydantic error type of ``error_at``; ``_describe_one`` joins its ``at`` to the error's path.
 AT_PATH_ERROR = "gym_config_at_path"
 
@@ -34,11 +40,13 @@ def error_at(path: str, message: str) -> Exception:
     A model validator's errors carry only the model's own location (``services.pd``), and a
     ``SubmitConfig`` validator's none at all; this names the exact key (``prefill.node_pool``,
     or a full path from the top), so the user reads ``services.pd.prefill.node_pool: ...``.
+    The path is in the error's text too, so ``str(ValidationError)`` at the Python API names the
+    key as the CLI does; the CLI joins the context's parts to the location instead.
     """
     from pydantic_core import PydanticCustomError
 
-    # pydantic fills only ``{at}`` placeholders from the context; other braces stay as they are.
-    return PydanticCustomError(AT_PATH_ERROR, message, {"at": path})
+    # The message goes in the context, not the template: its own braces are never placeholders.
+    return PydanticCustomError(AT_PATH_ERROR, "{at}: {problem}", {"at": path, "problem": message})
 
 
 # Hints for required keys, by field name: what the value is.
@@ -72,7 +80,8 @@ _TYPE_WORDS = {
 }
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """A value as an error line shows it: short, a mapping or list by its kind."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, (list, tuple)):
@@ -179,14 +188,14 @@ def _describe_one(err: Any, root: type[BaseModel]) -> str:
     given = err.get("input")
     parts, node, tags = _walk(root, loc)
     if kind == AT_PATH_ERROR:
-        parts = [*parts, err["ctx"]["at"]]
+        return f"{'.'.join([*parts, err['ctx']['at']])}: {err['ctx']['problem']}"
     path = ".".join(parts)
     if kind == "extra_forbidden":
         parent_parts, parent, _ = _walk(root, loc[:-1])
         key = str(loc[-1])
-        close = difflib.get_close_matches(key, _model_fields_at(parent), n=1, cutoff=0.6)
+        close = closest_name(key, _model_fields_at(parent))
         if close:
-            return f"{path}: unknown key; did you mean '{close[0]}'?"
+            return f"{path}: unknown key; did you mean '{close}'?"
         where = ".".join(parent_parts) or "the top level"
         known = ", ".join(_model_fields_at(parent))
         return f"{path}: unknown key; remove it (keys allowed in {where}: {known})"
@@ -204,7 +213,7 @@ def _describe_one(err: Any, root: type[BaseModel]) -> str:
         fix = ""
         if kind == "string_type" and len(parts) >= 2 and parts[-2] == "env":
             fix = f"; write it as 'lit:{given}'"
-        return f"{path}: expected {_TYPE_WORDS[kind]}, got {_describe(given)}{fix}"
+        return f"{path}: expected {_TYPE_WORDS[kind]}, got {describe_value(given)}{fix}"
     msg = err.get("msg", "")
     if kind == "value_error" and msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -23,6 +23,7 @@ from nemo_gym.orchestration.export_runs import export_environment_problems, host
 from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_run, probe_runs, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
+from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
     SubmissionRecord,
@@ -90,9 +91,12 @@ __all__ = [
 
 
 def prepare(config: SubmitConfig, run_id: str | None = None, sweep_id: str | None = None) -> StagedRun:
-    """Everything a submission stages, decided and rendered; nothing is connected to. ``--dry-run``
-    stops here; ``submit`` goes on from here."""
-    return render_run(build_plan(config, run_id or new_run_id(), sweep_id))
+    """Everything a submission stages, decided and rendered, once gym's run/prepare keys are checked,
+    with the submit path's warnings (``StagedRun.warnings``); nothing is connected to. ``--dry-run`` stops here; ``submit`` goes
+    on from here."""
+    check_gym_keys(config)
+    staged = render_run(build_plan(config, run_id or new_run_id(), sweep_id))
+    return replace(staged, warnings=tuple(staging_warnings(config)))
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,8 @@ def prepare_sweep(config_path: str | Path, overrides: list[str], sweep_id: str |
     for point in points:
         try:
             config, warnings = validate_config(compose_config(config_path, list(point.overrides)))
-            members.append(SweepMember(point, config, prepare(config, sweep_id=sweep_id), warnings))
+            staged = prepare(config, sweep_id=sweep_id)
+            members.append(SweepMember(point, config, staged, [*warnings, *staged.warnings]))
         except UserError as exc:
             problems[point.label()] = exc.problems
     if problems:

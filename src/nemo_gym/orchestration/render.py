@@ -44,6 +44,9 @@ class StagedRun:
 
     plan: RunPlan
     files: dict[str, StagedFile]
+    # What the submit path warns of (``preflight.staging_warnings``), one line each; set by
+    # ``library.prepare``.
+    warnings: tuple[str, ...] = ()
 
     def job_script(self, benchmark: str) -> str:
         return self.files[f"{benchmark}/{contract.JOB_SCRIPT}"].content

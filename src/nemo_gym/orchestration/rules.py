@@ -20,6 +20,8 @@ ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 WALLTIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})\Z")
 UNLIMITED_WALLTIMES = ("UNLIMITED", "INFINITE")
 # A host as it goes between ``http://`` and ``:port``: a name or IPv4 address, or [IPv6].
+# ``${oc.env:VAR}``, OmegaConf's read of the environment, as NeMo Gym 0.7.0 writes policy_host.
+OC_ENV_RE = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
 HOST_RE = re.compile(r"^([A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])\Z")
 
 # Ports the OTel collector listens on beside the driver (OTLP gRPC, OTLP HTTP, health).
@@ -181,6 +183,14 @@ def host(cls: Any, v: str) -> str:
         if ENV_VAR_NAME_RE.fullmatch(v[len("runtime:") :]):
             return v
         raise ValueError(f"{v!r}: after 'runtime:' give the variable that holds the host on the node, e.g. runtime:HEAD_NODE_IP")
+    node_variable = OC_ENV_RE.fullmatch(v)
+    if node_variable:
+        # Composition turns this into runtime:VAR; a config validated at the Python API skips that.
+        var = node_variable.group(1)
+        raise ValueError(
+            f"{v!r} is an interpolation nothing resolves here (gym eval submit makes it runtime:{var}); "
+            f"write 'runtime:{var}' to read {var} on the driver's node"
+        )
     if "://" in v:
         bare = v.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
         raise ValueError(f"{v!r} is a URL; give only the host, e.g. {bare!r} (the scheme and port are added)")

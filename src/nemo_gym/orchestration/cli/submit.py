@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.library import prepare, submit
 
     staged = prepare(config)
+    for note in staged.warnings:
+        print(f"warning: {note}", file=sys.stderr)
     if args.dry_run:
         return print_dry_run(staged, args.stage_dir)
     return report(submit(config, staged), args.json)
