@@ -326,19 +326,21 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         metric_names=found.metric_names,
         unscoreable=unscoreable,
     )
-    result.complete, result.completeness_reason = _completeness(result, found, check, expected_problem)
+    detail = status.detail if status is not None else ""
+    result.complete, result.completeness_reason = _completeness(result, found, check, expected_problem, detail)
     result.note = _note(result, found, check, rollouts, expected_problem)
     return result
 
 
 def _completeness(
-    result: BenchmarkResult, found: _Found, check: Completeness, expected_problem: str | None
+    result: BenchmarkResult, found: _Found, check: Completeness, expected_problem: str | None, detail: str
 ) -> tuple[bool | None, str | None]:
     """(complete, why not): False for the first thing known to be missing; None when nothing is,
     but there is no readable list of what the driver meant to write."""
+    if result.state == STATE_INCOMPLETE:
+        return False, f"the job is incomplete: {len(check.missing)} of {check.expected} samples missing"
     if result.state != "succeeded":
-        return False, f"the job {result.state}" + (f": {len(check.missing)} of {check.expected} samples missing"
-                                                   if result.state == STATE_INCOMPLETE else "")  # fmt: skip
+        return False, f"the job is {result.state}" + (f" ({untrusted.one_line(detail)})" if detail else "")
     if found.unreadable_file:
         return False, f"unreadable metrics file {found.unreadable_file}"
     if not found.files:
