@@ -315,3 +315,13 @@ def test_every_benchmark_that_cannot_decide_the_gate_says_why(base, candidate, b
     outcome = compare_runs(run_of(*base), run_of(*candidate), "reward")
     assert [(u.benchmark, u.blocker) for u in outcome.uncomparable] == blockers
     assert gate(outcome)[0] == (EXIT_UNCOMPARABLE if blockers else 0)
+
+
+def test_unscoreable_rows_are_flagged_by_name_and_block_the_gate(tmp_path, capsys) -> None:
+    base, candidate = real_pair(tmp_path)
+    write_rows(candidate, [{**r, "reward": float("nan") if r["_ng_task_index"] == 4 else r["reward"]}
+                           for r in real_rows(candidate)])  # fmt: skip
+    code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--fail-on-regression")
+    assert code == 3
+    assert "answer-judge: candidate has 1 row(s) without a 'reward' score, left out: task 4 rollout 0 (NaN or infinite)" in out
+    assert "answer-judge: compared on the 11 task(s) both have (1 only in base, 0 only in candidate)" in out

@@ -22,6 +22,9 @@ from nemo_gym.orchestration.contract import PHASE_QUEUED, PHASE_STARTING
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.stats import REGRESSED, PairedComparison, paired_comparison
 
+# Unscoreable rows named in a comparison's flag (results --json lists them).
+UNSCOREABLE_FLAGGED = 5
+
 
 class Blocker(str, Enum):
     """Why a benchmark cannot decide a regression gate."""
@@ -170,6 +173,12 @@ def partial_flags(result: BenchmarkResult, role: str) -> list[str]:
     flags = []
     if not result.complete:
         flags.append(f"{role} {result.state} ({result.samples_text()} samples)")
+    if result.unscoreable:
+        shown = ", ".join(u.text() for u in result.unscoreable[:UNSCOREABLE_FLAGGED])
+        more = ", ..." if len(result.unscoreable) > UNSCOREABLE_FLAGGED else ""
+        flags.append(f"{role} has {len(result.unscoreable)} row(s) without a {result.metric!r} score, left out: {shown}{more}")
+    if result.complete is None:
+        flags.append(f"{role} completeness unknown: {result.completeness_reason}")
     if result.duplicates:
         flags.append(f"{role} has {result.duplicates} duplicate row(s), counted once")
     if not result.scored_tasks:
