@@ -15,8 +15,11 @@ import pytest
 from scipy import stats as scipy_stats
 
 from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.cli.compare import EXIT_UNCOMPARABLE, gate
 from nemo_gym.orchestration.cli.main import main
+from nemo_gym.orchestration.comparison import Blocker, compare_runs
 from nemo_gym.orchestration.record import run_in_directory
+from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.stats import IMPROVED, NO_SIGNIFICANT_CHANGE, REGRESSED
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
@@ -238,3 +241,87 @@ def test_a_clear_regression_in_generated_runs_is_regressed_like_scipy_says(tmp_p
     ref = independent(base_scores["b"], candidate_scores["b"])
     assert ref["p"] < 1e-6 and ref["ci"][1] < 0
     assert b.paired.verdict == REGRESSED and b.paired.p_value == pytest.approx(ref["p"], rel=1e-9)
+
+
+# -- the gate fails closed ---------------------------------------------------------------------------
+
+
+def not_started(run_dir: Path) -> None:
+    """The job has written nothing: no rows, no metrics, no state (a run copied before it began)."""
+    for path in (run_dir / BENCH / "artifacts").iterdir():
+        path.unlink()
+    shutil.rmtree(run_dir / BENCH / contract.MARKERS_DIR)
+
+
+def test_the_gate_fails_closed_with_its_own_exit_code_when_the_candidate_has_no_results(tmp_path, capsys) -> None:
+    base, candidate = real_pair(tmp_path)
+    not_started(candidate)
+    code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--fail-on-regression")
+    assert code == 3
+    assert "Cannot be compared: answer-judge: the candidate run is not complete: the job is unknown" in out
+    assert "Cannot be compared: answer-judge: no task is scored in both runs" in out
+    assert out.rstrip().endswith("regression gate: cannot decide (answer-judge cannot be compared; see above)")
+    code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--fail-on-regression", "--json")
+    doc = json.loads(out)
+    assert code == 3 and [u["why"] for u in doc["uncomparable"]] == ["not complete", "no common tasks"]
+    assert doc["benchmarks"][0]["comparable"] is False
+    code, _, _ = cli(capsys, "compare", str(base), str(candidate))
+    assert code == 0  # without the gate, a comparison is a report
+
+
+def test_a_candidate_of_unknown_completeness_cannot_pass_the_gate(tmp_path, capsys) -> None:
+    base, candidate = real_pair(tmp_path)
+    (candidate / BENCH / contract.MATERIALIZED_INPUTS_FILE).unlink()
+    code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--fail-on-regression")
+    assert code == 3 and "the candidate run is not complete: no rollouts_materialized_inputs.jsonl" in out
+
+
+def test_a_regression_is_exit_1_even_where_something_else_cannot_be_compared(tmp_path, capsys) -> None:
+    base, candidate = real_pair(tmp_path)
+    (base / BENCH / contract.MATERIALIZED_INPUTS_FILE).unlink()
+    code, out, _ = cli(capsys, "compare", str(candidate), str(base), "--fail-on-regression")
+    assert code == 1 and "regression gate: failed (answer-judge regressed)" in out
+    assert "Cannot be compared: answer-judge: the candidate run is not complete" in out
+
+
+def benchmark(name: str, state: str = "succeeded", complete: bool | None = True, means: dict[int, float] | None = None) -> BenchmarkResult:
+    means = dict.fromkeys(range(4), 1.0) if means is None else means
+    return BenchmarkResult(benchmark=name, state=state, samples=len(means), expected_samples=4, complete=complete,
+                           completeness_reason=None if complete else f"the job is {state}",
+                           task_means=means, scored_tasks=len(means))  # fmt: skip
+
+
+def run_of(*results: BenchmarkResult) -> RunResults:
+    return RunResults(run_in_directory(str(REAL_RUN)), [], list(results))
+
+
+@pytest.mark.parametrize(
+    ("base", "candidate", "blockers"),
+    [
+        ([benchmark("a"), benchmark("b")], [benchmark("a")], [("b", Blocker.MISSING)]),
+        ([benchmark("a")], [benchmark("a"), benchmark("c")], [("c", Blocker.MISSING)]),
+        ([benchmark("a")], [benchmark("a", "queued", False, {})], [("a", Blocker.NOT_STARTED), ("a", Blocker.NO_COMMON_TASKS)]),
+        ([benchmark("a", "starting", False, {})], [benchmark("a")], [("a", Blocker.NOT_STARTED), ("a", Blocker.NO_COMMON_TASKS)]),
+        ([benchmark("a")], [benchmark("a", "incomplete", False, {0: 1.0})], [("a", Blocker.NOT_COMPLETE)]),
+        ([benchmark("a")], [benchmark("a", complete=None)], [("a", Blocker.NOT_COMPLETE)]),
+        ([benchmark("a", means={0: 1.0})], [benchmark("a", means={1: 1.0})], [("a", Blocker.NO_COMMON_TASKS)]),
+        ([], [], [("-", Blocker.NOTHING)]),
+        ([benchmark("a")], [benchmark("a")], []),
+    ],
+    ids=["candidate-missing", "base-missing", "candidate-queued", "base-starting", "incomplete", "unknown",
+         "no-common-tasks", "no-benchmarks", "comparable"],
+)  # fmt: skip
+def test_every_benchmark_that_cannot_decide_the_gate_says_why(base, candidate, blockers) -> None:
+    outcome = compare_runs(run_of(*base), run_of(*candidate), "reward")
+    assert [(u.benchmark, u.blocker) for u in outcome.uncomparable] == blockers
+    assert gate(outcome)[0] == (EXIT_UNCOMPARABLE if blockers else 0)
+
+
+def test_unscoreable_rows_are_flagged_by_name_and_block_the_gate(tmp_path, capsys) -> None:
+    base, candidate = real_pair(tmp_path)
+    write_rows(candidate, [{**r, "reward": float("nan") if r["_ng_task_index"] == 4 else r["reward"]}
+                           for r in real_rows(candidate)])  # fmt: skip
+    code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--fail-on-regression")
+    assert code == 3
+    assert "answer-judge: candidate has 1 row(s) without a 'reward' score, left out: task 4 rollout 0 (NaN or infinite)" in out
+    assert "answer-judge: compared on the 11 task(s) both have (1 only in base, 0 only in candidate)" in out

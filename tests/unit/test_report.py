@@ -5,13 +5,14 @@ Gym run (tests/data/quickstart-run) copied to checkpoint-like directories with c
 from __future__ import annotations
 
 import builtins
+import json
 import re
 from pathlib import Path
 
 import pytest
 from checkpoint_runs import checkpoint_runs
 
-from nemo_gym.orchestration import library
+from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import run_in_directory
@@ -101,3 +102,18 @@ def test_without_matplotlib_the_command_says_what_to_install(tmp_path, capsys, m
     assert not (tmp_path / "r.html").exists()
     with pytest.raises(UserError):
         report_html([], "reward")
+
+
+def test_a_value_over_unscoreable_rows_or_of_unknown_completeness_is_a_marked_partial_cell(tmp_path) -> None:
+    base, candidate, _ = checkpoint_runs(tmp_path)
+    rollouts = candidate / "answer-judge" / contract.ROLLOUTS_FILE
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    rows = [{**r, "reward": "NaN?" if r["_ng_task_index"] in (6, 7) else r["reward"]} for r in rows]
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (base / "answer-judge" / contract.MATERIALIZED_INPUTS_FILE).unlink()
+    html = report_html(library.results_of_runs([run_in_directory(str(base)), run_in_directory(str(candidate))]), "reward")
+    cells = re.findall(r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html)
+    assert cells == [
+        ("step-1000", "partial", "0.0000", "12/? samples, completeness unknown"),
+        ("step-2000", "partial", "0.6000", "12/12 samples, 2 unscored"),
+    ]

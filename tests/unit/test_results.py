@@ -7,16 +7,21 @@ and the host's python3), as `gym eval results DIR` reads them."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration import contract, library, results
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import find_run, find_runs, run_in_directory
 from nemo_gym.orchestration.rollouts import parse_expected, parse_rollouts
 
@@ -154,12 +159,48 @@ def test_results_are_the_same_where_the_host_has_no_python3(tmp_path, monkeypatc
     assert raw.missing == [(5, 0)]
 
 
-def test_a_run_without_the_expected_list_is_complete_as_far_as_anyone_can_tell(tmp_path) -> None:
+def inputs_file(run_dir: Path) -> Path:
+    return run_dir / BENCH / contract.MATERIALIZED_INPUTS_FILE
+
+
+def test_a_run_without_the_expected_list_is_of_unknown_completeness_never_complete(tmp_path, capsys) -> None:
     run_dir = copy_of_the_real_run(tmp_path / "run")
-    (run_dir / BENCH / contract.MATERIALIZED_INPUTS_FILE).unlink()  # gym before 0.7.0
+    inputs_file(run_dir).unlink()  # gym before 0.7.0, or a file lost
+    without_tasks(run_dir, set(range(6, 12)))  # 6 of 12 written: nothing can tell
     [result] = library.results(run_in_directory(str(run_dir))).benchmarks
-    assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", True, 12, None)
-    assert result.note == "no rollouts_materialized_inputs.jsonl: completeness unknown"
+    assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", None, 6, None)
+    unknown = "no rollouts_materialized_inputs.jsonl (gym before 0.7.0 writes none): nothing lists the samples the driver meant to write"
+    assert result.completeness_reason == unknown
+    code, out, _ = cli(capsys, "results", str(run_dir))
+    assert code == 1
+    assert "answer-judge  succeeded  6/?      0.0000 (unknown)" in out
+    assert f"completeness unknown: {unknown}" in out
+    code, out, _ = cli(capsys, "results", str(run_dir), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["complete"] is None
+    [bench] = doc["benchmarks"]
+    assert bench["complete"] is None and bench["expected_samples"] is None
+    assert bench["completeness_reason"] == unknown
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"[" * 200_000 + b"\n", "line 1 of the materialized inputs is not a JSON object"),
+        (b'{"_ng_task_index": 0, "_ng_rollout_index": 0}\n\xff\xfe\n', "line 2 of the materialized inputs is not a JSON object"),
+        (b"null\n", "line 1 of the materialized inputs is not a JSON object"),
+    ],
+    ids=["200000-deep", "not-utf-8", "not-an-object"],
+)
+def test_an_unreadable_expected_list_is_completeness_unknown_in_one_line(tmp_path, capsys, content, why) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    inputs_file(run_dir).write_bytes(content)
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    assert result.complete is None and result.state == "succeeded"
+    assert result.completeness_reason is not None and why in result.completeness_reason
+    assert result.completeness_reason.startswith("artifacts/rollouts_materialized_inputs.jsonl cannot be trusted (line ")
+    code, out, err = cli(capsys, "results", str(run_dir), "--json")
+    assert code == 1 and json.loads(out)["complete"] is None and err == ""
 
 
 def test_a_failed_job_is_partial_never_a_result(tmp_path, capsys) -> None:
@@ -257,3 +298,73 @@ def test_cancel_refuses_a_directory(tmp_path, capsys) -> None:
     code, _, err = cli(capsys, "cancel", str(run_dir))
     assert code == 1
     assert err == f"error: gym eval cancel takes a run id from your index (gym eval list), not a directory ({run_dir})\n"
+
+
+# -- rows without a score, and files nobody should trust ------------------------------------------
+
+NO_SCORE = st.one_of(
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), None, [1], {"v": 1}, 10**400]),
+    st.text(max_size=4),
+)
+
+
+def test_rows_whose_metric_is_nan_infinite_or_a_string_make_the_value_partial_and_are_named(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    bad = {0: float("nan"), 3: float("inf"), 5: float("-inf"), 7: "1.0", 9: None, 11: "n/a"}
+    with_rewards(run_dir, {t: 1.0 for t in range(12)})
+    write_rows(run_dir, [{**r, "reward": bad.get(r["_ng_task_index"], r["reward"])} for r in rows(run_dir)])
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    assert (result.value, result.scored_tasks, result.written_tasks, result.complete) == (1.0, 6, 12, False)
+    assert [(u.task, u.why.value) for u in result.unscoreable] == [
+        (0, "NaN or infinite"), (3, "NaN or infinite"), (5, "NaN or infinite"), (7, "not a number"),
+        (9, "not a number"), (11, "not a number")]  # fmt: skip
+    assert result.completeness_reason == "6 row(s) without a usable 'reward' score"
+    code, out, _ = cli(capsys, "results", str(run_dir))
+    assert code == 1
+    assert "answer-judge  succeeded  12/12    1.0000 (partial, 6 unscored)" in out
+    assert "partial value: 6 row(s) without a usable 'reward' score left out (scored 6 of 12 task(s))" in out
+    assert ("answer-judge: no 'reward' score: task 0 rollout 0 (NaN or infinite), task 3 rollout 0 (NaN or infinite), "
+            "task 5 rollout 0 (NaN or infinite), task 7 rollout 0 (not a number)") in out  # fmt: skip
+    code, out, _ = cli(capsys, "results", str(run_dir), "--json")
+    [bench] = json.loads(out)["benchmarks"]
+    assert code == 1 and bench["complete"] is False and bench["unscoreable_rows"] == 6
+    assert bench["unscoreable"][0] == {"task": 0, "rollout": 0, "why": "NaN or infinite"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.integers(0, 11), NO_SCORE, max_size=12))
+def test_any_unscoreable_row_makes_the_value_partial_over_the_rest(bad: dict[int, Any]) -> None:
+    lines = [json.dumps({"_ng_task_index": t, "_ng_rollout_index": 0, "reward": bad.get(t, 1.0)}) for t in range(12)]
+    expected = [json.dumps({"_ng_task_index": t, "_ng_rollout_index": 0}) for t in range(12)]
+    found = results._Found(files=["m.json"], rollout_lines=lines, expected_lines=expected)
+    status = JobStatus("b", "1", "succeeded", "", 12, "/run/b")
+    result = results.benchmark_result("b", status, found, "reward")
+    assert [u.task for u in result.unscoreable] == sorted(bad)
+    assert result.complete is (not bad)
+    assert result.value == (None if len(bad) == 12 else 1.0) and result.scored_tasks == 12 - len(bad)
+    assert json.loads(json.dumps(result.as_dict(), allow_nan=False))["unscoreable_rows"] == len(bad)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([b"[" * 200_000, b'{"a":' * 100_000, b"[1, 2]", b"null", b'"x"', b"\xff\xfe", b"{" , b""]))
+def test_a_metrics_file_that_is_not_metrics_is_one_line_of_the_note(payload: bytes) -> None:
+    found = results._Found()
+    results._add_metrics_file(found, "/run/b/artifacts/rollouts_aggregate_metrics.json", base64.b64encode(payload).decode())
+    if payload in (b"[1, 2]",):
+        assert found.unreadable_file is None and found.metrics == {"0": 1.0, "1": 2.0}
+        return
+    assert found.unreadable_file is not None and found.files == []
+    assert found.unreadable_file.startswith("/run/b/artifacts/rollouts_aggregate_metrics.json: ")
+    assert "\n" not in found.unreadable_file and len(found.unreadable_file) < 300
+
+
+def test_hostile_rollouts_and_metrics_read_where_they_lie_are_one_line_each(tmp_path, capsys) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    text = rollouts_file(run_dir).read_text().splitlines()
+    text[4] = "[" * 200_000
+    rollouts_file(run_dir).write_text("\n".join(text) + "\n")
+    (run_dir / BENCH / "artifacts" / "rollouts_aggregate_metrics.json").write_text("[" * 200_000)
+    code, out, err = cli(capsys, "results", str(run_dir))
+    assert code == 1 and err == "" and "Traceback" not in out
+    assert "1 unreadable row(s) (line 5)" in out
+    assert "unreadable metrics file " in out and "rollouts_aggregate_metrics.json: JSON nested deeper than 64 levels" in out

@@ -94,3 +94,63 @@ def test_it_is_python_3_8_and_stdlib_only() -> None:
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert imported <= {"base64", "json", "os", "sys", "zlib"}
     assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
+
+
+# -- reading lines: linear, bounded, and the same as splitting the whole file -----------------------
+
+
+class Chunked(io.RawIOBase):
+    """A file whose reads return the chunk sizes hypothesis drew (a pipe or a network filesystem
+    returns short reads): the splitter must not depend on where a read ends."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.sizes, self.at = data, sizes, 0
+
+    def read(self, n: int = -1) -> bytes:
+        size = self.sizes.pop(0) if self.sizes else n
+        piece = self.data[self.at : self.at + max(1, min(size, n if n > 0 else size))]
+        self.at += len(piece)
+        return piece
+
+
+def split_reference(data: bytes, limit: int) -> list[bytes | None]:
+    return [None if len(line) > limit else line for line in data.split(b"\n")]
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=10),
+    st.lists(st.integers(1, 9), max_size=30),
+    st.integers(1, 8),
+    st.integers(0, 10),
+)
+def test_lines_are_the_files_split_at_newlines_whatever_the_reads_return(
+    lines: list[bytes], sizes: list[int], block: int, limit: int
+) -> None:
+    data = b"\n".join(lines)
+    got = list(rollout_projection.lines_of(Chunked(data, list(sizes)), limit=limit, block_bytes=block))
+    assert got == split_reference(data, limit)
+
+
+def test_a_line_over_the_bound_is_one_oversized_row_naming_its_line(tmp_path: Path) -> None:
+    good = json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1})
+    path = tmp_path / "rollouts.jsonl"
+    other = json.dumps({"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 0})
+    path.write_bytes(f"{good}\n{'x' * 3000}\n{other}".encode())
+    with path.open("rb") as fh:
+        assert [line is None for line in rollout_projection.lines_of(fh, limit=1000, block_bytes=256)] == [False, True, False]
+    lines = [rollout_projection.project_line(None if len(raw) > 1000 else raw.decode(), "reward")
+             for raw in path.read_bytes().split(b"\n")]  # fmt: skip
+    rs = parse_rollouts(lines)
+    assert (rs.unreadable, rs.unreadable_lines, rs.oversized, rs.oversized_lines) == (1, (2,), 1, (2,))
+    assert dict(rs.rewards) == {(0, 0): 1.0, (1, 0): 0.0}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["[", "{\"a\":"]), st.integers(10_000, 200_000))
+def test_json_nested_past_the_parsers_stack_is_one_unreadable_row(opener: str, depth: int) -> None:
+    line = opener * depth
+    assert rollout_projection.project_line(line, "reward") == rollout_projection.UNREADABLE
+    assert rollout_projection.numeric_keys(line) == []
+    rs = parse_rollouts([line, json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1})])
+    assert rs.unreadable_lines == (1,) and dict(rs.rewards) == {(0, 0): 1.0}

@@ -5,16 +5,48 @@ index, and ``stats.paired_comparison`` over the pairs: the delta, its paired-boo
 exact p-value (McNemar's for 0/1 scores, the sign test otherwise), the tasks that went up and down,
 and a verdict. A benchmark that is partial in either run is still compared on the tasks both have,
 and flagged. Benchmarks of one run only are listed, never dropped.
+
+The regression gate fails closed: a benchmark that cannot be compared (missing from either run,
+not started, not complete in either, no task scored in both) is ``uncomparable``, with why, and
+``gym eval compare --fail-on-regression`` fails on it with an exit code of its own.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
+from nemo_gym.orchestration.contract import PHASE_QUEUED, PHASE_STARTING
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.stats import REGRESSED, PairedComparison, paired_comparison
+
+# Unscoreable rows named in a comparison's flag (results --json lists them).
+UNSCOREABLE_FLAGGED = 5
+
+
+class Blocker(str, Enum):
+    """Why a benchmark cannot decide a regression gate."""
+
+    MISSING = "missing"  # in one run only
+    NOT_STARTED = "not started"  # queued or starting in either run
+    NOT_COMPLETE = "not complete"  # either side failed, incomplete, of unknown completeness or unscored rows
+    NO_COMMON_TASKS = "no common tasks"  # no task scored in both runs
+    NOTHING = "nothing to compare"  # neither run has a benchmark
+
+
+@dataclass(frozen=True)
+class Uncomparable:
+    benchmark: str
+    blocker: Blocker
+    detail: str  # one line: which run and why
+
+    def text(self) -> str:
+        return f"{self.benchmark}: {self.detail}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"benchmark": self.benchmark, "why": self.blocker.value, "detail": self.detail}
 
 
 @dataclass(frozen=True)
@@ -23,6 +55,7 @@ class BenchmarkComparison:
     metric: str
     paired: PairedComparison
     flags: tuple[str, ...]  # why the comparison may be weaker than it looks (partial runs, ...)
+    uncomparable: tuple[Uncomparable, ...] = ()  # why it cannot decide a gate; () when it can
 
     @property
     def regressed(self) -> bool:
@@ -47,6 +80,7 @@ class BenchmarkComparison:
             "tasks_only_in_base": p.only_in_base,
             "tasks_only_in_candidate": p.only_in_candidate,
             "flags": list(self.flags),
+            "comparable": not self.uncomparable,
         }
 
 
@@ -63,6 +97,16 @@ class RunComparison:
     def regressed(self) -> tuple[str, ...]:
         return tuple(b.benchmark for b in self.benchmarks if b.regressed)
 
+    @property
+    def uncomparable(self) -> tuple[Uncomparable, ...]:
+        """Every reason a benchmark of either run cannot decide the gate, benchmark by benchmark."""
+        found = [u for b in self.benchmarks for u in b.uncomparable]
+        found += [Uncomparable(n, Blocker.MISSING, "not in the candidate run") for n in self.only_in_base]
+        found += [Uncomparable(n, Blocker.MISSING, "not in the base run") for n in self.only_in_candidate]
+        if not (self.benchmarks or self.only_in_base or self.only_in_candidate):
+            found.append(Uncomparable("-", Blocker.NOTHING, "neither run has a benchmark"))
+        return tuple(found)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "base": self.base.record.gym_job_id,
@@ -73,6 +117,8 @@ class RunComparison:
             "benchmarks": [b.as_dict() for b in self.benchmarks],
             "only_in_base": list(self.only_in_base),
             "only_in_candidate": list(self.only_in_candidate),
+            "regressed": list(self.regressed),
+            "uncomparable": [u.as_dict() for u in self.uncomparable],
         }
 
     def to_json(self) -> str:
@@ -106,7 +152,20 @@ def compare_benchmark(
             f"compared on the {paired.n} task(s) both have ({paired.only_in_base} only in base, "
             f"{paired.only_in_candidate} only in candidate)"
         )
-    return BenchmarkComparison(base.benchmark, metric, paired, tuple(flags))
+    blockers = (*side_blockers(base, "base"), *side_blockers(candidate, "candidate"))
+    if paired.n == 0:
+        blockers += (Uncomparable(base.benchmark, Blocker.NO_COMMON_TASKS, "no task is scored in both runs"),)
+    return BenchmarkComparison(base.benchmark, metric, paired, tuple(flags), blockers)
+
+
+def side_blockers(result: BenchmarkResult, role: str) -> tuple[Uncomparable, ...]:
+    """Why one run's side of a benchmark cannot decide a gate: not started, or not complete."""
+    if result.state in (PHASE_QUEUED, PHASE_STARTING):
+        return (Uncomparable(result.benchmark, Blocker.NOT_STARTED, f"the {role} run has not started ({result.state})"),)
+    if result.complete is not True:
+        why = result.completeness_reason or result.state
+        return (Uncomparable(result.benchmark, Blocker.NOT_COMPLETE, f"the {role} run is not complete: {why}"),)
+    return ()
 
 
 def partial_flags(result: BenchmarkResult, role: str) -> list[str]:
@@ -114,6 +173,12 @@ def partial_flags(result: BenchmarkResult, role: str) -> list[str]:
     flags = []
     if not result.complete:
         flags.append(f"{role} {result.state} ({result.samples_text()} samples)")
+    if result.unscoreable:
+        shown = ", ".join(u.text() for u in result.unscoreable[:UNSCOREABLE_FLAGGED])
+        more = ", ..." if len(result.unscoreable) > UNSCOREABLE_FLAGGED else ""
+        flags.append(f"{role} has {len(result.unscoreable)} row(s) without a {result.metric!r} score, left out: {shown}{more}")
+    if result.complete is None:
+        flags.append(f"{role} completeness unknown: {result.completeness_reason}")
     if result.duplicates:
         flags.append(f"{role} has {result.duplicates} duplicate row(s), counted once")
     if not result.scored_tasks:

@@ -194,15 +194,28 @@ def report_html(runs: list[RunResults], metric: str, comparison: RunComparison |
 
 
 def _cell(result: BenchmarkResult | None) -> dict[str, str]:
+    """A table cell: the value, its samples and why it is partial; a partial cell is shaded."""
     if result is None:
         return {"value": "–", "samples": "not in this run", "css": "absent", "note": ""}
     value = "–" if result.value is None else f"{result.value:.4f}"
     return {
         "value": value,
-        "samples": f"{result.samples_text()} samples" + ("" if result.complete else f", {result.state}"),
+        "samples": f"{result.samples_text()} samples" + "".join(f", {why}" for why in _partial_because(result)),
         "css": "complete" if result.complete else "partial",
         "note": result.note or "",
     }
+
+
+def _partial_because(result: BenchmarkResult) -> list[str]:
+    """What the cell says of a partial value: ``incomplete``, ``6 unscored``, ``completeness unknown``."""
+    if result.complete:
+        return []
+    why = [] if result.state == "succeeded" else [result.state]
+    if result.unscoreable:
+        why.append(f"{len(result.unscoreable)} unscored")
+    if result.complete is None:
+        why.append("completeness unknown")
+    return why or ["partial"]
 
 
 def _comparison_view(comparison: RunComparison, labels: list[str]) -> dict[str, Any]:

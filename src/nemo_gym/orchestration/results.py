@@ -7,6 +7,11 @@ files, the latter cut down where they lie to the indices and the metric of each 
 (``rollout_projection``: kilobytes a row become bytes). Everything is decided here in Python from
 the exact rows (``rollouts.py``): a benchmark whose driver finished but left expected samples
 unwritten is ``incomplete``, never ``succeeded``; partial numbers are shown as partial.
+
+Nothing unknown reads as complete: without a readable list of the expected samples a benchmark's
+``complete`` is None (unknown, with the reason), and rows whose metric is no score (NaN, infinite,
+a string, absent) make its value partial, the rows named. Every file is data from anywhere: a
+metrics file is read bounded (``untrusted``), an unreadable one is one line of the note.
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, untrusted
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import JobStatus, run_usage
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.rollout_projection import MAX_ROW_BYTES
 from nemo_gym.orchestration.rollouts import (
     Completeness,
+    NoScore,
     RolloutSet,
     TaskRollout,
     completeness,
@@ -42,6 +49,27 @@ DEFAULT_METRIC = "reward"
 # Metric names shown in the table, most telling first; the JSON has every metric.
 PREFERRED = ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
 PROJECTION_SOURCE = Path(__file__).with_name("rollout_projection.py")
+NO_EXPECTED_LIST = (
+    f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name} (gym before 0.7.0 writes none): nothing lists the samples "
+    f"the driver meant to write"
+)
+# Unscoreable rows listed in --json (all are counted); the table names fewer.
+UNSCOREABLE_LISTED = 50
+
+
+@dataclass(frozen=True)
+class Unscoreable:
+    """A written row whose metric is no score: it is left out of the value, which is then partial."""
+
+    task: int
+    rollout: int
+    why: NoScore
+
+    def text(self) -> str:
+        return f"task {self.task} rollout {self.rollout} ({self.why.value})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "rollout": self.rollout, "why": self.why.value}
 
 
 @dataclass
@@ -57,27 +85,33 @@ class BenchmarkResult:
     metric: str = DEFAULT_METRIC
     value: float | None = None  # the metric's mean over tasks (each task's rollouts averaged first)
     scored_tasks: int = 0
+    written_tasks: int = 0  # tasks with a counted row, scored or not
     metrics: dict[str, float] = field(default_factory=dict)  # gym's aggregate metrics
     files: list[str] = field(default_factory=list)
     note: str | None = None  # why the numbers are not (all) to be trusted
-    complete: bool = False  # succeeded, every expected sample written, metrics written
+    # True: succeeded, every expected sample written and scored, metrics written; None: nothing says
+    # otherwise but there is no (readable) list of the expected samples; False: any of it is not so.
+    complete: bool | None = False
+    completeness_reason: str | None = None  # why ``complete`` is not True
+    unscoreable: list[Unscoreable] = field(default_factory=list)  # counted rows without a score
     usage: Usage = NO_USAGE
     task_means: dict[int, float] = field(default_factory=dict)  # for compare; not in the JSON
     metric_names: list[str] = field(default_factory=list)  # numeric keys the rows carry
 
     @property
     def partial(self) -> bool:
-        return not self.complete
+        return self.complete is not True
 
     def samples_text(self) -> str:
-        """``12/12``, ``9/12``, or ``12`` when the expected count is unknown."""
-        return f"{self.samples}/{self.expected_samples}" if self.expected_samples is not None else str(self.samples)
+        """``12/12``, ``9/12``, or ``12/?`` when the expected count is unknown."""
+        return f"{self.samples}/{self.expected_samples if self.expected_samples is not None else '?'}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "benchmark": self.benchmark,
             "state": self.state,
             "complete": self.complete,
+            "completeness_reason": self.completeness_reason,
             "expected_samples": self.expected_samples,
             "samples": self.samples,
             "missing": [{"task": t, "rollout": r} for t, r in self.missing],
@@ -87,6 +121,9 @@ class BenchmarkResult:
             "metric": self.metric,
             "value": _json_number(self.value),
             "scored_tasks": self.scored_tasks,
+            "written_tasks": self.written_tasks,
+            "unscoreable_rows": len(self.unscoreable),
+            "unscoreable": [u.as_dict() for u in self.unscoreable[:UNSCOREABLE_LISTED]],
             "metrics": {k: _json_number(v) for k, v in self.metrics.items()},
             "files": self.files,
             "note": self.note,
@@ -109,8 +146,9 @@ class RunResults:
         return {r.benchmark: r.state for r in self.benchmarks}
 
     @property
-    def complete(self) -> bool:
-        return all(r.complete for r in self.benchmarks)
+    def complete(self) -> bool | None:
+        """True when every benchmark is; False when any is not; else None (unknown)."""
+        return all_complete(r.complete for r in self.benchmarks)
 
     @property
     def usage(self) -> Usage:
@@ -128,6 +166,12 @@ class RunResults:
             "wall_seconds": _rounded(total.wall_seconds, 1),
             "benchmarks": [r.as_dict() for r in self.benchmarks],
         }
+
+
+def all_complete(flags: Any) -> bool | None:
+    """True when every flag is True, False when any is False, else None: unknown is never complete."""
+    seen = list(flags)
+    return False if False in seen else None if None in seen else True
 
 
 # -- reading a run's files ---------------------------------------------------------------------------
@@ -167,7 +211,7 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
 class _Found:
     metrics: dict[str, float] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
-    unreadable_file: str | None = None
+    unreadable_file: str | None = None  # one line: the metrics file and why it cannot be read
     rollout_lines: list[str] | None = None  # None: there is no rollouts file
     expected_lines: list[str] | None = None  # None: gym wrote no list of expected pairs
     metric_names: list[str] = field(default_factory=list)
@@ -195,11 +239,23 @@ def parse_results_output(out: str, benchmarks: list[str]) -> dict[str, _Found]:
 
 
 def _add_metrics_file(found: _Found, path: str, payload: str) -> None:
+    """gym's aggregate metrics (an object, or a list of them), read bounded: anything else makes
+    the file unreadable, said in one line."""
     try:
-        found.metrics.update(_numbers(json.loads(base64.b64decode(payload))))
-        found.files.append(path)
-    except ValueError:
-        found.unreadable_file = path
+        data = base64.b64decode(payload)
+        if len(data) > untrusted.MAX_DOCUMENT_BYTES:
+            raise untrusted.Unreadable(f"{path}: larger than {untrusted.MAX_DOCUMENT_BYTES} bytes")
+        metrics = untrusted.loads(data, path)
+        if not isinstance(metrics, (dict, list)):
+            raise untrusted.Unreadable(f"{path}: a JSON {untrusted.json_kind(metrics)} where metrics were expected")
+    except untrusted.Unreadable as exc:
+        found.unreadable_file = str(exc)
+        return
+    except ValueError:  # base64 damaged in transit
+        found.unreadable_file = f"{path}: damaged in transit"
+        return
+    found.metrics.update(_numbers(metrics))
+    found.files.append(path)
 
 
 def _decoded_lines(encoding: str, payload: str) -> list[str]:
@@ -248,6 +304,8 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         # The exact count decides; status's scan on the cluster only approximates it.
         state = STATE_INCOMPLETE if check.complete is False else "succeeded"
     means = per_task_means(rollouts, only=expected)
+    counted = rollouts.written if expected is None else rollouts.written & expected
+    unscoreable = [Unscoreable(t, r, why) for (t, r), why in sorted(rollouts.no_score.items()) if (t, r) in counted]
     result = BenchmarkResult(
         benchmark=name,
         state=state,
@@ -260,15 +318,38 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         metric=metric,
         value=math.fsum(means.values()) / len(means) if means else None,
         scored_tasks=len(means),
+        written_tasks=len({task for task, _ in counted}),
         metrics=found.metrics,
         files=found.files,
         usage=status.usage if status is not None else NO_USAGE,
         task_means=means,
         metric_names=found.metric_names,
+        unscoreable=unscoreable,
     )
-    result.complete = state == "succeeded" and bool(found.files) and found.unreadable_file is None
+    detail = status.detail if status is not None else ""
+    result.complete, result.completeness_reason = _completeness(result, found, check, expected_problem, detail)
     result.note = _note(result, found, check, rollouts, expected_problem)
     return result
+
+
+def _completeness(
+    result: BenchmarkResult, found: _Found, check: Completeness, expected_problem: str | None, detail: str
+) -> tuple[bool | None, str | None]:
+    """(complete, why not): False for the first thing known to be missing; None when nothing is,
+    but there is no readable list of what the driver meant to write."""
+    if result.state == STATE_INCOMPLETE:
+        return False, f"the job is incomplete: {len(check.missing)} of {check.expected} samples missing"
+    if result.state != "succeeded":
+        return False, f"the job is {result.state}" + (f" ({untrusted.one_line(detail)})" if detail else "")
+    if found.unreadable_file:
+        return False, f"unreadable metrics file {found.unreadable_file}"
+    if not found.files:
+        return False, "the job wrote no aggregate metrics"
+    if result.unscoreable:
+        return False, f"{len(result.unscoreable)} row(s) without a usable {result.metric!r} score"
+    if check.complete is None:
+        return None, expected_problem or NO_EXPECTED_LIST
+    return True, None
 
 
 def _expected_pairs(lines: list[str] | None) -> tuple[frozenset[TaskRollout] | None, str | None]:
@@ -277,7 +358,7 @@ def _expected_pairs(lines: list[str] | None) -> tuple[frozenset[TaskRollout] | N
     try:
         return parse_expected(lines), None
     except ValueError as exc:
-        return None, f"{contract.MATERIALIZED_INPUTS_FILE} cannot be trusted ({exc}); completeness unknown"
+        return None, f"{contract.MATERIALIZED_INPUTS_FILE} cannot be trusted ({exc})"
 
 
 def _note(
@@ -294,18 +375,30 @@ def _note(
         parts.append(f"unreadable metrics file {found.unreadable_file}")
     elif not found.files:
         parts.append("the job wrote no aggregate metrics" if state == "succeeded" else "no aggregate metrics")
-    if expected_problem:
-        parts.append(expected_problem)
-    elif check.expected is None and found.rollout_lines is not None:
-        parts.append(f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name}: completeness unknown")
+    if expected_problem or (check.expected is None and found.rollout_lines is not None):
+        parts.append(f"completeness unknown: {expected_problem or NO_EXPECTED_LIST}")
     if rollouts.unreadable:
-        lines = ", ".join(map(str, rollouts.unreadable_lines))
-        parts.append(f"{rollouts.unreadable} unreadable row(s) (line {lines}{', ...' if rollouts.unreadable > len(rollouts.unreadable_lines) else ''})")
+        parts.append(_unreadable_rows(rollouts))
+    if result.unscoreable:
+        parts.append(
+            f"partial value: {len(result.unscoreable)} row(s) without a usable {result.metric!r} score left out "
+            f"(scored {result.scored_tasks} of {result.written_tasks} task(s))"
+        )
     if check.duplicates:
         parts.append(f"{check.duplicates} duplicate row(s) counted once")
     if check.extra:
         parts.append(f"{len(check.extra)} unexpected sample(s) left out")
     return "; ".join(parts) or None
+
+
+def _unreadable_rows(rollouts: RolloutSet) -> str:
+    """``3 unreadable row(s) (line 2, 7, 9; line 7 over 64 MiB, refused unread)``."""
+    more = ", ..." if rollouts.unreadable > len(rollouts.unreadable_lines) else ""
+    text = f"{rollouts.unreadable} unreadable row(s) (line {', '.join(map(str, rollouts.unreadable_lines))}{more}"
+    if rollouts.oversized:
+        big = ", ".join(map(str, rollouts.oversized_lines)) + (", ..." if rollouts.oversized > len(rollouts.oversized_lines) else "")
+        text += f"; line {big} over {MAX_ROW_BYTES // 2**20} MiB, refused unread"
+    return text + ")"
 
 
 def require_metric(runs: list[RunResults], metric: str) -> None:

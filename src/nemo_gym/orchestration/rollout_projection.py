@@ -7,8 +7,11 @@ each row reduced to those keys, zlib-compressed: a few bytes a row.
 
 The reduction keeps ``rollouts.parse_rollouts`` and ``parse_expected`` exact: one output line per
 input line (so line numbers, blank lines and duplicates stay as they were), ``!`` for a line that
-is not a JSON object, and the metric copied under its own name only when it is a scalar (a
-non-scalar value is no score either way). Run as
+is not a JSON object (or is nested too deep to parse), ``!oversized`` for a line longer than
+``MAX_ROW_BYTES`` (refused unread: no row of ours comes near it), and the metric copied under its
+own name only when it is a scalar (a non-scalar value is no score either way). Lines are read in
+linear time and bounded memory: at most one row of ``MAX_ROW_BYTES`` and one block at a time.
+Run as
 
     python3 -c SOURCE MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [BENCHMARK ROLLOUTS EXPECTED ...]
 
@@ -25,7 +28,12 @@ import zlib
 TASK_INDEX_KEY = "_ng_task_index"
 ROLLOUT_INDEX_KEY = "_ng_rollout_index"
 UNREADABLE = "!"
+OVERSIZED = "!oversized"
 SEPARATOR = "\x1f"
+# A row longer than this is refused as one unreadable row, unparsed: a real row (a whole
+# conversation) is kilobytes, and parsing hundreds of megabytes costs seconds and gigabytes.
+MAX_ROW_BYTES = 64 * 1024 * 1024
+BLOCK_BYTES = 1 << 20
 
 
 def metric_value(row, metric):
@@ -46,15 +54,25 @@ def metric_value(row, metric):
 _ABSENT = object()
 
 
-def project_line(line, metric):
-    """One line of ``rollouts.jsonl`` (or of the materialized inputs) reduced to its indices and metric."""
-    if not line.strip():
-        return ""
+def parse_row(line):
+    """The JSON object a line holds, or None: not JSON, not an object, or nested deeper than the
+    parser's stack (a 200 000-deep line is data, never a crash). The one definition of a readable
+    row: ``rollouts.parse_rollouts`` uses it too."""
     try:
         row = json.loads(line)
-    except ValueError:
-        return UNREADABLE
-    if not isinstance(row, dict):
+    except (ValueError, RecursionError):
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def project_line(line, metric):
+    """One line of ``rollouts.jsonl`` (or of the materialized inputs) reduced to its indices and metric."""
+    if line is None:
+        return OVERSIZED
+    if not line.strip():
+        return ""
+    row = parse_row(line)
+    if row is None:
         return UNREADABLE
     kept = {key: row[key] for key in (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY) if key in row}
     if metric:
@@ -66,11 +84,8 @@ def project_line(line, metric):
 
 
 def numeric_keys(line):
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return []
-    if not isinstance(row, dict):
+    row = parse_row(line)
+    if row is None:
         return []
     return sorted(k for k, v in row.items() if isinstance(v, (bool, int, float)) and not k.startswith("_ng_"))
 
@@ -82,9 +97,9 @@ def project_file(path, metric):
     names = None
     first = True
     with open(path, "rb") as fh:
-        for raw in _lines(fh):
-            line = raw.decode("utf-8", "replace")
-            if names is None and line.strip():
+        for raw in lines_of(fh):
+            line = None if raw is None else raw.decode("utf-8", "replace")
+            if names is None and line is not None and line.strip():
                 names = numeric_keys(line) or None
             chunks.append(packer.compress(((("" if first else "\n") + project_line(line, metric))).encode()))
             first = False
@@ -92,16 +107,25 @@ def project_file(path, metric):
     return names or [], b"".join(chunks)
 
 
-def _lines(fh):
+def lines_of(fh, limit=MAX_ROW_BYTES, block_bytes=BLOCK_BYTES):
     """The file split at b"\\n" only (as the reader splits it: JSON may hold a raw U+2028), the
-    piece after a final newline included."""
-    rest = b""
-    for block in iter(lambda: fh.read(1 << 20), b""):
-        pieces = (rest + block).split(b"\n")
-        rest = pieces.pop()
-        for piece in pieces:
-            yield piece
-    yield rest
+    piece after a final newline included; None in place of a line longer than ``limit`` bytes.
+
+    Linear time: each block is split once and a line spanning blocks is joined once, at its end
+    (never re-copied per block). Bounded memory: a line over ``limit`` is dropped as it grows."""
+    parts = []  # type: list[bytes]  # the line so far, in pieces (none kept once it is over the limit)
+    size = 0  # the current line's length so far
+    for block in iter(lambda: fh.read(block_bytes), b""):
+        pieces = block.split(b"\n")
+        for piece in pieces[:-1]:
+            yield None if size + len(piece) > limit else b"".join([*parts, piece])
+            parts, size = [], 0
+        size += len(pieces[-1])
+        if size > limit:
+            parts = []
+        else:
+            parts.append(pieces[-1])
+    yield None if size > limit else b"".join(parts)
 
 
 def main(argv):

@@ -10,14 +10,15 @@ so that a report can say how far to trust the numbers.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
+from nemo_gym.orchestration.rollout_projection import MAX_ROW_BYTES, OVERSIZED, parse_row
 from nemo_gym.orchestration.rules import is_integer
 
 TASK_INDEX_KEY = "_ng_task_index"
@@ -29,6 +30,14 @@ TaskRollout = tuple[int, int]
 """A (task index, rollout index) pair: the identity of one rollout."""
 
 
+class NoScore(str, Enum):
+    """Why a written row has no score: it then counts as written, but not in the metric's mean."""
+
+    ABSENT = "no value"
+    NOT_A_NUMBER = "not a number"  # a string, null, a list or an object
+    NOT_FINITE = "NaN or infinite"  # json.loads accepts NaN and Infinity; or an integer beyond float range
+
+
 @dataclass(frozen=True)
 class RolloutSet:
     """What one ``rollouts.jsonl`` holds, with everything that made a row unusable counted."""
@@ -38,9 +47,11 @@ class RolloutSet:
     written: frozenset[TaskRollout]  # every pair with a readable row, with or without the metric
     duplicates: tuple[TaskRollout, ...]  # one entry per repeated row of a pair, in file order
     no_metric: tuple[TaskRollout, ...]  # pairs whose row has no usable metric value, in file order
-    unreadable: int  # non-blank lines that are not JSON objects carrying both indices
+    no_score: Mapping[TaskRollout, NoScore]  # the same pairs, each with why it has none
+    unreadable: int  # non-blank lines that are not JSON objects carrying both indices (oversized ones included)
     unreadable_lines: tuple[int, ...]  # 1-based line numbers of the first MAX_REPORTED_LINES of them
-
+    oversized_lines: tuple[int, ...] = ()  # the first MAX_REPORTED_LINES of those over MAX_ROW_BYTES
+    oversized: int = 0  # lines over MAX_ROW_BYTES, refused unparsed
 
 @dataclass(frozen=True)
 class Completeness:
@@ -67,19 +78,26 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
     The first row of a pair wins and later ones are reported as duplicates: a resumed driver
     appends, so the first row is the one the original run produced. A metric value is usable when
     it is a finite number or a bool (counted 0/1); anything else, or its absence, makes the row
-    ``no_metric``: it still counts as written, it just has no score. ``metric`` is looked up as a
+    ``no_metric`` (``no_score`` says why): it still counts as written, it just has no score. A
+    line over ``MAX_ROW_BYTES`` (or the projection's ``OVERSIZED`` in its place) is unreadable,
+    unparsed, and counted in ``oversized`` too. ``metric`` is looked up as a
     top-level key first, then, if it contains dots, as a path through nested objects
     (``"response.reward"``), so keys that themselves contain dots still work.
     """
     rewards: dict[TaskRollout, float] = {}
     written: set[TaskRollout] = set()
     duplicates: list[TaskRollout] = []
-    no_metric: list[TaskRollout] = []
+    no_score: dict[TaskRollout, NoScore] = {}
     unreadable_lines: list[int] = []
+    oversized_lines: list[int] = []
     for number, line in enumerate(lines, start=1):
+        if is_oversized(line):
+            oversized_lines.append(number)
+            unreadable_lines.append(number)
+            continue
         if not line.strip():
             continue
-        row = _json_object(line)
+        row = parse_row(line)
         pair = _task_rollout(row) if row is not None else None
         if row is None or pair is None:
             unreadable_lines.append(number)
@@ -89,8 +107,8 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
             continue
         written.add(pair)
         value = _metric_value(row, metric)
-        if value is None:
-            no_metric.append(pair)
+        if isinstance(value, NoScore):
+            no_score[pair] = value
         else:
             rewards[pair] = value
     return RolloutSet(
@@ -98,10 +116,21 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
         rewards=MappingProxyType(rewards),
         written=frozenset(written),
         duplicates=tuple(duplicates),
-        no_metric=tuple(no_metric),
+        no_metric=tuple(no_score),
+        no_score=MappingProxyType(no_score),
         unreadable=len(unreadable_lines),
         unreadable_lines=tuple(unreadable_lines[:MAX_REPORTED_LINES]),
+        oversized_lines=tuple(oversized_lines[:MAX_REPORTED_LINES]),
+        oversized=len(oversized_lines),
     )
+
+
+def is_oversized(line: str) -> bool:
+    """A line the projection refused unread, or one as long (a whole file read where it lies
+    without ``python3``): either way one unreadable row, never parsed."""
+    if line == OVERSIZED:
+        return True
+    return len(line) > MAX_ROW_BYTES // 4 and len(line.encode("utf-8", "surrogatepass")) > MAX_ROW_BYTES
 
 
 def parse_expected(lines: Iterable[str]) -> frozenset[TaskRollout]:
@@ -114,9 +143,11 @@ def parse_expected(lines: Iterable[str]) -> frozenset[TaskRollout]:
     """
     pairs: set[TaskRollout] = set()
     for number, line in enumerate(lines, start=1):
+        if is_oversized(line):
+            raise ValueError(f"line {number} of the materialized inputs is over {MAX_ROW_BYTES} bytes")
         if not line.strip():
             continue
-        row = _json_object(line)
+        row = parse_row(line)
         pair = _task_rollout(row) if row is not None else None
         if pair is None:
             raise ValueError(
@@ -167,14 +198,6 @@ def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = N
     return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
 
 
-def _json_object(line: str) -> dict[str, Any] | None:
-    try:
-        row = json.loads(line)
-    except ValueError:  # json.JSONDecodeError, and UnicodeDecodeError for bytes-like input
-        return None
-    return row if isinstance(row, dict) else None
-
-
 def _task_rollout(row: Mapping[str, Any]) -> TaskRollout | None:
     task, rollout = row.get(TASK_INDEX_KEY), row.get(ROLLOUT_INDEX_KEY)
     # `true` is no index, and neither is 3.0: gym writes integers.
@@ -183,26 +206,27 @@ def _task_rollout(row: Mapping[str, Any]) -> TaskRollout | None:
     return None
 
 
-def _metric_value(row: Mapping[str, Any], metric: str) -> float | None:
+def _metric_value(row: Mapping[str, Any], metric: str) -> float | NoScore:
     if metric in row:
-        return _as_score(row[metric])
+        return as_score(row[metric])
     if "." not in metric:
-        return None
+        return NoScore.ABSENT
     node: Any = row
     for part in metric.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            return None
+            return NoScore.ABSENT
         node = node[part]
-    return _as_score(node)
+    return as_score(node)
 
 
-def _as_score(value: Any) -> float | None:
+def as_score(value: Any) -> float | NoScore:
+    """A metric value as a score (a bool counts 0/1), or why it is none."""
     if isinstance(value, bool):
         return float(value)
     if not isinstance(value, (int, float)):
-        return None
+        return NoScore.NOT_A_NUMBER
     try:
         score = float(value)
     except OverflowError:  # an integer beyond float range: no score a mean can use
-        return None
-    return score if math.isfinite(score) else None  # json.loads accepts NaN and Infinity
+        return NoScore.NOT_FINITE
+    return score if math.isfinite(score) else NoScore.NOT_FINITE

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 
 # Improved/regressed tasks named in the text; --json lists them all.
 TASKS_NAMED = 20
+# --fail-on-regression: a significant regression; a benchmark that cannot be compared (the gate
+# fails closed). A regression wins when there are both: it is a finding, the other an absence.
+EXIT_REGRESSED = 1
+EXIT_UNCOMPARABLE = 3
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -28,7 +32,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when any benchmark regressed significantly")  # fmt: skip
+                   help=f"exit {EXIT_REGRESSED} when any benchmark regressed significantly; else exit "
+                        f"{EXIT_UNCOMPARABLE} when any cannot be compared (missing from either run, not started, "
+                        f"not complete in either, no task scored in both)")  # fmt: skip
     p.set_defaults(handler=run_compare)
 
 
@@ -46,11 +52,22 @@ def run_compare(args: argparse.Namespace) -> int:
     candidate = find_run(args.candidate, last=args.last)
     outcome = compare(base, candidate, args.metric or DEFAULT_METRIC)
     print(outcome.to_json() if args.json else comparison_text(outcome))
-    if args.fail_on_regression and outcome.regressed:
-        if not args.json:
-            print(f"regression gate: failed ({', '.join(outcome.regressed)} regressed)")
-        return 1
-    return 0
+    if not args.fail_on_regression:
+        return 0
+    code, verdict = gate(outcome)
+    if not args.json:
+        print(f"regression gate: {verdict}")
+    return code
+
+
+def gate(outcome: RunComparison) -> tuple[int, str]:
+    """The regression gate's exit code and its one-line verdict; it fails closed."""
+    if outcome.regressed:
+        return EXIT_REGRESSED, f"failed ({', '.join(outcome.regressed)} regressed)"
+    blocked = sorted({u.benchmark for u in outcome.uncomparable})
+    if blocked:
+        return EXIT_UNCOMPARABLE, f"cannot decide ({', '.join(blocked)} cannot be compared; see above)"
+    return 0, "passed"
 
 
 def signed(value: float | None) -> str:
@@ -93,4 +110,5 @@ def comparison_text(outcome: RunComparison) -> str:
         lines.append(f"Only in base (not compared): {', '.join(outcome.only_in_base)}")
     if outcome.only_in_candidate:
         lines.append(f"Only in candidate (not compared): {', '.join(outcome.only_in_candidate)}")
+    lines += [f"Cannot be compared: {u.text()}" for u in outcome.uncomparable]
     return "\n".join(lines)

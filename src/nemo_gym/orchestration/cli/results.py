@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
     from nemo_gym.orchestration.usage import Usage
 
-# Missing (task, rollout) pairs named in the table's notes; --json lists them all.
+# Missing (task, rollout) pairs and unscoreable rows named in the table's notes; --json lists more.
 MISSING_NAMED = 10
 
 
@@ -22,7 +22,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="a run's results, or several runs side by side",
         description="Every benchmark's results: samples against the expected ones, the metric, GPU-hours. "
         "With several runs (a sweep), a run x benchmark table of the metric. Exits 1 when any benchmark is "
-        "incomplete or failed.",
+        "not complete: failed, incomplete, its completeness unknown (no readable list of the expected samples: "
+        "complete is null in --json), or its value partial (rows whose metric is NaN, infinite, a string or absent).",
     )
     p.add_argument("runs", nargs="*", metavar="RUN",
                    help="run id or sweep id (or a unique part of one), or a run directory")  # fmt: skip
@@ -47,17 +48,21 @@ def run_results(args: argparse.Namespace) -> int:
         print(run_text(runs[0]))
     else:
         print(sweep_text(runs, metric))
-    return 0 if all(run.complete for run in runs) else 1
+    return 0 if all(run.complete is True for run in runs) else 1
 
 
 def value_text(result: BenchmarkResult, with_samples: bool) -> str:
-    """``0.6667``; a partial one says so: ``0.5000 (9/12)`` or ``0.5000 (partial)``; ``-`` without."""
+    """``0.6667``; a partial one says so: ``0.5000 (9/12)``, ``0.5000 (partial)``, ``0.5000 (12/12, 3
+    unscored)``, ``0.5000 (unknown)`` (completeness unknown); ``-`` without a value."""
     if result.value is None:
         return f"{result.state} ({result.samples_text()})" if result.partial and with_samples else "-"
     text = f"{result.value:.4f}"
-    if result.partial:
-        text += f" ({result.samples_text()})" if with_samples else " (partial)"
-    return text
+    if not result.partial:
+        return text
+    unscored = f", {len(result.unscoreable)} unscored" if result.unscoreable else ""
+    if with_samples:
+        return f"{text} ({result.samples_text()}{unscored})"
+    return f"{text} ({'unknown' if result.complete is None else 'partial'}{unscored})"
 
 
 def run_text(run: RunResults) -> str:
@@ -81,14 +86,23 @@ def run_text(run: RunResults) -> str:
 
 
 def notes(result: BenchmarkResult) -> list[str]:
+    from nemo_gym.orchestration.results import UNSCOREABLE_LISTED
+
     out = []
     if result.missing:
-        named = ", ".join(f"task {t} rollout {r}" for t, r in result.missing[:MISSING_NAMED])
-        more = f", and {len(result.missing) - MISSING_NAMED} more (--json lists all)" if len(result.missing) > MISSING_NAMED else ""
-        out.append(f"missing {named}{more}")
+        out.append("missing " + named([f"task {t} rollout {r}" for t, r in result.missing], "--json lists all"))
+    if result.unscoreable:
+        listed = f"--json lists the first {UNSCOREABLE_LISTED}"
+        out.append(f"no {result.metric!r} score: " + named([u.text() for u in result.unscoreable], listed))
     if result.complete and result.note:  # a complete result's caveats (duplicates); partial ones are in the table
         out.append(result.note)
     return out
+
+
+def named(items: list[str], where_all: str) -> str:
+    """The first MISSING_NAMED items, and how many more (and where to see them)."""
+    more = len(items) - MISSING_NAMED
+    return ", ".join(items[:MISSING_NAMED]) + (f", and {more} more ({where_all})" if more > 0 else "")
 
 
 def total_line(total: Usage) -> str:
@@ -124,6 +138,9 @@ def sweep_text(runs: list[RunResults], metric: str) -> str:
     if len(sweeps) == 1 and None not in sweeps:
         lines.append(f"Sweep {sweeps.pop()}: {len(runs)} runs")
     lines.append(f"{metric}: mean over tasks; (k/n): samples written of those expected, where not complete")
+    results = [r for run in runs for r in run.benchmarks]
+    if any(r.complete is None or r.unscoreable for r in results):
+        lines.append("(k/?): expected samples unknown; N unscored: rows without a score, left out of the value")
     lines.append(table([labels.header, *names, "GPU-HOURS", "WALL"], rows))
     for label, run in zip(labels.labels, runs):
         lines.append(f"  {label}: {run.record.gym_job_id} {run.record.run_dir}")
