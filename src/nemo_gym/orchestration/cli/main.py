@@ -23,8 +23,10 @@ EXIT_USAGE = 2
 
 
 def _print_problems(problems: list[str]) -> None:
+    from nemo_gym.orchestration.display import terminal
+
     for line in problems:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {terminal(line)}", file=sys.stderr)
 
 
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
@@ -59,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("GYM_DEBUG"):
             traceback.print_exc()
-        detail = " ".join(str(exc).split()) or type(exc).__name__
+        from nemo_gym.orchestration.display import terminal
+
+        detail = terminal(" ".join(str(exc).split()) or type(exc).__name__)
         print(
             f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and "
             f"report the traceback",
