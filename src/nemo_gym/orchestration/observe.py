@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from nemo_gym.orchestration import contract, usage
+from nemo_gym.orchestration import contract, untrusted, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
 from nemo_gym.orchestration.connection import Connect, Connection, connect
@@ -336,11 +336,10 @@ def chain_status(
 
 
 def _receipt(encoded: str) -> dict | None:
+    """An export's receipt as the job wrote it; None for one that is not a receipt."""
     try:
-        data = json.loads(base64.b64decode(encoded))
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+        data = untrusted.loads_object(base64.b64decode(encoded), "receipt")
+    except (ValueError, UnicodeEncodeError):  # Unreadable is a ValueError; so is bad base64
         return None
     return {key: data.get(key) for key in ("state", "detail", "backend_run_id", "time")}
 

@@ -9,6 +9,7 @@ one for a bug report).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import traceback
@@ -27,6 +28,15 @@ def _print_problems(problems: list[str]) -> None:
 
     for line in problems:
         print(f"error: {terminal(line)}", file=sys.stderr)
+
+
+def _never_unprintable() -> None:
+    """Text read back that no encoding can print (bytes that were not UTF-8, kept as surrogates)
+    comes out escaped rather than ending the command: the labels are escaped where they are
+    shown, and this catches the rest (a log's lines)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
@@ -48,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(invoked_as if invoked_as in COMMAND_NAMES else COMMAND_NAMES[0])
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    _never_unprintable()
     try:
         return handler(args)
     except UserError as exc:
