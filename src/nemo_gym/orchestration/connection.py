@@ -20,6 +20,11 @@ from typing import Protocol
 
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 
+# What the scripts print is read from files anyone may have written (a state file, a directory's
+# name): bytes that are not UTF-8 are kept as lone surrogates, not an error, and go back out as the
+# same bytes (a path in the next script); whatever shows them escapes them (display.py).
+_TEXT: dict = {"text": True, "encoding": "utf-8", "errors": "surrogateescape"}
+
 
 @dataclass
 class Result:
@@ -65,14 +70,14 @@ class LocalConnection:
     def run_script(self, script: str, timeout: float | None = None) -> Result:
         self.round_trips += 1
         proc = subprocess.run(
-            ["bash", "-s"], input=script, capture_output=True, text=True, timeout=timeout
+            ["bash", "-s"], input=script, capture_output=True, **_TEXT, timeout=timeout
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def stream_script(self, script: str) -> subprocess.Popen[str]:
         """Start a script whose output is read as it comes (``logs -f``)."""
         self.round_trips += 1
-        return subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
+        return subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, **_TEXT)
 
 
 class SSHConnection:
@@ -133,7 +138,7 @@ class SSHConnection:
         proc = subprocess.run(
             ["ssh", *self._options, "-o", "ControlMaster=no", "-o", f"ControlPath={self._socket}",
              self.hostname, "bash -s"],
-            input=script, capture_output=True, text=True, timeout=timeout,
+            input=script, capture_output=True, **_TEXT, timeout=timeout,
         )  # fmt: skip
         self._check_transport(proc.returncode, proc.stderr)
         return Result(proc.returncode, proc.stdout, proc.stderr)
@@ -144,7 +149,7 @@ class SSHConnection:
         return subprocess.Popen(
             ["ssh", *self._options, "-o", "ControlMaster=no", "-o", f"ControlPath={self._socket}",
              self.hostname, "bash -c " + shlex.quote(script)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, **_TEXT,
         )  # fmt: skip
 
     def _check_transport(self, returncode: int, stderr: str) -> None:

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from nemo_gym.orchestration import contract, usage
+from nemo_gym.orchestration import contract, untrusted, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
 from nemo_gym.orchestration.connection import Connect, Connection, connect
@@ -26,6 +26,8 @@ from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usa
 
 STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
 FINAL = frozenset({"succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown"})
+# The probe's name for the exit status of a job's own job-end event, beside its state file's keys.
+JOB_END_KEY = "job_end"
 # How many missing (task, rollout) pairs status names; results names them all.
 MISSING_NAMED = 5
 
@@ -105,6 +107,8 @@ gym_probe() {
         out=""
         for id in $ids; do
             st=$(cat "$d/MARKERS_DIR/$id/STATE_FILE" 2>/dev/null | tr '\n' '\t')
+            en=$(awk '$2 == "EVENT_JOB_END" { e = $3 } END { printf "%s", e }' "$d/MARKERS_DIR/$id/EVENTS_FILE" 2>/dev/null)
+            [ -n "$en" ] && st="$st"$'\t'"JOB_END_KEY=$en"
             { [ -e "$d/MARKERS_DIR/$id/CANCELLED_FILE" ] || [ -e "$d/CHAIN_CANCELLED_FILE" ]; } && st="$st"$'\t'cancelled_by_user=1
             SCHEDULER_PROBE
             out+="$(printf 'MARKERJ\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$sc" "$sa")"$'\n'
@@ -189,7 +193,7 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
         ("PHASE_SUCCEEDED", contract.PHASE_SUCCEEDED), ("PHASE_FAILED", contract.PHASE_FAILED),
         ("PHASE_CANCELLED", contract.PHASE_CANCELLED), ("MISSING_NAMED", str(MISSING_NAMED)),
         ("TASK_KEY", TASK_INDEX_KEY), ("ROLLOUT_KEY", ROLLOUT_INDEX_KEY),
-        ("EXPORTS_DIR", contract.EXPORTS_DIR), ("MARKER", contract.PROBE_MARKER),
+        ("EXPORTS_DIR", contract.EXPORTS_DIR), ("JOB_END_KEY", JOB_END_KEY), ("MARKER", contract.PROBE_MARKER),
     ):  # fmt: skip
         functions = functions.replace(name, value)
     lines = [*backend.probe_prelude(record), "gym_all_ids=''", functions]
@@ -241,7 +245,8 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
             bench, job_id, st, sc, sa = (cols + [""] * 5)[:5]
             own = contract.parse_state(st.replace("\t", "\n"))
             by_user = own.pop("cancelled_by_user", "") == "1"
-            answer.jobs[(bench, job_id)] = JobProbe(own, backend.read_scheduler(sc, sa), by_user)
+            job_end = own.pop(JOB_END_KEY, None)
+            answer.jobs[(bench, job_id)] = JobProbe(own, backend.read_scheduler(sc, sa), by_user, job_end)
         elif kind == "R" and len(cols) >= 2:
             answer.facts[cols[0]] = cols[1]
         elif kind == "C" and len(cols) >= 7:
@@ -336,11 +341,10 @@ def chain_status(
 
 
 def _receipt(encoded: str) -> dict | None:
+    """An export's receipt as the job wrote it; None for one that is not a receipt."""
     try:
-        data = json.loads(base64.b64decode(encoded))
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+        data = untrusted.loads_object(base64.b64decode(encoded), "receipt")
+    except (ValueError, UnicodeEncodeError):  # Unreadable is a ValueError; so is bad base64
         return None
     return {key: data.get(key) for key in ("state", "detail", "backend_run_id", "time")}
 

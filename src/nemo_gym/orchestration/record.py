@@ -18,15 +18,18 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError, field_validator
 
-from nemo_gym.orchestration import __version__, contract
+from nemo_gym.orchestration import __version__, contract, untrusted
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.rules import BENCHMARK_NAME_RE
+from nemo_gym.orchestration.untrusted import Unreadable
 
 SCHEMA_VERSION = 1
 RECORD_NAME = contract.RECORD_FILE
@@ -64,6 +67,23 @@ class SubmissionRecord(BaseModel):
     # Where it was submitted from (``submission_origin``), so that --last means the user's last.
     submitted_from: str | None = None
     model: str | None = None  # the policy's model (checkpoint), as the config names it
+
+    @field_validator("executor")
+    @classmethod
+    def _known_executor(cls, value: str) -> str:
+        from nemo_gym.orchestration.backends import backend_names
+
+        if value not in backend_names():
+            raise ValueError(f"no backend {value!r} (known: {', '.join(backend_names())})")
+        return value
+
+    @field_validator("hostname")
+    @classmethod
+    def _plain_hostname(cls, value: str | None) -> str | None:
+        # Handed to ssh as its destination: an option (-oProxyCommand=...) or a space is no host.
+        if value is not None and (not value or value.startswith("-") or any(c.isspace() or not c.isprintable() for c in value)):
+            raise ValueError(f"{value!r} is not a host name")
+        return value
 
     @property
     def failed(self) -> list[BenchmarkJob]:
@@ -183,47 +203,86 @@ def _write_index_file(path: Path, text: str) -> Path | None:
         return None
 
 
-def load_record(text: str) -> SubmissionRecord:
-    data = json.loads(text)
-    version = data.get("schema_version")
-    if not isinstance(version, int):
-        raise ValueError("the record has no usable schema_version")
-    if version > SCHEMA_VERSION:
-        raise ValueError(f"the record was written by a newer version (schema {version}); upgrade to read it")
-    return SubmissionRecord.model_validate(data)
+def load_record(data: str | bytes, what: str = RECORD_NAME) -> SubmissionRecord:
+    """A run's record, or ``Unreadable`` (one line naming ``what``). Benchmarks whose name is not
+    a directory name are refused with a warning line: their files would lie outside the run
+    directory (``../other/x``, ``/etc``), and a job's files are read where its name says."""
+    record = _validated(SubmissionRecord, data, what)
+    kept = []
+    for job in record.benchmarks:
+        problem = benchmark_name_problem(job.benchmark)
+        if problem:
+            warn(f"{what}: benchmark {job.benchmark!r} refused: {problem}")
+        else:
+            kept.append(job.model_copy(update={"job_dir": contract.job_dir(record.run_dir, job.benchmark)}))
+    return record.model_copy(update={"benchmarks": kept})
 
 
-def load_sweep_record(text: str) -> SweepRecord:
-    data = json.loads(text)
-    version = data.get("schema_version")
-    if not isinstance(version, int):
-        raise ValueError("the sweep record has no usable schema_version")
+def load_sweep_record(data: str | bytes, what: str = contract.SWEEP_RECORD_FILE) -> SweepRecord:
+    """A sweep's record, or ``Unreadable`` (one line naming ``what``)."""
+    return _validated(SweepRecord, data, what)
+
+
+def benchmark_name_problem(name: str) -> str | None:
+    """Why ``name``, read from a record, cannot be a benchmark's directory in its run directory."""
+    if name in (".", "..") or not BENCHMARK_NAME_RE.fullmatch(name):
+        return "not a directory name in the run directory (letters, digits, '.', '_' and '-')"
+    return None
+
+
+_Model = TypeVar("_Model", SubmissionRecord, SweepRecord)
+
+
+def _validated(model: type[_Model], data: str | bytes, what: str) -> _Model:
+    doc = untrusted.loads_object(data, what)
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise Unreadable(f"{what}: no usable schema_version")
     if version > SCHEMA_VERSION:
-        raise ValueError(f"the sweep record was written by a newer version (schema {version}); upgrade to read it")
-    return SweepRecord.model_validate(data)
+        raise Unreadable(f"{what}: written by a newer version (schema {version}); upgrade to read it")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as err:
+        raise Unreadable(f"{what}: {validation_problem(err)}") from None
+
+
+def validation_problem(err: ValidationError) -> str:
+    """A model's refusal on one line: the first field that is wrong, and how many more are."""
+    problems = err.errors()
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the document"
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return untrusted.one_line(f"{where}: {first['msg']}{more}")
+
+
+def warn(line: str) -> None:
+    from nemo_gym.orchestration.display import terminal
+
+    print(f"warning: {terminal(line)}", file=sys.stderr)
 
 
 # -- finding runs ----------------------------------------------------------------------------------
 
 
 def all_records() -> list[SubmissionRecord]:
-    records = []
-    for path in sorted(index_dir().glob("gym-job-*.json")):
-        try:
-            records.append(load_record(path.read_text()))
-        except (OSError, ValueError):
-            continue
+    """Every run of the index; an entry that cannot be read is skipped with one warning line."""
+    records = _index_entries("gym-job-*.json", load_record)
     return sorted(records, key=lambda r: (r.submitted_at, r.gym_job_id))
 
 
 def all_sweeps() -> list[SweepRecord]:
-    sweeps = []
-    for path in sorted(index_dir().glob(f"*{SWEEP_INDEX_SUFFIX}")):
-        try:
-            sweeps.append(load_sweep_record(path.read_text()))
-        except (OSError, ValueError):
-            continue
+    sweeps = _index_entries(f"*{SWEEP_INDEX_SUFFIX}", load_sweep_record)
     return sorted(sweeps, key=lambda s: (s.submitted_at, s.sweep_id))
+
+
+def _index_entries(pattern: str, load: Callable[[bytes, str], _Model]) -> list[_Model]:
+    entries = []
+    for path in sorted(index_dir().glob(pattern)):
+        try:
+            entries.append(load(untrusted.read_bounded(path, str(path)), str(path)))
+        except Unreadable as exc:
+            warn(f"{exc}; skipped")
+    return entries
 
 
 def looks_like_a_directory(name: str) -> bool:
@@ -240,15 +299,15 @@ def run_in_directory(path: str) -> SubmissionRecord:
     record_path = Path(run_dir) / RECORD_NAME
     if not os.path.isdir(run_dir):
         raise UserError(f"no run directory {path}; give a run id (gym eval list), --last or a run's directory")
-    try:
-        record = load_record(record_path.read_text())
-    except FileNotFoundError:
+    if not record_path.is_file():
         raise UserError(
             f"{path} is not a run directory (it has no {RECORD_NAME}); give the directory gym eval submit "
             f"printed (<output_path>/<run id>)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{record_path}: cannot read the run's record ({exc})") from None
+        )
+    try:
+        record = load_record(untrusted.read_bounded(record_path, str(record_path)), str(record_path))
+    except Unreadable as exc:
+        raise UserError(f"cannot read the run's record: {exc}") from None
     jobs = [b.model_copy(update={"job_dir": contract.job_dir(run_dir, b.benchmark)}) for b in record.benchmarks]
     return record.model_copy(update={"run_dir": run_dir, "benchmarks": jobs, "hostname": None})
 

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nemo_gym.orchestration.display import matplotlib as shown
+from nemo_gym.orchestration.display import terminal_text
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.sweep import run_labels
 from nemo_gym.orchestration.usage import hours_text, total, wall_text
@@ -131,12 +133,12 @@ def benchmark_chart(benchmark: str, metric: str, axis: Axis, results: list[Bench
             if all(0.0 <= y <= 1.0 for y in ys):
                 ax.set_ylim(-0.05, 1.05)
         else:
-            ax.text(0.5, 0.5, f"no {metric} scores yet", transform=ax.transAxes, ha="center", color="#718096")
-        ax.set_xticks(axis.positions, axis.ticks, rotation=20 if any(len(t) > 8 for t in axis.ticks) else 0,
+            ax.text(0.5, 0.5, shown(f"no {metric} scores yet"), transform=ax.transAxes, ha="center", color="#718096")
+        ax.set_xticks(axis.positions, [shown(t) for t in axis.ticks], rotation=20 if any(len(t) > 8 for t in axis.ticks) else 0,
                       ha="right" if any(len(t) > 8 for t in axis.ticks) else "center")  # fmt: skip
-        ax.set_xlabel(axis.title)
-        ax.set_ylabel(metric)
-        ax.set_title(benchmark, loc="left", fontweight="bold")
+        ax.set_xlabel(shown(axis.title))
+        ax.set_ylabel(shown(metric))
+        ax.set_title(shown(benchmark), loc="left", fontweight="bold")
         ax.grid(axis="y", color="#e2e8f0")
         ax.set_axisbelow(True)
         buffer = io.StringIO()
@@ -165,6 +167,7 @@ def report_html(runs: list[RunResults], metric: str, comparison: RunComparison |
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        finalize=_shown_in_html,
     )
     sweeps = {run.record.sweep_id for run in runs}
     page: dict[str, Any] = {
@@ -191,6 +194,16 @@ def report_html(runs: list[RunResults], metric: str, comparison: RunComparison |
         "comparison": _comparison_view(comparison, labels.labels) if comparison is not None else None,
     }
     return env.get_template(TEMPLATE).render(page=page)
+
+
+def _shown_in_html(value: Any) -> Any:
+    """Every text the page shows, with its control and bidi characters escaped (the page escapes
+    markup itself); the charts, marked safe, were drawn from labels escaped already."""
+    import markupsafe
+
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return terminal_text(value)
+    return value
 
 
 def _cell(result: BenchmarkResult | None) -> dict[str, str]:

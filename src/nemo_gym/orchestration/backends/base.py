@@ -50,6 +50,7 @@ class JobProbe:
     own: dict[str, str] = field(default_factory=dict)
     scheduler: SchedulerView = SchedulerView()
     cancelled_by_user: bool = False
+    job_end: str | None = None  # the exit status of the job's own job-end event, if it wrote one
 
     @property
     def phase(self) -> str | None:
@@ -65,6 +66,17 @@ def recorded_outcome(probe: JobProbe) -> tuple[str, str] | None:
     if probe.phase in (contract.PHASE_SUCCEEDED, contract.PHASE_FAILED, contract.PHASE_CANCELLED):
         return probe.phase, probe.detail
     return None
+
+
+def self_recorded_end(probe: JobProbe) -> tuple[str, str] | None:
+    """The end a job recorded itself and confirmed with its job-end event: the job's own word that it
+    has ended, which no answer of the scheduler about a job of the same id can undo."""
+    recorded = recorded_outcome(probe)
+    if recorded is None or probe.job_end is None:
+        return None
+    if (recorded[0] == contract.PHASE_SUCCEEDED) != (probe.job_end == "0"):
+        return None  # the two records disagree: neither is the job's settled word
+    return recorded
 
 
 CANCELLED_BY_USER = ("cancelled", "cancelled by the user (gym eval cancel)")

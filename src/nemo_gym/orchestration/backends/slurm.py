@@ -12,6 +12,7 @@ from nemo_gym.orchestration.backends.base import (
     JobProbe,
     SchedulerView,
     recorded_outcome,
+    self_recorded_end,
 )
 from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
@@ -190,6 +191,11 @@ class SlurmBackend(Backend):
                 f"waiting in the queue ({reason})"
             )
         by_slurm = self._ended_by_slurm(state, view)
+        own_end = self_recorded_end(probe)
+        if own_end is not None and (state == "PENDING" or by_slurm is not None and own_end[0] == contract.PHASE_SUCCEEDED):
+            # A job that ended by itself is neither queued nor ended by Slurm: Slurm speaks of another
+            # job of this id (a copied run's ids name other jobs on another cluster, or after a reset).
+            return own_end[0], f"{own_end[1]} ({contradiction(job_id, probe)})"
         if by_slurm is not None:
             return by_slurm
         recorded = recorded_outcome(probe)
@@ -246,3 +252,11 @@ class SlurmBackend(Backend):
             "  esac",
             "done",
         ]
+
+
+def contradiction(job_id: str, probe: JobProbe) -> str:
+    """The flag of a Slurm answer that contradicts the job's own job-end record."""
+    return (
+        f"the job's own job-end record (exit status {probe.job_end}) wins over Slurm, which says "
+        f"{contract.slurm_state_word(probe.scheduler.state)} of job {job_id}: another job of this id?"
+    )

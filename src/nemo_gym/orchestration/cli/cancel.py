@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from nemo_gym.orchestration.cli.common import RUN_HELP
+from nemo_gym.orchestration.display import echo
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -35,10 +35,10 @@ def run_cancel(args: argparse.Namespace) -> int:
         # A sweep's lines say which run; one run's stay as they always were.
         where = f"{label}: " if selection.sweep else ""
         for job in report.already_ended:
-            print(f"  {where}{job.benchmark}: already {job.state}, nothing to cancel")
+            echo(f"  {where}{job.benchmark}: already {job.state}, nothing to cancel")
         for job in report.refused:
-            print(f"  {where}{job.benchmark}: scancel {job.job_id} failed", file=sys.stderr)
+            echo(f"  {where}{job.benchmark}: scancel {job.job_id} failed", err=True)
         for job in report.cancelled:
-            print(f"  {where}cancelled {job.benchmark} (job {' -> '.join(job.chain) or job.job_id})")
+            echo(f"  {where}cancelled {job.benchmark} (job {' -> '.join(job.chain) or job.job_id})")
         ok = ok and report.ok
     return 0 if ok else 1

@@ -13,6 +13,11 @@ def add_run_selector(p: argparse.ArgumentParser) -> None:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Columns of labels, each shown on one line with its control characters escaped."""
+    from nemo_gym.orchestration.display import terminal
+
+    headers = [terminal(h) for h in headers]
+    rows = [[terminal(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]

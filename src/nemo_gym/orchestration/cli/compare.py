@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import table
+from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.comparison import BenchmarkComparison, RunComparison
@@ -51,12 +52,12 @@ def run_compare(args: argparse.Namespace) -> int:
     base = find_run(args.base)
     candidate = find_run(args.candidate, last=args.last)
     outcome = compare(base, candidate, args.metric or DEFAULT_METRIC)
-    print(outcome.to_json() if args.json else comparison_text(outcome))
+    echo(outcome.to_json() if args.json else comparison_text(outcome))
     if not args.fail_on_regression:
         return 0
     code, verdict = gate(outcome)
     if not args.json:
-        print(f"regression gate: {verdict}")
+        echo(f"regression gate: {verdict}")
     return code
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from nemo_gym.orchestration.cli.common import add_run_selector
+from nemo_gym.orchestration.display import echo
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -23,5 +23,5 @@ def run_export(args: argparse.Namespace) -> int:
     results = export(find_run(args.run, args.last), args.to, args.force)
     for result in results:
         for line in result.lines:
-            print(f"  {result.benchmark}: {line}", file=sys.stderr if result.failed else sys.stdout)
+            echo(f"  {result.benchmark}: {line}", err=result.failed)
     return 1 if any(result.failed for result in results) else 0

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from nemo_gym.orchestration.cli.common import add_run_selector
+from nemo_gym.orchestration.display import echo, terminal
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -53,6 +54,6 @@ def sweep_logs(selection, request, follow: bool) -> int:
         )
     found = logs_of_runs(selection.records, request)
     for label, log in zip(run_labels(selection.records).labels, found):
-        print(f"==> {label} ({log.record.gym_job_id}) <==")
+        echo(f"==> {terminal(label)} ({terminal(log.record.gym_job_id)}) <==")
         sys.stdout.write(log.text if log.text is not None else f"({log.problem})\n")
     return 0 if any(log.text is not None for log in found) else 1

@@ -9,6 +9,7 @@ one for a bug report).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import traceback
@@ -23,8 +24,19 @@ EXIT_USAGE = 2
 
 
 def _print_problems(problems: list[str]) -> None:
+    from nemo_gym.orchestration.display import terminal
+
     for line in problems:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {terminal(line)}", file=sys.stderr)
+
+
+def _never_unprintable() -> None:
+    """Text read back that no encoding can print (bytes that were not UTF-8, kept as surrogates)
+    comes out escaped rather than ending the command: the labels are escaped where they are
+    shown, and this catches the rest (a log's lines)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
@@ -54,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(invoked_as if invoked_as in COMMAND_NAMES else COMMAND_NAMES[0])
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    _never_unprintable()
     try:
         return handler(args)
     except UserError as exc:
@@ -67,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("GYM_DEBUG"):
             traceback.print_exc()
-        detail = _scrubbed(" ".join(str(exc).split())) or type(exc).__name__
+        from nemo_gym.orchestration.display import terminal
+
+        detail = terminal(_scrubbed(" ".join(str(exc).split())) or type(exc).__name__)
         print(
             f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and "
             f"report the traceback",

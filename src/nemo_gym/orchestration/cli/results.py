@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import table
+from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
@@ -45,9 +46,9 @@ def run_results(args: argparse.Namespace) -> int:
     if args.json:
         print(results_json(runs))
     elif len(runs) == 1:
-        print(run_text(runs[0]))
+        echo(run_text(runs[0]))
     else:
-        print(sweep_text(runs, metric))
+        echo(sweep_text(runs, metric))
     return 0 if all(run.complete is True for run in runs) else 1
 
 

@@ -10,8 +10,11 @@ import time
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import add_run_selector, table
+from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from nemo_gym.orchestration.library import RunStatus
     from nemo_gym.orchestration.observe import JobStatus
     from nemo_gym.orchestration.record import Selection, SubmissionRecord, SweepRecord
@@ -37,7 +40,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
         return 0
-    print(table(["RUN", "SUBMITTED", "STATE", "MODEL", "BACKEND", "HOST", "JOBS", "RUN DIR / WHAT DIFFERS"],
+    echo(table(["RUN", "SUBMITTED", "STATE", "MODEL", "BACKEND", "HOST", "JOBS", "RUN DIR / WHAT DIFFERS"],
                 list_rows(records, list_sweeps())) if records else "no runs yet")  # fmt: skip
     return 0
 
@@ -143,7 +146,7 @@ def run_status(args: argparse.Namespace) -> int:
     selection = find_selection(args.run, args.last)
     if not args.watch:
         runs = status_of_runs(selection.records)
-        print(status_json(selection, runs) if args.json else status_text(selection, runs))
+        echo(status_json(selection, runs) if args.json else status_text(selection, runs))
         return 0
     return _watch(selection, args.interval, args.json)
 
@@ -165,27 +168,32 @@ def _watch(selection: Selection, interval: float, as_json: bool) -> int:
             while True:
                 runs = status_of_runs(records, conn, previous=runs)
                 if final(runs):
-                    print(status_json(selection, runs) if as_json else status_text(selection, runs))
+                    echo(status_json(selection, runs) if as_json else status_text(selection, runs))
                     return 0 if succeeded(runs) else 1
                 time.sleep(interval)
         from rich.console import Console
         from rich.live import Live
-        from rich.table import Table
-
-        def render(runs: list[RunStatus]) -> Table:
-            title, headers, rows, total = status_table(selection, runs)
-            view = Table(title=title, caption=total, expand=False)
-            for i, header in enumerate(headers):
-                # A sweep's first column is named by its swept keys, which are spelled as written.
-                view.add_column(header if i == 0 and selection.sweep else header.lower())
-            for row in rows:
-                view.add_row(*row)
-            return view
 
         runs = status_of_runs(records, conn)
-        with Live(render(runs), console=Console(), auto_refresh=False) as live:
+        with Live(rich_table(selection, runs), console=Console(), auto_refresh=False) as live:
             while not final(runs):
                 time.sleep(interval)
                 runs = status_of_runs(records, conn, previous=runs)
-                live.update(render(runs), refresh=True)
+                live.update(rich_table(selection, runs), refresh=True)
         return 0 if succeeded(runs) else 1
+
+
+def rich_table(selection: Selection, runs: list[RunStatus]) -> Table:
+    """``status --watch``'s view: the status table for rich, every cell shown as written."""
+    from rich.table import Table
+
+    from nemo_gym.orchestration.display import rich as shown
+
+    title, headers, rows, total = status_table(selection, runs)
+    view = Table(title=shown(title), caption=shown(total), expand=False)
+    for i, header in enumerate(headers):
+        # A sweep's first column is named by its swept keys, which are spelled as written.
+        view.add_column(shown(header if i == 0 and selection.sweep else header.lower()))
+    for row in rows:
+        view.add_row(*(shown(cell) for cell in row))
+    return view

@@ -1,0 +1,62 @@
+"""Labels read back (benchmark names, run ids, swept values, details, causes), made safe for where
+they are shown. Anyone may have written them: a run directory is copied and shared, a record is
+a file. Each surface has its own hazard:
+
+- the terminal: control characters (``ESC]0;...BEL`` retitles it, ``ESC[31m`` recolours it), bytes
+  that were not UTF-8 (kept as lone surrogates by ``surrogateescape``) and bidirectional controls
+  (U+202E shows text reversed) are shown escaped, ``\\x1b``, ``\\xff``, ``\\u202e``;
+- rich: the same, and its markup escaped (``[/bad]`` is a closing tag to rich, ``[a,b]`` a style);
+- matplotlib: the same, with every ``$`` escaped (two of them start mathtext, and a label such as
+  ``/ckpt/exp_$a_$/step-1000`` is no valid math).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+# C0 and C1 controls and DEL; lone surrogates (bytes that were not UTF-8, or a JSON "\udXXX");
+# the bidirectional controls (embeddings, overrides, isolates, marks) and the line and paragraph
+# separators, which reorder or break what follows them on screen.
+_BEYOND_C0 = "\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
+_UNSAFE_BUT_LAYOUT = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")  # newline and tab kept
+# What surrogateescape made of an undecodable byte: U+DC80..U+DCFF for bytes 0x80..0xFF.
+_ESCAPED_BYTES = range(0xDC80, 0xDD00)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code in _ESCAPED_BYTES:
+        return f"\\x{code - 0xDC00:02x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def terminal(label: object) -> str:
+    """One label on one line: every control character, newlines included, shown escaped."""
+    return _UNSAFE.sub(_escaped, str(label))
+
+
+def terminal_text(text: object) -> str:
+    """Text of several lines (a message, a log header): as ``terminal``, keeping newlines and tabs."""
+    return _UNSAFE_BUT_LAYOUT.sub(_escaped, str(text))
+
+
+def rich(label: object) -> str:
+    """A label for rich's markup: shown as written, never read as a tag."""
+    from rich.markup import escape
+
+    return escape(terminal(label))
+
+
+def matplotlib(label: object) -> str:
+    """A label for a figure: shown as written (no mathtext), without control characters (invalid in SVG)."""
+    return terminal(label).replace("$", r"\$")
+
+
+
+def echo(text: object, err: bool = False) -> None:
+    """Print text made of labels read back, on the terminal's terms (``terminal_text``)."""
+    print(terminal_text(text), file=sys.stderr if err else sys.stdout)

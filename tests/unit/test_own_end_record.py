@@ -1,0 +1,95 @@
+"""A job's own job-end record wins over a scheduler answer that contradicts it: a copied Slurm run
+read where the scheduler knows another job of the same id stays as it ended, flagged."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+from fakes import FakeCluster, FakeConnection
+
+from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends.base import JobProbe
+from nemo_gym.orchestration.record import SubmissionRecord
+
+SLURM = backend_named("slurm")
+HOST = "login.fake"
+
+
+def probe(phase: str, job_end: str | None, fields: str, attempt: str = "0") -> JobProbe:
+    own = {"phase": phase, "detail": "driver finished", "attempt": attempt}
+    return JobProbe(own, SLURM.read_scheduler(fields, ""), False, job_end)
+
+
+@pytest.mark.parametrize("fields", ["JobState=PENDING Reason=Priority", "JobState=CANCELLED", "JobState=TIMEOUT",
+                                    "JobState=NODE_FAIL"])  # fmt: skip
+def test_a_job_that_ended_0_by_its_own_record_succeeded_whatever_slurm_says_of_its_id(fields) -> None:
+    state, detail = SLURM.job_state("100", probe("succeeded", "0", fields), 12, {})
+    word = fields.split()[0].split("=")[1]
+    assert state == "succeeded" and detail.startswith("driver finished (the job's own job-end record (exit status 0)")
+    assert f"Slurm, which says {word} of job 100: another job of this id?" in detail
+
+
+def test_a_job_that_failed_by_its_own_record_is_not_queued() -> None:
+    state, detail = SLURM.job_state("100", probe("failed", "1", "JobState=PENDING"), 0, {})
+    assert state == "failed" and "wins over Slurm, which says PENDING" in detail
+
+
+def test_slurm_still_explains_a_failure_the_job_recorded() -> None:
+    assert SLURM.job_state("100", probe("failed", "143", "JobState=TIMEOUT"), 0, {})[0] == "timed out"
+    assert SLURM.job_state("100", probe("failed", "143", "JobState=CANCELLED"), 0, {})[0] == "cancelled"
+
+
+def test_without_its_job_end_record_or_with_one_that_disagrees_slurm_decides_as_before() -> None:
+    assert SLURM.job_state("100", probe("succeeded", None, "JobState=PENDING"), 0, {})[0] == "queued"
+    assert SLURM.job_state("100", probe("succeeded", "1", "JobState=PENDING"), 0, {})[0] == "queued"
+    assert SLURM.job_state("100", probe("failed", "0", "JobState=CANCELLED"), 0, {})[0] == "cancelled"
+
+
+def test_a_job_slurm_requeued_since_is_queued_not_its_earlier_runs_end() -> None:
+    requeued = probe("succeeded", "0", "JobState=PENDING Restarts=1 Reason=BeginTime")
+    assert SLURM.job_state("100", requeued, 0, {})[0] == "queued"
+
+
+def test_agreeing_answers_carry_no_flag() -> None:
+    for fields in ("JobState=COMPLETED", "JobState=COMPLETING", ""):
+        assert SLURM.job_state("100", probe("succeeded", "0", fields), 0, {}) == ("succeeded", "driver finished")
+
+
+# -- through the probe, against the fake cluster -----------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def own_index(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def submitted(base: dict, tmp_path: Path, conn: FakeConnection) -> SubmissionRecord:
+    base["compute"]["cluster"]["hostname"] = HOST
+    base["job"]["output_path"] = str(tmp_path / "runs")
+    base["driver"]["benchmarks"] = {"math": {}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        submission = library.submit(SubmitConfig.model_validate(base), connect=conn.connect)
+    assert submission.interrupted is None and not submission.failed
+    return submission.record
+
+
+def test_a_copied_run_whose_job_id_slurm_gives_another_job_reads_as_it_ended(base, tmp_path) -> None:
+    cluster = FakeCluster(tmp_path / "slurm")
+    conn = FakeConnection(cluster, HOST)
+    record = submitted(base, tmp_path, conn)
+    [job] = record.benchmarks
+    state = Path(job.job_dir) / contract.state_dir(job.job_id or "")
+    state.mkdir(parents=True, exist_ok=True)
+    (state / contract.STATE_FILE).write_text("phase=succeeded\ndetail=driver finished\nattempt=0\n")
+    (state / contract.EVENTS_FILE).write_text(f"1 {contract.EVENT_JOB_START}\n9 {contract.EVENT_JOB_END} 0\n")
+    cluster.set_state(job.job_id or "", "PENDING")  # another job of the same id, as Slurm knows it
+    [status] = library.status(record, connect=conn.connect).jobs
+    assert status.state == "succeeded" and "job-end record (exit status 0) wins over Slurm" in status.detail
+    cluster.set_state(job.job_id or "", "CANCELLED")
+    [status] = library.status(record, connect=conn.connect).jobs
+    assert status.state == "succeeded" and "which says CANCELLED" in status.detail
