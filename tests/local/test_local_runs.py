@@ -285,7 +285,7 @@ def test_two_runs_submitted_one_after_the_other_take_turns_and_each_is_answered_
     queued behind the first, and each run's driver is answered by its own run's server only."""
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
-    service = {"type": "vllm", "model": "/m/same", "port": 18240}
+    service = {"type": "vllm", "model": "/m/same", "port": 18241}
     first = submit(tmp_path / "one", {"policy": {**service, "served_model_name": "one"}},
                    driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"})["benchmarks"][0]  # fmt: skip
     time.sleep(1)

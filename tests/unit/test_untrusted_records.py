@@ -153,7 +153,9 @@ def test_a_recorded_job_dir_is_never_trusted_over_the_run_directory() -> None:
 
 
 def test_last_still_finds_the_newest_readable_run(capsys) -> None:
-    write_local_index(a_record("gym-job-20250101T000000Z-aaaaaa"))
+    from nemo_gym.orchestration.record import current_user
+
+    write_local_index(a_record("gym-job-20250101T000000Z-aaaaaa", submitted_by=current_user()))  # --last is yours
     plant("gym-job-20990101T000000Z-zzzzzz.json", b"[1, 2]")
     assert find_selection(None, last=True).records[0].gym_job_id == "gym-job-20250101T000000Z-aaaaaa"
     assert capsys.readouterr().err.count("warning: ") == 1

@@ -12,7 +12,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("cancel", help="cancel a run's or a sweep's jobs (all, or the benchmarks named)")
     p.add_argument("run", nargs="?", help=RUN_HELP.replace(", or a run's directory", ""))
     p.add_argument("benchmarks", nargs="*", help="only these benchmarks (of every run of a sweep)")
-    p.add_argument("--last", action="store_true", help="the most recent submission (a sweep when it was one)")
+    p.add_argument("--last", action="store_true", help="your most recent submission: this shell session's, else yours on this machine (a sweep when it was one)")
     p.set_defaults(handler=run_cancel)
 
 

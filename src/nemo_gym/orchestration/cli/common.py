@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-RUN_HELP = "run id or sweep id (or a unique part of one), or a run's directory (default: the last submission)"
+RUN_HELP = "run id or sweep id (or a unique part of one), or a run's directory (default: your last submission, as --last)"
 
 
 def add_run_selector(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", nargs="?", help=RUN_HELP)
-    p.add_argument("--last", action="store_true", help="the most recent submission (a sweep when it was one)")
+    p.add_argument("--last", action="store_true", help="your most recent submission: this shell session's, else yours on this machine (a sweep when it was one)")
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

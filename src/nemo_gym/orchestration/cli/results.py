@@ -28,7 +28,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="*", metavar="RUN",
                    help="run id or sweep id (or a unique part of one), or a run directory")  # fmt: skip
-    p.add_argument("--last", action="store_true", help="the most recent submission (after any RUN given)")
+    p.add_argument("--last", action="store_true", help="your most recent submission, after any RUN given (this shell session's, else yours on this machine)")
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric to show (default: reward)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_results)
