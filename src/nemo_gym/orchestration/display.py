@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 # C0 and C1 controls and DEL; lone surrogates (bytes that were not UTF-8, or a JSON "\udXXX");
 # the bidirectional controls (embeddings, overrides, isolates, marks) and the line and paragraph
@@ -44,11 +48,12 @@ def terminal_text(text: object) -> str:
     return _UNSAFE_BUT_LAYOUT.sub(_escaped, str(text))
 
 
-def rich(label: object) -> str:
-    """A label for rich's markup: shown as written, never read as a tag."""
-    from rich.markup import escape
+def rich(label: object) -> Text:
+    """A label for rich: shown as written, never read as markup. A ``Text``, not an escaped string:
+    rich's escaping doubles a trailing backslash, which then shows twice."""
+    from rich.text import Text
 
-    return escape(terminal(label))
+    return Text(terminal(label))
 
 
 def matplotlib(label: object) -> str:
