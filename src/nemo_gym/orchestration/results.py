@@ -185,7 +185,7 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
     for job in record.benchmarks:
         d, b = shlex.quote(job.job_dir), shlex.quote(job.benchmark)
         # A metrics file is kilobytes: one over the bound is named, never sent.
-        payload = f'$(base64 -w0 <"$f")'
+        payload = '$(base64 -w0 <"$f")'
         lines.append(
             f"for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f \"$f\" ] || continue; "
             f"if [ \"$(wc -c <\"$f\")\" -gt {untrusted.MAX_DOCUMENT_BYTES} ]; then p={shlex.quote(TOO_LARGE)}; else p=\"{payload}\"; fi; "
