@@ -368,3 +368,14 @@ def test_hostile_rollouts_and_metrics_read_where_they_lie_are_one_line_each(tmp_
     assert code == 1 and err == "" and "Traceback" not in out
     assert "1 unreadable row(s) (line 5)" in out
     assert "unreadable metrics file " in out and "rollouts_aggregate_metrics.json: JSON nested deeper than 64 levels" in out
+
+
+def test_a_metrics_file_over_the_bound_is_named_and_never_sent(tmp_path, capsys, monkeypatch) -> None:
+    from nemo_gym.orchestration import untrusted
+
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    monkeypatch.setattr(untrusted, "MAX_DOCUMENT_BYTES", 100)  # the real metrics file is a few hundred bytes
+    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    metrics = run_dir / BENCH / "artifacts" / "rollouts_aggregate_metrics.json"
+    assert result.complete is False and result.metrics == {}
+    assert result.completeness_reason == f"unreadable metrics file {metrics}: larger than 100 bytes"

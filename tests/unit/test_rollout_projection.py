@@ -154,3 +154,33 @@ def test_json_nested_past_the_parsers_stack_is_one_unreadable_row(opener: str, d
     assert rollout_projection.numeric_keys(line) == []
     rs = parse_rollouts([line, json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1})])
     assert rs.unreadable_lines == (1,) and dict(rs.rewards) == {(0, 0): 1.0}
+
+
+HOSTILE_LINE = st.one_of(
+    rollout_line(),
+    st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"").decode("latin-1")),
+    st.integers(1, 3000).map(lambda n: "[" * n),
+    st.integers(1, 3000).map(lambda n: '{"_ng_task_index": 0, "x": ' + "[" * n + "]" * n + "}"),
+    st.sampled_from(['{"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": NaN}', "null", "[1,2]", "\ufeff{}"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(HOSTILE_LINE, max_size=8), st.binary(max_size=8))
+def test_hostile_files_read_the_same_projected_or_whole_and_never_raise(lines: list[str], junk: bytes) -> None:
+    import tempfile
+
+    from nemo_gym.orchestration.results import _decoded_lines, _Found, benchmark_result
+
+    data = "\n".join(lines).encode("utf-8", "surrogateescape") + junk
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rollouts.jsonl"
+        path.write_bytes(data)
+        _names, packed = rollout_projection.project_file(str(path), "reward")
+    projected = _decoded_lines("z", base64.b64encode(packed).decode())
+    whole = _decoded_lines("raw", base64.b64encode(data).decode())
+    assert parse_rollouts(projected) == parse_rollouts(whole)
+    for found in (_Found(files=["m"], rollout_lines=projected, expected_lines=projected),
+                  _Found(files=["m"], rollout_lines=whole, expected_lines=None)):  # fmt: skip
+        result = benchmark_result("b", None, found, "reward")
+        assert result.complete is False and json.dumps(result.as_dict(), allow_nan=False)

@@ -330,3 +330,14 @@ def test_submit_of_a_sweep_prints_each_run_and_its_jobs(config_file, conn, clust
 def test_stage_dir_without_dry_run_is_one_line(config_file, capsys) -> None:
     code, _, err = cli(capsys, "submit", "-c", str(config_file), "--stage-dir", "x")
     assert code == 1 and err == "error: --stage-dir writes what --dry-run renders; add --dry-run\n"
+
+
+def test_a_refused_sweep_leaves_no_output_directory_behind(config_file, conn, cluster, tmp_path) -> None:
+    sweep = prepared(config_file, MODELS, f"job.output_path={tmp_path}/fresh/deeper/runs")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    object.__setattr__(sweep.members[2].plan, "run_dir", f"{blocker}/run")  # cannot be made: a file is its parent
+    with pytest.raises(UserError, match="could not write the run directory of 3 runs .*nothing was submitted"):
+        library.submit_sweep(sweep, connect=conn.connect)
+    assert not cluster.calls("sbatch")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("slurm", "cache")) == ["a-file", "eval.yaml"]

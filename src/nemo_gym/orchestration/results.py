@@ -53,6 +53,7 @@ NO_EXPECTED_LIST = (
     f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name} (gym before 0.7.0 writes none): nothing lists the samples "
     f"the driver meant to write"
 )
+TOO_LARGE = "!too-large"  # in place of a metrics file's base64: it is over the bound, not sent
 # Unscoreable rows listed in --json (all are counted); the table names fewer.
 UNSCOREABLE_LISTED = 50
 
@@ -183,9 +184,12 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
     lines = []
     for job in record.benchmarks:
         d, b = shlex.quote(job.job_dir), shlex.quote(job.benchmark)
+        # A metrics file is kilobytes: one over the bound is named, never sent.
+        payload = '$(base64 -w0 <"$f")'
         lines.append(
             f"for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f \"$f\" ] || continue; "
-            f"printf '%s%s\\x1f\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$f\" \"$(base64 -w0 <\"$f\")\"; done"
+            f"if [ \"$(wc -c <\"$f\")\" -gt {untrusted.MAX_DOCUMENT_BYTES} ]; then p={shlex.quote(TOO_LARGE)}; else p=\"{payload}\"; fi; "
+            f"printf '%s%s\\x1f\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$f\" \"$p\"; done"
         )
     files = [
         (job.benchmark, f"{job.job_dir}/{contract.ROLLOUTS_FILE}", f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}")
@@ -242,6 +246,8 @@ def _add_metrics_file(found: _Found, path: str, payload: str) -> None:
     """gym's aggregate metrics (an object, or a list of them), read bounded: anything else makes
     the file unreadable, said in one line."""
     try:
+        if payload == TOO_LARGE:
+            raise untrusted.Unreadable(f"{path}: larger than {untrusted.MAX_DOCUMENT_BYTES} bytes")
         data = base64.b64decode(payload)
         if len(data) > untrusted.MAX_DOCUMENT_BYTES:
             raise untrusted.Unreadable(f"{path}: larger than {untrusted.MAX_DOCUMENT_BYTES} bytes")

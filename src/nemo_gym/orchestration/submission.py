@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
+import posixpath
 import re
 import shlex
 import tarfile
@@ -75,8 +76,13 @@ def runs_submission_script(runs: list[RunToSubmit]) -> str:
     plans = [run.plan for run in runs]
     lines = ["set -u", "umask 022", *_mount_checks(plans), *_absent_run_dirs(plans)]
     lines.append("gym_made=()")  # the run directories made so far, removed again if one fails
+    lines += _absent_parents(plans)  # and the directories above them that this script makes
     # (${a[@]+"${a[@]}"}: an empty array under set -u, which bash before 4.4 calls unbound.)
-    lines.append(f'gym_unmake() {{ rm -rf ${{gym_made[@]+"${{gym_made[@]}}"}}; exit {EXIT_RUN_DIR_UNWRITABLE}; }}')
+    lines.append(
+        f'gym_unmake() {{ rm -rf ${{gym_made[@]+"${{gym_made[@]}}"}}; '
+        f'for d in ${{gym_parents[@]+"${{gym_parents[@]}}"}}; do rmdir "$d" 2>/dev/null; done; '
+        f"exit {EXIT_RUN_DIR_UNWRITABLE}; }}"
+    )
     for run in runs:
         run_dir = shlex.quote(run.plan.run_dir)
         lines += [
@@ -112,6 +118,28 @@ def _mount_checks(plans: list[RunPlan]) -> list[str]:
         lines.append(f"test -e {shlex.quote(src)} || {{ echo {marker}; gym_missing=1; }}")
     lines.append(f'[ "$gym_missing" -eq 0 ] || exit {EXIT_MISSING_MOUNTS}')
     return lines
+
+
+def _absent_parents(plans: list[RunPlan]) -> list[str]:
+    """Bash listing in ``gym_parents`` the directories above the run directories that do not exist
+    yet (``mkdir -p`` will make them), deepest first: a refused submission removes them again
+    (those still empty), leaving nothing behind, not even an empty output directory."""
+    parents = {parent for plan in plans for parent in _parents(plan.run_dir)}
+    lines = ["gym_parents=()"]
+    for parent in sorted(parents, key=lambda d: (-d.count("/"), d)):
+        quoted = shlex.quote(parent)
+        lines.append(f"[ -e {quoted} ] || gym_parents+=({quoted})")
+    return lines
+
+
+def _parents(run_dir: str) -> list[str]:
+    """``/a/b/run`` -> ``/a/b``, ``/a`` (not ``/``, nor a relative path's ``.``)."""
+    found = []
+    parent = posixpath.dirname(run_dir.rstrip("/"))
+    while parent not in ("", "/", ".", "~") and parent not in found:
+        found.append(parent)
+        parent = posixpath.dirname(parent)
+    return found
 
 
 def _absent_run_dirs(plans: list[RunPlan]) -> list[str]:

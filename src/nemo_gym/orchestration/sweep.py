@@ -8,11 +8,14 @@ like any config (``key=value`` overrides), and runs under its own run id; the sw
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,20 +57,18 @@ def expand(config_path: str | Path, swept: list[str]) -> list[SweepPoint]:
         parsed = parser.parse_overrides(list(swept))
     except HydraException as exc:
         raise UserError(f"-m: {_first_line(exc)}; write key=a,b,c (quote values with commas: key='a,b',c)") from None
+    _refuse_repeated_keys(parsed)
+    _refuse_too_many(parsed, Path(config_path))
     axes: list[tuple[str, list[str]]] = []
     for override in parsed:
         key = override.get_key_element()
         values = _values_of(override, Path(config_path)) if override.is_sweep_override() else [override.get_value_element_as_str()]
         if not values:
-            raise UserError(f"-m {override.input_line}: sweeps over no value; give at least one")
+            raise _no_value(override)
         axes.append((key, values))
     points: list[list[tuple[str, str]]] = [[]]
     for key, values in axes:
         points = [point + [(key, value)] for point in points for value in values]
-        if len(points) > MAX_COMBINATIONS:
-            raise UserError(
-                f"-m: {len(points)}+ combinations (more than {MAX_COMBINATIONS}); sweep fewer values at once"
-            )
     swept_keys = {key for key, values in axes if len(values) > 1 or _is_sweep(parsed, key)}
     return [
         SweepPoint(
@@ -76,6 +77,80 @@ def expand(config_path: str | Path, swept: list[str]) -> list[SweepPoint]:
         )
         for point in points
     ]
+
+
+def _refuse_repeated_keys(parsed: list) -> None:
+    """The same key twice would sweep it twice (or silently let the last win): one line, naming both."""
+    seen: dict[str, str] = {}
+    for override in parsed:
+        key = override.get_key_element().lstrip("+~")
+        if key in seen:
+            raise UserError(
+                f"-m: {key} is given twice ({seen[key]} and {override.input_line}); give each key once, with all its "
+                f"values in one list (key=a,b,c)"
+            )
+        seen[key] = override.input_line
+
+
+def _refuse_too_many(parsed: list, config_path: Path) -> None:
+    """More than MAX_COMBINATIONS, counted arithmetically before any value is made: a range of
+    10**12 values is refused at once, never enumerated."""
+    total = 1
+    for override in parsed:
+        count = _count_of(override, config_path) if override.is_sweep_override() else 1
+        if count == 0:
+            raise _no_value(override)
+        total *= count
+    if total > MAX_COMBINATIONS:
+        raise _too_many(total)
+
+
+def _no_value(override: object) -> UserError:
+    return UserError(f"-m {override.input_line}: sweeps over no value; give at least one")  # type: ignore[attr-defined]
+
+
+def _too_many(total: int) -> UserError:
+    count = str(total) if total < 10**15 else f"at least 10^{_floor_log10(total)}"
+    return UserError(f"-m: {count} combinations (more than {MAX_COMBINATIONS}); sweep fewer values at once")
+
+
+def _floor_log10(n: int) -> int:
+    """floor(log10(n)) of a positive integer of any size (str() of one is refused past 4300 digits)."""
+    guess = int((n.bit_length() - 1) * math.log10(2))
+    return guess + 1 if 10 ** (guess + 1) <= n else guess
+
+
+def _count_of(override: object, config_path: Path) -> int:
+    """How many values a sweep override makes, without making them (1 for what cannot be counted
+    here: enumerating it then reports its own problem)."""
+    from hydra.core.override_parser.types import ChoiceSweep, Glob, RangeSweep
+
+    value = override.value()  # type: ignore[attr-defined]
+    if isinstance(value, RangeSweep):
+        length = _range_length(value)
+        if length is None:
+            raise UserError(f"-m {override.input_line}: a range needs finite numbers; give a finite start, stop and step")  # type: ignore[attr-defined]
+        return length
+    if isinstance(value, ChoiceSweep):
+        return len(value.list)
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, Glob):
+        return len(_values_of(override, config_path))
+    return 1
+
+
+def _range_length(sweep: object) -> int | None:
+    """len(range(start, stop, step)) for Hydra's int or float ranges, by exact arithmetic; None
+    for a range over infinity or NaN (which would never end)."""
+    start, stop, step = sweep.start, sweep.stop, sweep.step  # type: ignore[attr-defined]
+    try:
+        lo, hi, by = Fraction(start), Fraction(stop), Fraction(step)
+    except (OverflowError, ValueError):
+        return None
+    if by == 0:
+        return 1  # enumerating it says so
+    return max(0, math.ceil((hi - lo) / by))
 
 
 def _is_sweep(parsed: list, key: str) -> bool:
@@ -96,10 +171,13 @@ def _values_of(override: object, config_path: Path) -> list[str]:
                 f"{config_path.parent / group} holds none; list the values instead: key=a,b"
             )
         return list(value.filter(options))
-    try:
-        return list(override.sweep_string_iterator())  # type: ignore[attr-defined]
+    try:  # counted before (_refuse_too_many); the bound here is the belt to those braces
+        values = list(itertools.islice(override.sweep_string_iterator(), MAX_COMBINATIONS + 1))  # type: ignore[attr-defined]
     except Exception as exc:  # noqa: BLE001 - Hydra raises several kinds; each is the user's input
         raise UserError(f"-m {override.input_line}: {_first_line(exc)}") from None  # type: ignore[attr-defined]
+    if len(values) > MAX_COMBINATIONS:
+        raise _too_many(len(values))
+    return values
 
 
 def _first_line(exc: BaseException) -> str:
