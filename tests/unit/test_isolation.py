@@ -100,10 +100,11 @@ def test_each_component_of_a_heterogeneous_job_asks_for_whole_nodes(base) -> Non
 
 class _Models(http.server.BaseHTTPRequestHandler):
     served: list[str] = []
+    models_status = 200  # 401: a server run with --api-key
 
     def do_GET(self) -> None:  # noqa: N802 - the http.server API
         body = b"" if self.path == "/health" else json.dumps({"data": [{"id": n} for n in self.served]}).encode()
-        self.send_response(200)
+        self.send_response(200 if self.path == "/health" else self.models_status)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -140,10 +141,10 @@ def _bash(tmp_path: Path, lib: Path, body: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
 
 
-def _health_check(tmp_path: Path, base: dict, port: int, identity: str) -> subprocess.CompletedProcess:
+def _health_check(tmp_path: Path, base: dict, port: int, identity: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return _bash(tmp_path, _library(tmp_path, base),
                  f"declare -A GYM_SERVICE_STEPS=([policy]=policy) GYM_STEP_PID=([policy]=$$)\n"
-                 f"gym_wait_http policy http://127.0.0.1:{port}/health 600 {identity}")  # fmt: skip
+                 f"gym_wait_http policy http://127.0.0.1:{port}/health {timeout} {identity}")  # fmt: skip
 
 
 def test_a_server_that_lists_this_jobs_alias_passes_the_health_check(tmp_path, base, server) -> None:
@@ -162,6 +163,36 @@ def test_another_server_on_the_port_fails_the_health_check_at_once_named(tmp_pat
     state = (tmp_path / "job" / contract.MARKERS_DIR / "j1" / contract.STATE_FILE).read_text()
     assert f"127.0.0.1:{port} is answered by another server" in state
     assert "tiny" in state and "another run on this node?" in state
+
+
+def test_a_model_list_that_cannot_be_read_is_no_proof_of_another_server(tmp_path, base, server) -> None:
+    httpd, handler = server
+    handler.models_status = 401
+    proc = _health_check(tmp_path, base, httpd.server_address[1], "my-alias", timeout=2)
+    assert proc.returncode == 1
+    state = (tmp_path / "job" / contract.MARKERS_DIR / "j1" / contract.STATE_FILE).read_text()
+    assert "answers its health check but lists no models at /v1/models within 2s" in state
+    assert "another server" not in state
+
+
+@pytest.mark.parametrize("change", [
+    {"extra_args": "--api-key sk-1"}, {"env": {"VLLM_API_KEY": "host:KEY"}}, {"health_check": {"port": 9999}},
+])  # fmt: skip
+def test_no_identity_is_asked_where_the_health_check_cannot_ask_it(base, change, monkeypatch) -> None:
+    monkeypatch.setenv("KEY", "k")
+    base["services"]["policy"].update(change)
+    [step] = plan_of(base).jobs[0].steps
+    assert step.health.identity is None and "--served-model-name" not in step.argv
+
+
+def test_what_status_last_observed_is_kept_beside_the_index_not_in_it(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    record.write_local_index(_record(RUN_ID, None))
+    record.write_observation(RUN_ID, "2 succeeded, 1 failed")
+    assert [r.gym_job_id for r in record.all_records()] == [RUN_ID]
+    assert capsys.readouterr().err == ""  # the observation is no index entry to warn about
+    assert record.last_observed(RUN_ID)[0] == "2 succeeded, 1 failed"
+    assert record.last_observed("gym-job-never-seen") is None
 
 
 def test_a_port_already_held_when_a_step_starts_is_named_as_such(tmp_path, base) -> None:

@@ -210,7 +210,7 @@ def _override_problem(exc: BaseException, overrides: list[str], config: Callable
         near = _near_path(key, config(key))
         if near and near != key:
             # A misspelling is likelier than a new key: '+' would add the typo.
-            meant = next(n for n, k in zip(near.split("."), key.split(".")) if n != k)
+            meant = next((n for n, k in zip(near.split("."), key.split(".")) if n != k), near)
             return f"{label}: {key} is not in the config; did you mean '{meant}' ({near})?"
         return f"{label}: {key} is not in the config; write '+{culprit.lstrip('+') if culprit else key}' to add it"
     if text.startswith("Could not append to config") and key:

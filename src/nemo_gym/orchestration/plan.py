@@ -581,9 +581,11 @@ class _Context:
         check = service.health_check
         one_server_per_node = isinstance(service, VllmPDTierConfig) and service.server_per_node
         probed = tuple(nodes.indices) if one_server_per_node else (nodes.start,)
-        identity = serving_identity(self.run_id, job_dir, name)
+        identity = serving_identity(self.run_id, job_dir, name) if _identity_checkable(service) else None
         health = HealthCheck("http", check.timeout_seconds, check.port, check.path, probed, identity)
-        base = _with_identity(_vllm_argv(service), service.model, identity)
+        base = _vllm_argv(service)
+        if identity is not None:
+            base = _with_identity(base, service.model, identity)
         n = service.number_of_instances
         if isinstance(service, VllmPDTierConfig):
             env = _nixl_env(service) + env  # the tier's own env still wins
@@ -951,6 +953,14 @@ def serving_identity(run_id: str, job_dir: str, service: str) -> str:
 
 
 _SERVED_NAME_FLAG = "--served-model-name"
+
+
+def _identity_checkable(service: VllmServiceConfig) -> bool:
+    """Whether the health check can ask the server its names: it probes the serving port itself,
+    and /v1/models needs no key (a server with --api-key or VLLM_API_KEY answers it 401)."""
+    assert service.health_check is not None
+    keyed = any(arg == "--api-key" or arg.startswith("--api-key=") for arg in shlex.split(service.extra_args))
+    return service.health_check.port == service.port and not keyed and "VLLM_API_KEY" not in service.env
 
 
 def _with_identity(argv: list[str], model: str, identity: str) -> list[str]:

@@ -170,13 +170,14 @@ def write_sweep_index(sweep: SweepRecord) -> Path | None:
 
 
 SWEEP_INDEX_SUFFIX = ".sweep.json"
-OBSERVED_INDEX_SUFFIX = ".observed.json"
+# Observations live apart from the records: a run's record is ``<run id>.json`` in the index.
+OBSERVED_DIR = "observed"
 
 
 def write_observation(run_id: str, summary: str) -> None:
     """What ``status`` last saw of a run (best effort), for ``list`` to show without asking."""
     text = json.dumps({"state": summary, "at": now_utc()}) + "\n"
-    _write_index_file(index_dir() / f"{run_id}{OBSERVED_INDEX_SUFFIX}", text)
+    _write_index_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", text)
 
 
 def last_observed(run_id: str) -> tuple[str, str] | None:
@@ -184,7 +185,7 @@ def last_observed(run_id: str) -> tuple[str, str] | None:
     from nemo_gym.orchestration import untrusted
 
     try:
-        data = untrusted.load_object_file(index_dir() / f"{run_id}{OBSERVED_INDEX_SUFFIX}", "observation", 4096)
+        data = untrusted.load_object_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", "observation", 4096)
     except untrusted.Unreadable:
         return None
     state, at = data.get("state"), data.get("at")

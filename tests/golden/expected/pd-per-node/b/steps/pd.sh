@@ -4,9 +4,6 @@ set -uo pipefail
 # shellcheck source=/dev/null
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin pd 0 1
-if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    gym_port_free 9000 || exit 1
-fi
 
 # vllm-router in front of the prefill and decode servers, each named by its node's address.
 router_targets=()

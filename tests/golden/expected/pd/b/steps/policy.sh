@@ -11,9 +11,6 @@ export VLLM_LOGGING_LEVEL=INFO
 set +u
 ulimit -n 65536
 set -u
-if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    gym_port_free 8000 || exit 1
-fi
 
 # vllm-router in front of the prefill and decode servers, each named by its node's address.
 router_targets=()

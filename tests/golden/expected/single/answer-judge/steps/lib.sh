@@ -124,7 +124,9 @@ gym_step_run() {
     done
     marker="$(gym_state_dir)/exit/$GYM_STEP_NAME@$(gym_this_node)"
     # Its reason first: the job reads the marker as soon as it appears.
-    [ "$rc" -eq 0 ] || [ -z "${GYM_STEP_PORT:-}" ] || gym_port_free "$GYM_STEP_PORT" "when $GYM_STEP_NAME went to bind it"
+    if [ "$rc" -ne 0 ] && [ -n "${GYM_STEP_PORT:-}" ] && ! gym_own_processes_left; then
+        gym_port_free "$GYM_STEP_PORT" "when $GYM_STEP_NAME went to bind it"
+    fi
     printf '%s\n' "$rc" >"$marker"
     gym_log "step $GYM_STEP_NAME: $1 exited with status $rc"
     return "$rc"
@@ -151,6 +153,19 @@ gym_port_free() {
     fi
     GYM_STEP_PORT=$port
     return 0
+}
+
+# Whether processes this step started outlive its program (in its process group, not this
+# shell's own helpers): then whoever answers on its port may be its own leftover, not another run.
+gym_own_processes_left() {
+    local table pgid
+    table=$(mktemp) || return 0
+    ps -e -o pid=,ppid=,pgid= >"$table" 2>/dev/null
+    pgid=$(awk -v me="$$" '$1 == me {print $3}' "$table")
+    awk -v me="$$" -v g="$pgid" '$3 == g && $1 != me && $2 != me {found = 1} END {exit !found}' "$table"
+    local left=$?
+    rm -f "$table"
+    return "$left"
 }
 
 gym_mark_ready() {
@@ -207,7 +222,7 @@ gym_report_death() {
 # With IDENTITY (a vLLM server's run-unique alias), an answer counts only from a server that lists
 # it at /v1/models: whoever else holds the port fails the step at once, named.
 gym_wait_http() {
-    local service=$1 url=$2 timeout=$3 identity=${4:-} start delay=0.1 elapsed
+    local service=$1 url=$2 timeout=$3 identity=${4:-} start delay=0.1 elapsed unproven=""
     start=$(gym_now)
     gym_phase starting "waiting for $service"
     gym_log "waiting for $service at $url (up to ${timeout}s)"
@@ -215,14 +230,29 @@ gym_wait_http() {
         if curl -sf --max-time 5 -o /dev/null "$url"; then
             # An answer while our own process is gone comes from someone else on that port.
             gym_check_alive "$service" || return 1
-            [ -z "$identity" ] || gym_check_identity "$service" "$url" "$identity" || return 1
-            elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
-            gym_log "$service is healthy after ${elapsed}s"
-            gym_event "healthy $service"
-            return 0
+            unproven=""
+            if [ -n "$identity" ]; then
+                gym_check_identity "$service" "$url" "$identity"
+                case $? in
+                    0) ;;
+                    1) return 1 ;;
+                    *) unproven=1 ;; # no model list yet (a slow answer): ask again
+                esac
+            fi
+            if [ -z "$unproven" ]; then
+                elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
+                gym_log "$service is healthy after ${elapsed}s"
+                gym_event "healthy $service"
+                return 0
+            fi
         fi
         gym_check_alive "$service" || return 1
         if awk -v s="$start" -v n="$(gym_now)" -v t="$timeout" 'BEGIN{exit !(n-s >= t)}'; then
+            if [ -n "$unproven" ]; then
+                gym_log "ERROR: service $service answers $url but lists no models at /v1/models within ${timeout}s"
+                gym_phase failed "service $service answers its health check but lists no models at /v1/models within ${timeout}s"
+                return 1
+            fi
             gym_log "ERROR: service $service not healthy within ${timeout}s ($url)"
             gym_phase failed "service $service not healthy within ${timeout}s"
             return 1
@@ -232,8 +262,9 @@ gym_wait_http() {
     done
 }
 
-# Whether the server answering at URL (its health URL) is this job's: it lists IDENTITY among its
-# models. Otherwise record which models it does serve (bounded, printable) and return 1.
+# Whether the server answering at URL (its health URL) is this job's: 0 when it lists IDENTITY
+# among its models; 1 when it lists others (recorded, bounded and printable); 2 when no model
+# list could be read (yet): only a list without us proves someone else.
 gym_check_identity() {
     local service=$1 url=$2 identity=$3 base models served
     base=${url#*://}
@@ -244,9 +275,10 @@ gym_check_identity() {
     if grep -qF -- "\"$identity\"" <<<"$models"; then
         return 0
     fi
+    grep -q '"data"' <<<"$models" || return 2
     served=$(grep -o '"id": *"[^"]*"' <<<"$models" | head -n 3 | sed 's/^"id": *//' | tr '\n' ' ' | tr -cd '[:print:]' | cut -c 1-200)
-    gym_log "ERROR: ${base#*://} is answered by another server (serving ${served:-no model list}), not service $service of this job: another run on this node?"
-    gym_phase failed "service $service: ${base#*://} is answered by another server (serving ${served:-no model list}): another run on this node?"
+    gym_log "ERROR: ${base#*://} is answered by another server (serving ${served:-no model}), not service $service of this job: another run on this node?"
+    gym_phase failed "service $service: ${base#*://} is answered by another server (serving ${served:-no model}): another run on this node?"
     return 1
 }
 
