@@ -39,16 +39,24 @@ def test_every_job_of_every_run_serves_an_alias_of_its_own(base) -> None:
     a, b = plan_of(base).jobs
     [step_a], [step_b] = a.steps, b.steps
     assert step_a.health.identity == f"{RUN_ID}-a-policy" != step_b.health.identity
-    assert step_a.argv[-3:] == ("--served-model-name", "Qwen/Qwen3-8B", f"{RUN_ID}-a-policy")
+    at = step_a.argv.index("--served-model-name")
+    assert step_a.argv[at : at + 3] == ("--served-model-name", "Qwen/Qwen3-8B", f"{RUN_ID}-a-policy")
+
+
+def test_the_configs_extra_args_stay_last_as_written(base) -> None:
+    base["services"]["policy"]["extra_args"] = "--seed 1"
+    [step] = plan_of(base).jobs[0].steps
+    assert step.argv[-2:] == ("--seed", "1")
+    assert f"{RUN_ID}-answer-judge-policy" in step.argv[: -2]
 
 
 def test_the_alias_comes_after_the_names_a_config_serves_so_clients_see_those() -> None:
     argv = ["vllm", "serve", "/m", "--served-model-name", "qwen", "--port", "1"]
-    assert _with_identity(argv, "/m", "me") == ["vllm", "serve", "/m", "--served-model-name", "qwen", "me", "--port", "1"]
+    assert _with_identity(argv, "me") == ["vllm", "serve", "/m", "--served-model-name", "qwen", "me", "--port", "1"]
     # in extra_args, last one wins for vLLM's argparse: the alias joins that one
     argv = ["vllm", "serve", "/m", "--served-model-name", "a", "--served-model-name=b"]
-    assert _with_identity(argv, "/m", "me")[3:5] == ["--served-model-name", "a"]
-    assert _with_identity(argv, "/m", "me")[-3:] == ["--served-model-name", "b", "me"]
+    assert _with_identity(argv, "me")[3:5] == ["--served-model-name", "a"]
+    assert _with_identity(argv, "me")[-3:] == ["--served-model-name", "b", "me"]
 
 
 def test_an_alias_holds_only_characters_vllm_and_json_pass_unchanged() -> None:

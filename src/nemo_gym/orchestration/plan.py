@@ -583,9 +583,7 @@ class _Context:
         probed = tuple(nodes.indices) if one_server_per_node else (nodes.start,)
         identity = serving_identity(self.run_id, job_dir, name) if _identity_checkable(service) else None
         health = HealthCheck("http", check.timeout_seconds, check.port, check.path, probed, identity)
-        base = _vllm_argv(service)
-        if identity is not None:
-            base = _with_identity(base, service.model, identity)
+        base = _vllm_argv(service, identity)
         n = service.number_of_instances
         if isinstance(service, VllmPDTierConfig):
             env = _nixl_env(service) + env  # the tier's own env still wins
@@ -927,7 +925,9 @@ def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:
     return ResumePlan(caps.max_retries, cap, walltime_seconds(cap) if cap else None)
 
 
-def _vllm_argv(service: VllmServiceConfig) -> list[str]:
+def _vllm_argv(service: VllmServiceConfig, identity: str | None = None) -> list[str]:
+    """``vllm serve`` with the service's options, serving ``identity`` too when given; the
+    config's extra_args last, as written."""
     argv = [
         "vllm", "serve", service.model,
         "--port", str(service.port),
@@ -935,13 +935,21 @@ def _vllm_argv(service: VllmServiceConfig) -> list[str]:
     ]  # fmt: skip
     if service.pipeline_parallel_size > 1:
         argv += ["--pipeline-parallel-size", str(service.pipeline_parallel_size)]
-    if service.served_model_name:
-        argv += ["--served-model-name", service.served_model_name]
+    extra = shlex.split(service.extra_args)
+    names_in_extra = any(arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=") for arg in extra)
+    names = [service.served_model_name] if service.served_model_name else []
+    if identity is not None and not names_in_extra:
+        names = (names or [service.model]) + [identity]  # the first name stays what clients see
+    if names:
+        argv += [_SERVED_NAME_FLAG, *names]
     if service.trust_remote_code:
         argv.append("--trust-remote-code")
     if isinstance(service, VllmPDTierConfig):
         argv += ["--kv-transfer-config", json.dumps(service.kv_transfer_config, separators=(",", ":"))]
-    return argv + shlex.split(service.extra_args)
+    argv += extra
+    if identity is not None and names_in_extra:
+        argv = _with_identity(argv, identity)
+    return argv
 
 
 def serving_identity(run_id: str, job_dir: str, service: str) -> str:
@@ -963,12 +971,10 @@ def _identity_checkable(service: VllmServiceConfig) -> bool:
     return service.health_check.port == service.port and not keyed and "VLLM_API_KEY" not in service.env
 
 
-def _with_identity(argv: list[str], model: str, identity: str) -> list[str]:
-    """``argv`` serving ``identity`` too, after the names it already serves: vLLM answers with the
-    first name, so what clients see (and the driver asks for) does not change."""
+def _with_identity(argv: list[str], identity: str) -> list[str]:
+    """``argv``, whose extra_args name the served models, serving ``identity`` too after those
+    names: vLLM answers with the first name, so what clients see does not change."""
     at = [i for i, arg in enumerate(argv) if arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=")]
-    if not at:
-        return argv + [_SERVED_NAME_FLAG, model, identity]
     last = at[-1]  # argparse keeps the last occurrence
     if argv[last] == _SERVED_NAME_FLAG:
         return argv[: last + 2] + [identity] + argv[last + 2 :]

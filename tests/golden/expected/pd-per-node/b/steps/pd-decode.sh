@@ -14,4 +14,4 @@ if [ "$GYM_STEP_RANK" -eq 1 ]; then
     gym_port_free 9002 || exit 1
 fi
 
-gym_step_run vllm serve m --port 9002 --tensor-parallel-size 1 --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}' --served-model-name m gym-job-20260101T000000Z-000000-b-pd-decode
+gym_step_run vllm serve m --port 9002 --tensor-parallel-size 1 --served-model-name m gym-job-20260101T000000Z-000000-b-pd-decode --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'

@@ -14,4 +14,4 @@ if [ "$GYM_STEP_RANK" -eq 1 ]; then
     gym_port_free 9001 || exit 1
 fi
 
-gym_step_run vllm serve m --port 9001 --tensor-parallel-size 1 --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}' --served-model-name m gym-job-20260101T000000Z-000000-b-pd-prefill
+gym_step_run vllm serve m --port 9001 --tensor-parallel-size 1 --served-model-name m gym-job-20260101T000000Z-000000-b-pd-prefill --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'
