@@ -193,3 +193,15 @@ def test_a_spec_of_the_wrong_shape_is_one_line_naming_the_field(field: str, valu
     with pytest.raises(rec.ExportError) as err:
         spec.parse_spec(data, "the export spec /j/export-spec.json")
     assert str(err.value) == f"the export spec /j/export-spec.json: {problem}"
+
+
+def test_an_address_from_the_environment_is_checked_by_the_same_rules(tmp_path: Path) -> None:
+    with FakeMlflowServer() as server:
+        job = staged_job(tmp_path, {"mlflow": {"experiment": "e"}})
+        env = {"MLFLOW_TRACKING_TOKEN": TOKEN, "MLFLOW_TRACKING_URI": server.url + "/?token=pw-SECRET"}
+        done = run_staged(job, sys.executable, env=env)
+        assert server.state.requests == []
+    [line] = done.stdout.splitlines()
+    assert "export mlflow: FAILED: MLFLOW_TRACKING_URI (the address, as the mlflow exporter's settings have none): " \
+           "holds credentials in its query (?token=...)" in line
+    assert "pw-SECRET" not in line and TOKEN not in line
