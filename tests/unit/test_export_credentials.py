@@ -29,7 +29,7 @@ from nemo_gym.orchestration.exporters import spec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError
 from nemo_gym.orchestration.exporters.run_exports import Runner, scrub
 from nemo_gym.orchestration.plan import build_plan
-from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, write_local_index
 from nemo_gym.orchestration.validate import validate_config
 
 PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
@@ -127,11 +127,23 @@ print("export mlflow: done (planted): " + os.environ.get("MLFLOW_TRACKING_TOKEN"
 """
 
 
-def run_record(job: Path) -> SubmissionRecord:
-    return SubmissionRecord(
+@pytest.fixture(autouse=True)
+def own_index(tmp_path: Path, monkeypatch) -> Path:
+    """This test's own local index: gym eval export reads the run's destinations from it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def run_record(job: Path, export_to: dict[str, str] | None = None) -> SubmissionRecord:
+    """The run's record; with ``export_to``, also the user's own index entry recording those destinations."""
+    record = SubmissionRecord(
         gym_job_id=RUN_ID, submitted_at="2026-11-30T21:50:59Z", run_dir=str(job.parent), cluster="local",
-        executor="local", submitted_by="me", benchmarks=[BenchmarkJob(benchmark=BENCHMARK, job_dir=str(job), job_id="1")],
+        executor="local", submitted_by="me",
+        benchmarks=[BenchmarkJob(benchmark=BENCHMARK, job_dir=str(job), job_id="1", export_to=export_to or {})],
     )  # fmt: skip
+    if export_to is not None:
+        write_local_index(record)
+    return record
 
 
 def plant(job: Path) -> None:
@@ -151,7 +163,7 @@ def test_gym_eval_export_of_a_planted_run_directory_runs_our_code_and_leaks_noth
         job = staged_job(tmp_path / "runs", {"mlflow": {"tracking_uri": server.url}, "table": {"dir": str(tmp_path / "t")}})
         plant(job)
         monkeypatch.chdir(job)  # the shell stands in the run directory, planted modules beside it
-        [result] = library.export(run_record(job))
+        [result] = library.export(run_record(job, {"mlflow": server.url}))
         [run] = server.state.runs.values()
         sent = {headers.get("Authorization") for _, _, headers, _ in server.state.requests}
     assert not result.failed, result.lines

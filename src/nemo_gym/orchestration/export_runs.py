@@ -20,7 +20,7 @@ import base64
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration import contract, exporters
@@ -74,7 +74,11 @@ def bootstrap_source() -> str:
     return BOOTSTRAP % {"sources": blob}
 
 
-def export_script(record: SubmissionRecord, to: list[str], force: bool, environ: Mapping[str, str]) -> str:
+def export_script(record: SubmissionRecord, to: list[str], force: bool, environ: Mapping[str, str],
+                  chosen: Mapping[str, Mapping[str, str]] | None = None, trusted: Sequence[str] = ()) -> str:  # fmt: skip
+    """The script for the submit host. ``chosen``: benchmark -> exporter -> destination as the
+    user's own index recorded it; ``trusted``: destinations the user named. An exporter whose spec
+    names another destination is refused credentials there (``run_exports.Chosen``)."""
     refused = [p for var in CREDENTIAL_VARIABLES for p in [credential_problem(var, environ.get(var))] if p]
     if refused:
         raise UserError(refused)
@@ -87,12 +91,18 @@ def export_script(record: SubmissionRecord, to: list[str], force: bool, environ:
     for job in record.benchmarks:
         spec = shlex.quote(f"{job.job_dir}/{exporters.SPEC_FILE}")
         prefix = shlex.quote(f"{MARKER}{job.benchmark}{sep}")
-        run = shlex.join(["gym_exporters", job.job_dir, *options])
+        run = shlex.join(["gym_exporters", job.job_dir, *options, *destination_options(job.benchmark, chosen, trusted)])
         lines.append(
             f"if [ -f {spec} ]; then {run} 2>&1 | sed 's/^/'{prefix}'/'; "
             f"else printf '%s%s\\n' {prefix} {NO_EXPORTS}; fi"
         )
     return "\n".join(lines) + "\n"
+
+
+def destination_options(benchmark: str, chosen: Mapping[str, Mapping[str, str]] | None, trusted: Sequence[str]) -> list[str]:
+    recorded = (chosen or {}).get(benchmark, {})
+    options = ["--check-destinations"] + [arg for name, dest in recorded.items() for arg in ("--recorded", f"{name}={dest}")]
+    return options + [arg for dest in trusted for arg in ("--trust", dest)]
 
 
 def read_export_output(out: str, record: SubmissionRecord,

@@ -21,6 +21,7 @@ from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
 from nemo_gym.orchestration.exporters.record import credential_problem
+from nemo_gym.orchestration.exporters.spec import destinations
 from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_run, probe_runs, run_usage
 from nemo_gym.orchestration.plan import RunPlan, build_plan
 from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
@@ -32,6 +33,7 @@ from nemo_gym.orchestration.record import (
     all_records,
     all_sweeps,
     current_user,
+    indexed_run,
     now_utc,
     submission_origin,
     write_local_index,
@@ -157,6 +159,7 @@ def _record(
     plan: RunPlan, queued: list[QueuedJob], interrupted: bool = False, sweep_values: dict[str, str] | None = None
 ) -> SubmissionRecord:
     gpus = backend_named(plan.backend).allocated_gpus(plan)
+    export_to = {job.benchmark: destinations(job.export.spec["exporters"]) for job in plan.jobs if job.export}
     return SubmissionRecord(
         gym_job_id=plan.run_id,
         submitted_at=now_utc(),
@@ -169,7 +172,7 @@ def _record(
         hostname=plan.hostname,
         benchmarks=[
             BenchmarkJob(benchmark=q.benchmark, job_dir=contract.job_dir(plan.run_dir, q.benchmark), job_id=q.job_id,
-                         error=q.error, gpus=gpus.get(q.benchmark))
+                         error=q.error, gpus=gpus.get(q.benchmark), export_to=export_to.get(q.benchmark, {}))
             for q in queued
         ],  # fmt: skip
         executor_metadata={"submission": "interrupted"} if interrupted else {},
@@ -725,14 +728,18 @@ class ExportResult:
 
 
 def export(
-    record: SubmissionRecord, to: list[str] | None = None, force: bool = False, *, connect: Connect = connect
+    record: SubmissionRecord, to: list[str] | None = None, force: bool = False, *, trusted: list[str] | None = None,
+    connect: Connect = connect,
 ) -> list[ExportResult]:
     """Run (or rerun) a run's exports from here, on its submit host, with this package's exporters
     (shipped in the script: never the copy staged in the run directory) against each job
-    directory's data; credentials from this shell's environment travel in the script, never in a file."""
+    directory's data; credentials from this shell's environment travel in the script, never in a file,
+    and go only to the destinations the local index recorded for the run, or ``trusted`` names."""
     from nemo_gym.orchestration.export_runs import export_script, read_export_output
 
-    script = export_script(record, to or [], force, os.environ)
+    own = indexed_run(record.gym_job_id)
+    chosen = {job.benchmark: job.export_to for job in own.benchmarks} if own else {}
+    script = export_script(record, to or [], force, os.environ, chosen, trusted or [])
     with connect(record.hostname) as conn:
         out = conn.run_script(script).stdout
     return [ExportResult(bench, lines, failed) for bench, lines, failed in read_export_output(out, record, os.environ)]

@@ -47,6 +47,9 @@ class BenchmarkJob(BaseModel):
     # The GPUs the job's allocation holds, for its GPU-hours where there is no accounting (the
     # plan's count; on this machine, the GPUs it showed at submit). None in older records.
     gpus: int | None = None
+    # Exporter -> where it sends the job's results (``exporters.spec.destination``), as submitted.
+    # Only the local index's copy is believed: ``gym eval export`` sends credentials only there.
+    export_to: dict[str, str] = {}
 
 
 class SubmissionRecord(BaseModel):
@@ -284,6 +287,12 @@ def _index_entries(pattern: str, load: Callable[[bytes, str], _Model]) -> list[_
         except Unreadable as exc:
             warn(f"{exc}; skipped")
     return entries
+
+
+def indexed_run(run_id: str) -> SubmissionRecord | None:
+    """The run of that id as the local index records it (the user's own word, unlike a run
+    directory's record); None when the index has no such run."""
+    return next((record for record in all_records() if record.gym_job_id == run_id), None)
 
 
 def looks_like_a_directory(name: str) -> bool:

@@ -50,8 +50,10 @@ from typing import Any
 
 if __package__:
     from . import record as r
+    from .spec import tracking_uri_problem
 else:  # staged into a job: the exporters' modules sit side by side
     import record as r  # type: ignore[no-redef,import-not-found]
+    from spec import tracking_uri_problem  # type: ignore[no-redef,import-not-found]
 
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_TOKEN = "MLFLOW_TRACKING_TOKEN"
@@ -405,6 +407,9 @@ def export_to_mlflow(record: r.ExportRecord, settings: dict[str, Any], on_run_id
     if client is None:
         if not tracking_uri:
             raise MlflowError(f"no tracking_uri: set it in the mlflow exporter's settings or {ENV_TRACKING_URI}")
+        problem = tracking_uri_problem(str(tracking_uri))  # the settings' were checked with the spec
+        if problem and not settings.get("tracking_uri"):
+            raise MlflowError(f"{ENV_TRACKING_URI} (the address, as the mlflow exporter's settings have none): {problem}")
         client = MlflowClient.from_environment(str(tracking_uri))
     now_ms = int((time.time() if now is None else now) * 1000)
     experiment = str(settings.get("experiment") or DEFAULT_EXPERIMENT)

@@ -1,6 +1,7 @@
 """Run a job's exports: each exporter of the staged spec once, with a receipt each.
 
     python3 run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID]
+                           [--check-destinations [--recorded NAME=DEST]... [--trust DEST]...]
 
 Run inside the job after the driver (so that results leave the cluster with nobody watching), and
 by ``gym eval export RUN [--to NAME] [--force]`` later, with the same code. For each exporter:
@@ -14,6 +15,12 @@ One line per exporter goes to the standard output, for the job's log. An export'
 changes the benchmark's state: the exit status is 0 whatever the exports did (2 for a usage error).
 Nothing that holds a credential (``MLFLOW_TRACKING_TOKEN``, ``WANDB_API_KEY``, ...) is written or
 printed: every line is scrubbed of their values before it goes anywhere.
+
+``--check-destinations`` (``gym eval export``, which reads a run directory that may be a copy or a
+colleague's): an exporter that would authenticate as the user (``authenticates``) runs only where
+its spec's destination is one the user chose: the one their own index recorded at submit
+(``--recorded``), or one they named (``--trust``). Else it is refused in one line naming the
+destination and the fix, before any request. In the job the spec is the one just staged: no check.
 
 Stdlib only, Python 3.8 syntax: staged as ``steps/exporters/`` (these modules and ``contract.py``)
 and run by the node's ``python3``; wandb is imported only for a wandb export.
@@ -45,6 +52,7 @@ else:  # staged into a job: contract.py and the exporters' modules sit side by s
     import wandb_export  # type: ignore[no-redef,import-not-found]
 
 EXIT_USAGE = 2
+STATE_REFUSED = "refused"  # its destination is not one the user chose; nothing was sent
 # Environment variables whose values must never reach a file or a log line.
 SECRET_ENV = s.SECRETS
 
@@ -88,15 +96,50 @@ def say(exporter: str, message: str) -> None:
     print(f"[gym {stamp}] export {exporter}: {scrub(message)}", flush=True)
 
 
+def authenticates(exporter: str, settings: dict[str, Any], environ: Any = None) -> bool:
+    """Whether the exporter would send credentials of whoever runs it: mlflow when this environment
+    holds its token or password; wandb unless offline (its key is this environment's, or wandb's
+    own login in ~/.netrc). The table sends none: it writes a row, never over a file that is not
+    a gym table."""
+    env = os.environ if environ is None else environ
+    if exporter == s.MLFLOW:
+        return any(env.get(name) for name in s.CREDENTIALS[s.MLFLOW])
+    return exporter == s.WANDB and settings.get("mode", "online") != "offline"
+
+
+class Chosen:
+    """The destinations the user chose for a run: what their index recorded at submit, exporter ->
+    destination, and the ones they named (``--trust``)."""
+
+    def __init__(self, recorded: dict[str, str], trusted: list[str], environ: Any = None) -> None:
+        self.recorded = recorded
+        self.trusted = set(trusted)
+        self.environ = environ
+
+    def problem(self, exporter: str, settings: dict[str, Any]) -> str | None:
+        """Why the exporter must not run with these settings (one line), or None."""
+        where = s.destination(exporter, settings)
+        if where is None or where == self.recorded.get(exporter) or where in self.trusted:
+            return None
+        if not authenticates(exporter, settings, self.environ):
+            return None  # nothing of the user's goes there
+        field = f"{receipts.SPEC_FILE} exporters.{exporter}.{s.DESTINATION_SETTING[exporter]}"
+        recorded = self.recorded.get(exporter)
+        said = f"your local index records {recorded}" if recorded else "your local index records no such destination"
+        return (f"refused to send your credentials to {where} ({field}): {said} for this run (a copied or shared run "
+                f"directory?); if you chose it, rerun gym eval export with --trust-destination {where}")  # fmt: skip
+
+
 class Runner:
     """Runs the exports of one job directory."""
 
     def __init__(self, job_dir: str, spec: s.ExportSpec, exporters: dict[str, Exporter] | None = None,
-                 report: Callable[[str, str], None] = say) -> None:  # fmt: skip
+                 report: Callable[[str, str], None] = say, chosen: Chosen | None = None) -> None:  # fmt: skip
         self.job_dir = job_dir
         self.spec = spec
         self.exporters = EXPORTERS if exporters is None else exporters
         self.report = report
+        self.chosen = chosen  # None: every destination is the spec's, as staged (in the job)
 
     def run(self, record: r.ExportRecord, only: list[str] | None = None, force: bool = False) -> dict[str, str]:
         """Each wanted exporter once; exporter -> its receipt's state (or ``skipped``)."""
@@ -112,6 +155,10 @@ class Runner:
         return outcome
 
     def run_one(self, name: str, settings: dict[str, Any], record: r.ExportRecord, force: bool) -> str:
+        refused = self.chosen.problem(name, settings) if self.chosen else None
+        if refused:  # before the lock and the receipt: the run directory may well be someone else's
+            self.report(name, f"FAILED: {refused}")
+            return STATE_REFUSED
         lock = receipts.ExporterLock(self.job_dir, name)
         try:
             if not lock.acquire():
@@ -170,16 +217,20 @@ class Runner:
 
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
-    """``JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID]``; ValueError when wrong."""
-    out: dict[str, Any] = {"job_dir": None, "spec": None, "to": [], "force": False, "state": None, "job_id": None}
+    """The arguments (see the module's usage); ValueError when wrong."""
+    out: dict[str, Any] = {"job_dir": None, "spec": None, "to": [], "force": False, "state": None, "job_id": None,
+                           "check_destinations": False, "recorded": [], "trust": []}  # fmt: skip
     valued = {"--spec": "spec", "--state": "state", "--job-id": "job_id"}
+    repeated = {"--to": "to", "--recorded": "recorded", "--trust": "trust"}
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg == "--force":
             out["force"] = True
-        elif arg == "--to" and i + 1 < len(argv):
-            out["to"].append(argv[i + 1])
+        elif arg == "--check-destinations":
+            out["check_destinations"] = True
+        elif arg in repeated and i + 1 < len(argv):
+            out[repeated[arg]].append(argv[i + 1])
             i += 1
         elif arg in valued and i + 1 < len(argv):
             out[valued[arg]] = argv[i + 1]
@@ -198,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
     except ValueError as exc:
-        print(f"usage: run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID]: {exc}",
-              file=sys.stderr)  # fmt: skip
+        print(f"usage: run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID] "
+              f"[--check-destinations [--recorded NAME=DEST]... [--trust DEST]...]: {exc}", file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
     job_dir = os.path.abspath(args["job_dir"])
     spec_path = args["spec"] or os.path.join(job_dir, receipts.SPEC_FILE)
@@ -210,8 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     except r.ExportError as exc:
         say("all", f"FAILED: {exc} (nothing exported; the benchmark's state is unchanged)")
         return 0
-    Runner(job_dir, spec).run(record, only=args["to"], force=args["force"])
+    Runner(job_dir, spec, chosen=chosen_of(args)).run(record, only=args["to"], force=args["force"])
     return 0
+
+
+def chosen_of(args: dict[str, Any]) -> Chosen | None:
+    if not args["check_destinations"]:
+        return None
+    recorded = dict(item.split("=", 1) for item in args["recorded"] if "=" in item)
+    return Chosen(recorded, args["trust"])
 
 
 if __name__ == "__main__":

@@ -180,18 +180,25 @@ def make_spec(
     }
 
 
-def parse_spec(data: Any) -> ExportSpec:
+def parse_spec(data: Any, what: str = "the export spec") -> ExportSpec:
+    """The spec read back (``what`` names it: its file), checked again by the rules it was made
+    under (``settings_problems``): a spec is a file in a run directory, which can be copied, shared
+    or edited, so it is data to check, never a submission already checked. ExportError, one line
+    naming ``what`` and the field, before any exporter runs."""
     if not isinstance(data, dict):
-        raise r.ExportError("the export spec is not a JSON object")
+        raise r.ExportError(f"{what} is not a JSON object")
     version = data.get("version")
     if version != SPEC_VERSION:
-        raise r.ExportError(f"the export spec has version {version!r}; this exporter reads version {SPEC_VERSION}")
+        raise r.ExportError(f"{what} has version {version!r}; this exporter reads version {SPEC_VERSION}")
     missing = [k for k in ("run_id", "benchmark") if not isinstance(data.get(k), str) or not data.get(k)]
     if missing:
-        raise r.ExportError(f"the export spec has no {', '.join(missing)}")
+        raise r.ExportError(f"{what} has no {', '.join(missing)}")
     exporters = data.get("exporters") or {}
     if not isinstance(exporters, dict) or any(not isinstance(v, dict) for v in exporters.values()):
-        raise r.ExportError("the export spec's exporters must map each name to its settings")
+        raise r.ExportError(f"{what}'s exporters must map each name to its settings")
+    problems = ["exporters." + p[len("export.") :] for p in settings_problems(exporters)] + _shape_problems(data)
+    if problems:
+        raise r.ExportError(f"{what}: {problems[0]}")
     gpus = data.get("gpus")
     return ExportSpec(
         run_id=data["run_id"],
@@ -207,15 +214,50 @@ def parse_spec(data: Any) -> ExportSpec:
     )
 
 
+def _shape_problems(data: dict[str, Any]) -> list[str]:
+    """The spec's other fields that are not of their type (a hand-edited spec), as ``field: problem``."""
+    problems = [f"{k}: must be a mapping" for k in ("params",) if not isinstance(data.get(k) or {}, dict)]
+    problems += [f"{k}: must be a list" for k in ("params_notes",) if not isinstance(data.get(k) or [], list)]
+    return problems + [f"{k}: must be a string" for k in ("sweep_id", "usage_dir", "model", "served_name")
+                       if not isinstance(data.get(k) or "", str)]  # fmt: skip
+
+
 def read_spec(path: str) -> ExportSpec:
     try:
         with open(path) as fh:
             data = json.load(fh)
     except OSError as exc:
         raise r.ExportError(f"cannot read the export spec {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise r.ExportError(f"the export spec {path} is not JSON: {exc}") from None
-    return parse_spec(data)
+    return parse_spec(data, f"the export spec {path}")
+
+
+# -- where an exporter sends a run ----------------------------------------------------------------------
+
+# The setting that says where each exporter sends a run.
+DESTINATION_SETTING = {MLFLOW: "tracking_uri", WANDB: "entity/project", TABLE: "dir"}
+
+
+def destination(name: str, settings: dict[str, Any]) -> str | None:
+    """Where an exporter sends a run, as a user would name it: mlflow's tracking URI (scheme and
+    host lowercased, no trailing slash), wandb's ``entity/project`` (``project`` without an entity),
+    the table's ``dir``; None when its settings name none (mlflow's address then comes from the
+    environment of whatever runs the export: that environment's owner chose it)."""
+    if name == MLFLOW and settings.get("tracking_uri"):
+        parts = urllib.parse.urlsplit(str(settings["tracking_uri"]).strip())
+        return urllib.parse.urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), "", ""))
+    if name == WANDB and (settings.get("entity") or settings.get("project")):
+        project = str(settings.get("project") or "")
+        return f"{settings['entity']}/{project}" if settings.get("entity") else project
+    if name == TABLE and settings.get("dir"):
+        return str(settings["dir"])
+    return None
+
+
+def destinations(exporters: dict[str, Any]) -> dict[str, str]:
+    """Exporter -> its destination, for those that name one (see ``destination``)."""
+    return {name: d for name, settings in exporters.items() for d in [destination(name, settings)] if d}
 
 
 def write_spec(path: str, document: dict[str, Any]) -> None:
