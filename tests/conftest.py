@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# No per-example deadline: a generated case is judged by what it does, never by how long it took on
+# a machine that is running a Slurm cluster beside the suite (speed is the benchmarks' business).
+settings.register_profile("gym", deadline=None)
+settings.load_profile("gym")
 EXAMPLES = REPO / "examples"
 
 _BASE: dict[str, Any] = {
