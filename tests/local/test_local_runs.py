@@ -128,7 +128,10 @@ def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> No
         "    def log_message(self, *a): pass\n"
         "h.HTTPServer(('0.0.0.0', 18235), H).serve_forever()\n")])  # fmt: skip
     try:
-        time.sleep(0.5)
+        deadline = time.monotonic() + 20
+        while subprocess.run(["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:18235/"]).returncode != 0:
+            assert time.monotonic() < deadline, "the impostor never answered"  # a busy machine starts it late
+            time.sleep(0.1)
         # Our server binds late (and fails), after the impostor has answered the health check and
         # after the quick driver has finished: only a last look at the services catches it.
         service = {"type": "vllm", "model": "m", "port": 18235, "env": {"PATH": PATH, "STANDIN_START_DELAY": "lit:0.6"}}
