@@ -15,13 +15,13 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from nemo_gym.orchestration import contract, untrusted, usage
+from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
+from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.record import SubmissionRecord
-from nemo_gym.orchestration.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
 STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
@@ -341,12 +341,15 @@ def chain_status(
 
 
 def _receipt(encoded: str) -> dict | None:
-    """An export's receipt as the job wrote it; None for one that is not a receipt."""
+    """An export's receipt as the job wrote it (``facts.parse_receipt``); None for one that is not
+    a receipt."""
     try:
-        data = untrusted.loads_object(base64.b64decode(encoded), "receipt")
-    except (ValueError, UnicodeEncodeError):  # Unreadable is a ValueError; so is bad base64
+        receipt = facts.parse_receipt(base64.b64decode(encoded))
+    except ValueError:  # bad base64
         return None
-    return {key: data.get(key) for key in ("state", "detail", "backend_run_id", "time")}
+    if receipt is None:
+        return None
+    return {key: getattr(receipt, key) for key in ("state", "detail", "backend_run_id", "time")}
 
 
 def exports_text(exports: dict[str, dict]) -> str:
