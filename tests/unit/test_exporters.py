@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nemo_gym.orchestration.exporters as exporters_pkg
+from nemo_gym.orchestration import contract, facts, untrusted, usage
 from nemo_gym.orchestration.exporters import jobfiles, mlflow_rest, receipts, spec, table, wandb_export
 from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError, export_to_mlflow
@@ -185,7 +186,8 @@ def test_record_of_the_real_quickstart_job(tmp_path: Path) -> None:
     job = quickstart_job(tmp_path)
     got = jobfiles.read_record(str(job), quickstart_spec(), now=0)
     assert (got.state, got.written, got.expected, got.complete) == ("succeeded", 12, 12, True)
-    assert got.metrics["mean/reward"] == 0.0 and got.metrics["pass@1[avg-of-1]/accuracy"] == 0.0
+    # The one name of each metric (facts.mlflow_safe_key), the same in every exporter and in results.
+    assert got.metrics["mean/reward"] == 0.0 and got.metrics["pass_1_avg-of-1_/accuracy"] == 0.0
     assert not any(k.startswith("group_level_metrics") or "_ng_task_index" in k for k in got.metrics)
     assert got.wall_seconds == pytest.approx(1796075518.870642642 - 1796075459.238335542)
     assert got.gpu_hours == pytest.approx(got.wall_seconds * 4 / 3600)
@@ -206,9 +208,10 @@ def test_completeness_counts_expected_pairs_only() -> None:
     rows = [b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b'{"_ng_task_index": 0, "_ng_rollout_index": 0}',
             b'{"_ng_task_index": 9, "_ng_rollout_index": 0}', b'{"_ng_task_index": true, "_ng_rollout_index": 1}',
             b"not json", b""]  # fmt: skip
-    assert jobfiles.written_pairs(rows) == {(0, 0), (9, 0)}
-    assert jobfiles.expected_pairs([b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b""]) == {(0, 0)}
-    assert jobfiles.expected_pairs([b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b"{"]) is None
+    assert facts.written_pairs(rows) == facts.Written(frozenset({(0, 0), (9, 0)}), duplicates=1, unreadable=2)
+    assert facts.expected_pairs([b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b""]) == {(0, 0)}
+    with pytest.raises(untrusted.Unreadable, match="line 2 of the materialized inputs"):
+        facts.expected_pairs([b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b"{"])
 
 
 def test_no_list_of_expected_samples_leaves_completeness_unknown(tmp_path: Path) -> None:
@@ -222,20 +225,53 @@ def test_no_list_of_expected_samples_leaves_completeness_unknown(tmp_path: Path)
 def test_metrics_of_several_agents_are_prefixed_and_other_shapes_give_their_numbers() -> None:
     doc = [{"agent_ref": {"name": "a"}, "agent_metrics": {"mean/reward": 1}, "key_metrics": {"acc": 0.5}},
            {"agent_ref": {"name": "b"}, "agent_metrics": {"mean/reward": 0}, "group_level_metrics": [{"x": 1}]}]  # fmt: skip
-    assert jobfiles.metrics_of_document(doc) == {"a/mean/reward": 1.0, "a/acc": 0.5, "b/mean/reward": 0.0}
+    got = facts.benchmark_metrics([doc])
+    assert got.values == {"a/mean/reward": 1.0, "a/acc": 0.5, "b/mean/reward": 0.0} and got.key_names == ("a/acc",)
     other = {"score": 3, "nested": {"f1": 0.5, "nan": float("nan"), "flag": True}, "rows": [1, 2], "group_level_metrics": {"x": 1}}
-    assert jobfiles.metrics_of_document(other) == {"score": 3.0, "nested/f1": 0.5}
+    assert facts.benchmark_metrics([other]).values == {"score": 3.0, "nested/f1": 0.5}
 
 
-def test_wall_time_adds_up_attempts_and_counts_the_running_job_to_now() -> None:
+def test_metric_names_are_made_mlflow_safe_once_and_a_collision_keeps_gyms_order() -> None:
+    doc = [{"agent_metrics": {"pass@1": {"accuracy": 1}, "pass_1": {"accuracy": 2}}, "key_metrics": {"pass@1/accuracy": 1}}]
+    got = facts.benchmark_metrics([doc])
+    assert got.values == {"pass_1/accuracy": 1.0, "pass_1/accuracy_2": 2.0} and got.key_names == ("pass_1/accuracy",)
+
+
+def state_dirs_with(job: Path, events: dict[str, str], mtimes: dict[str, float]) -> dict[str, str]:
+    """State directories with these events; each file's mtime set to the given time (or long ago)."""
+    for name, text in events.items():
+        state_dir = job / contract.MARKERS_DIR / name
+        state_dir.mkdir(parents=True)
+        (state_dir / contract.EVENTS_FILE).write_text(text)
+        os.utime(state_dir / contract.EVENTS_FILE, (0, 0))
+    for rel, mtime in mtimes.items():
+        (job / rel).write_text("")
+        os.utime(job / rel, (mtime, mtime))
+    return jobfiles.state_dirs(str(job))
+
+
+def test_wall_time_adds_up_attempts_and_counts_the_running_job_to_now(tmp_path: Path) -> None:
     events = {
         "100.attempt-1": "10 job-start\n50 launched x\n",  # died with its node: counts to its last event
         "100": "100 job-start\n160 job-end 0\n",
         "200": "300 job-start\n310 driver-start\n",  # the job running the export
         "300": "garbage\n",
     }
-    wall, started, ended = jobfiles.job_times(events, current="200", now=400.0)
+    dirs = state_dirs_with(tmp_path, events, {})
+    wall, started, ended = jobfiles.job_times(str(tmp_path), dirs, events, current="200", now=400.0)
     assert wall == 40 + 60 + 100 and started == 10 and ended == 400
+
+
+def test_a_job_without_job_end_counts_to_its_last_sign_of_life_as_status_counts_it(tmp_path: Path) -> None:
+    """Start 1000, last event 1100, heartbeat 1500: 500 s in the exports, as in status and results
+    (once the exports counted to the last event: 100 s)."""
+    events = {"7": "1000 job-start\n1100 launched x\n"}
+    heartbeat = f"{contract.MARKERS_DIR}/7/{contract.HEARTBEAT_FILE}"
+    dirs = state_dirs_with(tmp_path, events, {heartbeat: 1500.0})
+    wall, _started, ended = jobfiles.job_times(str(tmp_path), dirs, events, current=None, now=9999.0)
+    status_side = usage.job_usage("7", {}, {"7": [usage.own_record("7", "1000", "", "1100", [1500.0], contract.ATTEMPT_SUFFIX)]},
+                                  2, 9999.0, running=False)  # fmt: skip
+    assert wall == status_side.wall_seconds == 500.0 and ended == 1500.0 and status_side.approximate
 
 
 @pytest.mark.parametrize(("text", "exit_status"), [
@@ -765,12 +801,14 @@ def test_wandb_export_resumes_the_run_of_its_key(tmp_path: Path) -> None:
 
 NODE_SIDE_STDLIB = {"__future__", "base64", "csv", "errno", "fcntl", "glob", "hashlib", "http", "io", "json", "math", "os",
                     "re", "socket", "ssl", "sys", "time", "typing", "collections", "urllib"}  # fmt: skip
-SIBLINGS = set(exporters_pkg.NODE_MODULES) | {"contract", "wandb"}
+SIBLINGS = set(exporters_pkg.NODE_MODULES) | set(exporters_pkg.SHARED_MODULES) | {"wandb"}
+PACKAGE_DIR = Path(exporters_pkg.__file__).parent.parent
 
 
-@pytest.mark.parametrize("module", exporters_pkg.NODE_MODULES)
+@pytest.mark.parametrize("module", exporters_pkg.NODE_MODULES + exporters_pkg.SHARED_MODULES)
 def test_node_side_modules_parse_as_python_3_8_and_import_only_stdlib(module: str) -> None:
-    source = (Path(exporters_pkg.__file__).parent / f"{module}.py").read_text()
+    here = Path(exporters_pkg.__file__).parent if module in exporters_pkg.NODE_MODULES else PACKAGE_DIR
+    source = (here / f"{module}.py").read_text()
     ast.parse(source, feature_version=(3, 8))
     imported = set()
     for node in ast.walk(ast.parse(source)):

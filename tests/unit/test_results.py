@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemo_gym.orchestration import contract, library, results
+from nemo_gym.orchestration import contract, facts, library, results
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import JobStatus
@@ -75,7 +75,10 @@ def test_a_complete_real_run_is_12_of_12_and_its_results_are_results(tmp_path, c
     assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", True, 12, 12)
     assert result.missing == [] and result.duplicates == 0 and result.note is None
     assert result.value == 0.0 and result.scored_tasks == 12 and result.task_means == dict.fromkeys(range(12), 0.0)
-    assert result.metrics["0/key_metrics/mean/reward"] == 0.0
+    # gym's names made MLflow-safe, as every exporter names them (once gym's list index and group
+    # were in the name: ``0/key_metrics/mean/reward``, which no exporter used).
+    assert result.metrics["mean/reward"] == 0.0 and result.metrics["pass_1_avg-of-1_/accuracy"] == 0.0
+    assert result.key_metrics[:2] == ["mean/reward", "pass_1_avg-of-1_/accuracy"]
     assert run.complete
     code, out, _ = cli(capsys, "results", str(run_dir))
     assert code == 0
@@ -351,7 +354,10 @@ def test_a_metrics_file_that_is_not_metrics_is_one_line_of_the_note(payload: byt
     found = results._Found()
     results._add_metrics_file(found, "/run/b/artifacts/rollouts_aggregate_metrics.json", base64.b64encode(payload).decode())
     if payload in (b"[1, 2]",):
-        assert found.unreadable_file is None and found.metrics == {"0": 1.0, "1": 2.0}
+        # Readable, but a list holds no aggregates (facts.benchmark_metrics): the numbers of a
+        # list were once metrics named by their index here, never in an export.
+        assert found.unreadable_file is None and found.documents == [[1, 2]]
+        assert facts.benchmark_metrics(found.documents).values == {}
         return
     assert found.unreadable_file is not None and found.files == []
     assert found.unreadable_file.startswith("/run/b/artifacts/rollouts_aggregate_metrics.json: ")

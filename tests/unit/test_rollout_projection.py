@@ -7,6 +7,8 @@ import ast
 import base64
 import io
 import json
+import subprocess
+import sys
 import zlib
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -16,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nemo_gym.orchestration import rollout_projection
-from nemo_gym.orchestration.results import PROJECTION_SOURCE
+from nemo_gym.orchestration.results import projection_source
 from nemo_gym.orchestration.rollouts import parse_expected, parse_rollouts
 
 INDEX = st.one_of(st.integers(-2, 5), st.just(True), st.just(2.0), st.just("1"), st.none())
@@ -90,10 +92,23 @@ def test_the_whole_file_round_trip_splits_at_newlines_only(tmp_path: Path) -> No
 
 
 def test_it_is_python_3_8_and_stdlib_only() -> None:
-    tree = ast.parse(PROJECTION_SOURCE.read_text(), feature_version=(3, 8))
+    # facts.py in front of the projection: its sibling imports are guarded (never run by ``-c``).
+    tree = ast.parse(projection_source(), feature_version=(3, 8))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert imported <= {"base64", "json", "os", "sys", "zlib"}
-    assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
+    assert imported <= {"base64", "hashlib", "json", "math", "os", "re", "sys", "zlib", "contract", "untrusted"}
+    froms = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    assert froms <= {"__future__", "typing"}
+
+
+def test_run_by_python3_c_it_imports_nothing_from_the_directory_it_runs_in(tmp_path: Path) -> None:
+    for trap in ("contract", "untrusted", "facts"):
+        (tmp_path / f"{trap}.py").write_text("raise SystemExit('imported from the working directory')\n")
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text(json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}) + "\n")
+    args = ["M:", "reward", "bench", str(rollouts), str(tmp_path / "none")]
+    done = subprocess.run([sys.executable, "-c", projection_source(), *args], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("M:bench\x1frollouts\x1fz\x1freward\x1f")
 
 
 # -- reading lines: linear, bounded, and the same as splitting the whole file -----------------------

@@ -146,18 +146,6 @@ EVENT_COLLECTOR_STOPPED = "collector-stopped"
 EVENT_JOB_END = "job-end"  # + exit status
 
 
-def parse_events(text: str) -> dict[str, float]:
-    """``event [arg]`` -> its last time."""
-    out = {}
-    for line in text.splitlines():
-        stamp, _, event = line.partition(" ")
-        try:
-            out[event.strip()] = float(stamp)
-        except ValueError:
-            continue
-    return out
-
-
 # -- why a job ended -------------------------------------------------------------------------------
 
 # Causes a job records itself (in .gym/<id>/cause) when it fails.

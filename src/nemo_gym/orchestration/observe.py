@@ -15,13 +15,13 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from nemo_gym.orchestration import contract, untrusted, usage
+from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
+from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.record import SubmissionRecord
-from nemo_gym.orchestration.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
 STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
@@ -43,6 +43,7 @@ class SampleCheck:
     extra: int  # written pairs not in the expected list
     missing: int
     first_missing: tuple[tuple[int, int], ...]  # up to MISSING_NAMED, in the expected list's order
+    unreadable: int = 0  # non-blank written lines without a pair (oversized ones included)
 
     @property
     def done(self) -> int:
@@ -150,30 +151,69 @@ gym_usage() {
     stat -c '%Y %n' "$d"/MARKERS_DIR/*/STATE_FILE "$d"/MARKERS_DIR/*/HEARTBEAT_FILE "$d"/JOB_LOG_GLOB 2>/dev/null |
         awk -v m='MARKER' -v b="$b" '{ p = $0; sub(/^[0-9]+ /, "", p); n = split(p, parts, "/"); printf "%sM\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], parts[n], $1 }'
 }
-# The expected (task, rollout) pairs against the distinct ones written: a scan for status, not a
-# parse (results parses every row): a row counts when it is one whole line holding both indices.
+"""
+
+
+# Shell: the expected (task, rollout) pairs against the distinct ones written, where the host may
+# have no python3: a scan for status, not a parse (results parses every row, ``facts``), that agrees
+# with ``facts`` on the rows gym writes (tests/property/test_sample_scan.py). A row counts when it
+# is one line holding one JSON object with both indices as integers; the indices are looked for in
+# the first and last WINDOW bytes of a line only (gym writes them near its end), and a line over
+# MAX_ROW bytes is unreadable unparsed, as in ``facts``: ``cut`` streams, so awk never holds more
+# than MAX_ROW + 1 bytes of a line however long it is. A bad line in the expected list makes the
+# list untrusted, as in ``facts.expected_pairs``: then nothing is said.
+_CHECK_SAMPLES = r"""
 gym_check_samples() {
     local b=$1 d=$2 expected="$2/EXPECTED_FILE" written="$2/ROLLOUTS_FILE"
     [ -f "$expected" ] || return 0
     [ -f "$written" ] || written=/dev/null
-    awk -v m='MARKER' -v b="$b" -v expected="$expected" -v named=MISSING_NAMED '
-        function pair(line,  t, r) {
-            if (!match(line, /"TASK_KEY"[ \t]*:[ \t]*-?[0-9]+/)) return ""
-            t = substr(line, RSTART, RLENGTH); sub(/^.*:[ \t]*/, "", t)
-            if (!match(line, /"ROLLOUT_KEY"[ \t]*:[ \t]*-?[0-9]+/)) return ""
-            r = substr(line, RSTART, RLENGTH); sub(/^.*:[ \t]*/, "", r)
-            return t ":" r
+    LC_ALL=C awk -v m='MARKER' -v b="$b" -v named=MISSING_NAMED -v max=MAX_ROW -v window=WINDOW '
+        function near_ends(line,  n) {
+            n = length(line)
+            return n <= 2 * window ? line : substr(line, 1, window) "\n" substr(line, n - window + 1)
         }
-        { sub(/[ \t\r]+$/, "") }
-        FILENAME == expected { p = pair($0); if (p != "" && !(p in want)) { want[p] = 1; order[++n] = p }; next }
-        $0 !~ /^[ \t]*[{]/ || $0 !~ /[}]$/ { next }
-        { p = pair($0); if (p == "") next; if (p in got) { dup++; next }; got[p] = 1; if (p in want) done++; else extra++ }
+        function index_of(w, key,  v) {
+            if (!match(w, "\"" key "\"[ \t\r]*:[ \t\r]*-?[0-9]+[ \t\r]*[,}]")) return ""
+            v = substr(w, RSTART, RLENGTH); sub(/^.*:[ \t\r]*/, "", v); sub(/[ \t\r]*[,}]$/, "", v)
+            return v == "-0" ? "0" : v
+        }
+        function pair(line,  w, t, r) {
+            if (length(line) > max) return ""
+            w = near_ends(line)
+            if (w !~ /^[ \t\r]*[{]/ || w !~ /[}][ \t\r]*$/) return ""
+            t = index_of(w, "TASK_KEY"); r = index_of(w, "ROLLOUT_KEY")
+            return t == "" || r == "" ? "" : t ":" r
+        }
+        function blank(line) { return length(line) <= max && line ~ /^[ \t\r]*$/ }
+        FILENAME == ARGV[1] {
+            if (blank($0)) next
+            p = pair($0); if (p == "") untrusted = 1; else if (!(p in want)) { want[p] = 1; order[++n] = p }
+            next
+        }
+        blank($0) { next }
+        { p = pair($0); if (p == "") { bad++; next }; if (p in got) { dup++; next }; got[p] = 1; if (p in want) done++; else extra++ }
         END {
+            if (untrusted) exit
             for (i = 1; i <= n; i++) if (!(order[i] in got)) { k++; if (k <= named) shown = shown (shown == "" ? "" : " ") order[i] }
-            printf "%sC\037%s\037%d\037%d\037%d\037%d\037%d\037%s\n", m, b, n, done + extra, dup, extra, k, shown
-        }' "$expected" "$written"
+            printf "%sC\037%s\037%d\037%d\037%d\037%d\037%d\037%s\037%d\n", m, b, n, done + extra, dup, extra, k, shown, bad
+        }' <(LC_ALL=C cut -b "1-MAX_ROW_PLUS_ONE" "$expected") <(LC_ALL=C cut -b "1-MAX_ROW_PLUS_ONE" "$written")
 }
 """
+# Bytes at each end of a line where the scan looks for the indices.
+SCAN_WINDOW = 4096
+
+
+def check_samples_shell() -> str:
+    """The probe's ``gym_check_samples B DIR`` function."""
+    text = _CHECK_SAMPLES
+    for name, value in (
+        ("EXPECTED_FILE", contract.MATERIALIZED_INPUTS_FILE), ("ROLLOUTS_FILE", contract.ROLLOUTS_FILE),
+        ("MARKER", contract.PROBE_MARKER), ("MISSING_NAMED", str(MISSING_NAMED)),
+        ("MAX_ROW_PLUS_ONE", str(facts.MAX_ROW_BYTES + 1)), ("MAX_ROW", str(facts.MAX_ROW_BYTES)),
+        ("WINDOW", str(SCAN_WINDOW)), ("TASK_KEY", TASK_INDEX_KEY), ("ROLLOUT_KEY", ROLLOUT_INDEX_KEY),
+    ):  # fmt: skip
+        text = text.replace(name, value)
+    return text
 
 
 def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset()) -> str:
@@ -187,16 +227,15 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
         ("CHAIN_CANCELLED_FILE", contract.CHAIN_CANCELLED_FILE), ("CHAIN_FILE", contract.CHAIN_FILE),
         ("MARKERS_DIR", contract.MARKERS_DIR), ("CANCELLED_FILE", contract.CANCELLED_FILE),
         ("STATE_FILE", contract.STATE_FILE), ("ROLLOUTS_FILE", contract.ROLLOUTS_FILE),
-        ("EXPECTED_FILE", contract.MATERIALIZED_INPUTS_FILE), ("EVENTS_FILE", contract.EVENTS_FILE),
+        ("EVENTS_FILE", contract.EVENTS_FILE),
         ("HEARTBEAT_FILE", contract.HEARTBEAT_FILE), ("JOB_LOG_GLOB", contract.job_log("*")),
         ("EVENT_JOB_START", contract.EVENT_JOB_START), ("EVENT_JOB_END", contract.EVENT_JOB_END),
         ("PHASE_SUCCEEDED", contract.PHASE_SUCCEEDED), ("PHASE_FAILED", contract.PHASE_FAILED),
-        ("PHASE_CANCELLED", contract.PHASE_CANCELLED), ("MISSING_NAMED", str(MISSING_NAMED)),
-        ("TASK_KEY", TASK_INDEX_KEY), ("ROLLOUT_KEY", ROLLOUT_INDEX_KEY),
+        ("PHASE_CANCELLED", contract.PHASE_CANCELLED),
         ("EXPORTS_DIR", contract.EXPORTS_DIR), ("JOB_END_KEY", JOB_END_KEY), ("MARKER", contract.PROBE_MARKER),
     ):  # fmt: skip
         functions = functions.replace(name, value)
-    lines = [*backend.probe_prelude(record), "gym_all_ids=''", functions]
+    lines = [*backend.probe_prelude(record), "gym_all_ids=''", functions, check_samples_shell()]
     lines.append(f"printf '%sT\\x1f%s\\n' {shlex.quote(contract.PROBE_MARKER)} \"$(date +%s)\"")
     for job in record.benchmarks:
         if job.job_id:
@@ -295,7 +334,8 @@ def _sample_check(cols: list[str]) -> SampleCheck | None:
             named.append((int(task), int(rollout)))
         except ValueError:
             continue
-    return SampleCheck(expected, written, duplicates, extra, missing, tuple(named))
+    unreadable = cols[6].strip() if len(cols) > 6 else ""
+    return SampleCheck(expected, written, duplicates, extra, missing, tuple(named), int(unreadable) if unreadable.isdigit() else 0)
 
 
 # -- from what the probe found to a state ----------------------------------------------------------
@@ -341,12 +381,15 @@ def chain_status(
 
 
 def _receipt(encoded: str) -> dict | None:
-    """An export's receipt as the job wrote it; None for one that is not a receipt."""
+    """An export's receipt as the job wrote it (``facts.parse_receipt``); None for one that is not
+    a receipt."""
     try:
-        data = untrusted.loads_object(base64.b64decode(encoded), "receipt")
-    except (ValueError, UnicodeEncodeError):  # Unreadable is a ValueError; so is bad base64
+        receipt = facts.parse_receipt(base64.b64decode(encoded))
+    except ValueError:  # bad base64
         return None
-    return {key: data.get(key) for key in ("state", "detail", "backend_run_id", "time")}
+    if receipt is None:
+        return None
+    return {key: getattr(receipt, key) for key in ("state", "detail", "backend_run_id", "time")}
 
 
 def exports_text(exports: dict[str, dict]) -> str:

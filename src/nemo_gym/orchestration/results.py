@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.orchestration import contract, untrusted
+from nemo_gym.orchestration import contract, facts, untrusted
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.facts import MAX_ROW_BYTES
 from nemo_gym.orchestration.observe import JobStatus, run_usage
 from nemo_gym.orchestration.record import SubmissionRecord
-from nemo_gym.orchestration.rollout_projection import MAX_ROW_BYTES
 from nemo_gym.orchestration.rollouts import (
     Completeness,
     NoScore,
@@ -46,9 +46,10 @@ from nemo_gym.orchestration.usage import NO_USAGE, Usage
 
 MARKER = contract.RESULT_MARKER
 DEFAULT_METRIC = "reward"
-# Metric names shown in the table, most telling first; the JSON has every metric.
-PREFERRED = ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
-PROJECTION_SOURCE = Path(__file__).with_name("rollout_projection.py")
+# Metric names shown in the table, most telling first (gym's names, made the one name each has
+# everywhere: ``facts.mlflow_safe_key``); the JSON has every metric.
+PREFERRED = tuple(facts.mlflow_safe_key(name) for name in ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy"))
+PROJECTION_FILES = (Path(facts.__file__), Path(__file__).with_name("rollout_projection.py"))
 NO_EXPECTED_LIST = (
     f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name} (gym before 0.7.0 writes none): nothing lists the samples "
     f"the driver meant to write"
@@ -87,7 +88,8 @@ class BenchmarkResult:
     value: float | None = None  # the metric's mean over tasks (each task's rollouts averaged first)
     scored_tasks: int = 0
     written_tasks: int = 0  # tasks with a counted row, scored or not
-    metrics: dict[str, float] = field(default_factory=dict)  # gym's aggregate metrics
+    metrics: dict[str, float] = field(default_factory=dict)  # gym's aggregate metrics (``facts.benchmark_metrics``)
+    key_metrics: list[str] = field(default_factory=list)  # the names of those gym calls key; not in the JSON
     files: list[str] = field(default_factory=list)
     note: str | None = None  # why the numbers are not (all) to be trusted
     # True: succeeded, every expected sample written and scored, metrics written; None: nothing says
@@ -197,7 +199,7 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
     ]
     args = " ".join(shlex.quote(word) for entry in files for word in entry)
     marker = shlex.quote(contract.ROLLOUTS_MARKER)
-    projection = f"python3 -c {shlex.quote(PROJECTION_SOURCE.read_text())} {marker} {shlex.quote(metric)} {args}"
+    projection = f"python3 -c {shlex.quote(projection_source())} {marker} {shlex.quote(metric)} {args}"
     raw = [
         f"[ -f {shlex.quote(path)} ] && {{ printf '%s%s\\x1f%s\\x1f{contract.ENCODING_RAW}\\x1f\\x1f' {marker} "
         f"{shlex.quote(bench)} {part}; base64 -w0 <{shlex.quote(path)}; echo; }}"
@@ -211,9 +213,15 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def projection_source() -> str:
+    """What the host's ``python3 -c`` runs: ``facts.py`` (the row and index definitions) and the
+    projection after it, one program that imports nothing from the directory it runs in."""
+    return "\n".join(path.read_text() for path in PROJECTION_FILES)
+
+
 @dataclass
 class _Found:
-    metrics: dict[str, float] = field(default_factory=dict)
+    documents: list[Any] = field(default_factory=list)  # every readable metrics file, parsed
     files: list[str] = field(default_factory=list)
     unreadable_file: str | None = None  # one line: the metrics file and why it cannot be read
     rollout_lines: list[str] | None = None  # None: there is no rollouts file
@@ -260,7 +268,7 @@ def _add_metrics_file(found: _Found, path: str, payload: str) -> None:
     except ValueError:  # base64 damaged in transit
         found.unreadable_file = f"{path}: damaged in transit"
         return
-    found.metrics.update(_numbers(metrics))
+    found.documents.append(metrics)
     found.files.append(path)
 
 
@@ -273,19 +281,6 @@ def _decoded_lines(encoding: str, payload: str) -> list[str]:
     except (ValueError, zlib.error):
         return ["!"]  # damaged in transit: one unreadable line, never a silent empty file
     return data.decode("utf-8", errors="replace").split("\n")
-
-
-def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
-    if isinstance(data, dict):
-        for key, value in data.items():
-            out.update(_numbers(value, f"{prefix}{key}/" if isinstance(value, (dict, list)) else f"{prefix}{key}"))
-    elif isinstance(data, list):
-        for i, value in enumerate(data[:20]):
-            out.update(_numbers(value, f"{prefix}{i}/"))
-    elif isinstance(data, (int, float)) and not isinstance(data, bool):
-        out[prefix.rstrip("/")] = float(data)
-    return out
 
 
 # -- deciding what the files say ---------------------------------------------------------------------
@@ -306,6 +301,7 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
     rollouts = parse_rollouts(found.rollout_lines or [], metric)
     expected, expected_problem = _expected_pairs(found.expected_lines)
     check = completeness(expected, rollouts)
+    metrics = facts.benchmark_metrics(found.documents)
     if state in ("succeeded", STATE_INCOMPLETE):
         # The exact count decides; status's scan on the cluster only approximates it.
         state = STATE_INCOMPLETE if check.complete is False else "succeeded"
@@ -325,7 +321,8 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         value=math.fsum(means.values()) / len(means) if means else None,
         scored_tasks=len(means),
         written_tasks=len({task for task, _ in counted}),
-        metrics=found.metrics,
+        metrics=metrics.values,
+        key_metrics=list(metrics.key_names),
         files=found.files,
         usage=status.usage if status is not None else NO_USAGE,
         task_means=means,
@@ -363,7 +360,7 @@ def _expected_pairs(lines: list[str] | None) -> tuple[frozenset[TaskRollout] | N
         return None, None
     try:
         return parse_expected(lines), None
-    except ValueError as exc:
+    except untrusted.Unreadable as exc:
         return None, f"{contract.MATERIALIZED_INPUTS_FILE} cannot be trusted ({exc})"
 
 
@@ -418,9 +415,9 @@ def require_metric(runs: list[RunResults], metric: str) -> None:
     )
 
 
-def headline(metrics: dict[str, float]) -> list[tuple[str, float]]:
+def headline(metrics: dict[str, float], key_names: list[str] | None = None) -> list[tuple[str, float]]:
     """The few metrics worth a table column: gym's key metrics when it reports them."""
-    key = {k.split("key_metrics/", 1)[1]: v for k, v in metrics.items() if "key_metrics/" in k}
+    key = {name: metrics[name] for name in key_names or () if name in metrics}
     pool = key or metrics
     chosen = [(k, v) for k, v in pool.items() if any(k.endswith(p) for p in PREFERRED)]
     return (chosen or list(pool.items()))[:4]

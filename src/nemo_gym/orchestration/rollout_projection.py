@@ -13,7 +13,7 @@ own name only when it is a scalar (a non-scalar value is no score either way). L
 linear time and bounded memory: at most one row of ``MAX_ROW_BYTES`` and one block at a time.
 Run as
 
-    python3 -c SOURCE MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [BENCHMARK ROLLOUTS EXPECTED ...]
+    python3 -c "$(cat facts.py rollout_projection.py)" MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [BENCHMARK ROLLOUTS EXPECTED ...]
 
 it prints, per file that exists, ``MARKER<benchmark>\\x1f<part>\\x1fz\\x1f<metric names>\\x1f<base64>``
 (part: rollouts or expected; metric names: the numeric top-level keys of the first row).
@@ -25,15 +25,13 @@ import os
 import sys
 import zlib
 
-TASK_INDEX_KEY = "_ng_task_index"
-ROLLOUT_INDEX_KEY = "_ng_rollout_index"
+if __package__:
+    from .facts import OVERSIZED, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, lines_of, parse_row
+# Else run as ``python3 -c`` with ``facts.py``'s source in front of this one
+# (``results.projection_source``): its names are defined above.
+
 UNREADABLE = "!"
-OVERSIZED = "!oversized"
 SEPARATOR = "\x1f"
-# A row longer than this is refused as one unreadable row, unparsed: a real row (a whole
-# conversation) is kilobytes, and parsing hundreds of megabytes costs seconds and gigabytes.
-MAX_ROW_BYTES = 64 * 1024 * 1024
-BLOCK_BYTES = 1 << 20
 
 
 def metric_value(row, metric):
@@ -52,17 +50,6 @@ def metric_value(row, metric):
 
 
 _ABSENT = object()
-
-
-def parse_row(line):
-    """The JSON object a line holds, or None: not JSON, not an object, or nested deeper than the
-    parser's stack (a 200 000-deep line is data, never a crash). The one definition of a readable
-    row: ``rollouts.parse_rollouts`` uses it too."""
-    try:
-        row = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return row if isinstance(row, dict) else None
 
 
 def project_line(line, metric):
@@ -105,27 +92,6 @@ def project_file(path, metric):
             first = False
     chunks.append(packer.flush())
     return names or [], b"".join(chunks)
-
-
-def lines_of(fh, limit=MAX_ROW_BYTES, block_bytes=BLOCK_BYTES):
-    """The file split at b"\\n" only (as the reader splits it: JSON may hold a raw U+2028), the
-    piece after a final newline included; None in place of a line longer than ``limit`` bytes.
-
-    Linear time: each block is split once and a line spanning blocks is joined once, at its end
-    (never re-copied per block). Bounded memory: a line over ``limit`` is dropped as it grows."""
-    parts = []  # type: list[bytes]  # the line so far, in pieces (none kept once it is over the limit)
-    size = 0  # the current line's length so far
-    for block in iter(lambda: fh.read(block_bytes), b""):
-        pieces = block.split(b"\n")
-        for piece in pieces[:-1]:
-            yield None if size + len(piece) > limit else b"".join([*parts, piece])
-            parts, size = [], 0
-        size += len(pieces[-1])
-        if size > limit:
-            parts = []
-        else:
-            parts.append(pieces[-1])
-    yield None if size > limit else b"".join(parts)
 
 
 def main(argv):

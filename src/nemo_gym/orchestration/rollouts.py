@@ -18,11 +18,18 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from nemo_gym.orchestration.rollout_projection import MAX_ROW_BYTES, OVERSIZED, parse_row
-from nemo_gym.orchestration.rules import is_integer
+from nemo_gym.orchestration import facts
+from nemo_gym.orchestration.facts import (
+    ROLLOUT_INDEX_KEY,
+    TASK_INDEX_KEY,
+    Completeness,
+    expected_pairs,
+    rows_of,
+)
 
-TASK_INDEX_KEY = "_ng_task_index"
-ROLLOUT_INDEX_KEY = "_ng_rollout_index"
+__all__ = ["ROLLOUT_INDEX_KEY", "TASK_INDEX_KEY", "Completeness", "completeness", "parse_expected", "parse_rollouts"]
+# The pairs ``rollouts_materialized_inputs.jsonl`` lists (strict: ``facts.expected_pairs``).
+parse_expected = expected_pairs
 # A report names a few bad lines so that someone can open the file at them; all are counted.
 MAX_REPORTED_LINES = 5
 
@@ -53,22 +60,6 @@ class RolloutSet:
     oversized_lines: tuple[int, ...] = ()  # the first MAX_REPORTED_LINES of those over MAX_ROW_BYTES
     oversized: int = 0  # lines over MAX_ROW_BYTES, refused unparsed
 
-@dataclass(frozen=True)
-class Completeness:
-    """Whether a benchmark wrote every rollout it was meant to.
-
-    ``known`` is False when there is no list of expected pairs (gym before 0.7.0 does not write
-    one): then ``expected`` and ``complete`` are None, and ``missing`` and ``extra`` are empty
-    because nothing can be missing from an unknown list, not because nothing is.
-    """
-
-    known: bool
-    expected: int | None
-    written: int
-    missing: tuple[TaskRollout, ...]
-    extra: tuple[TaskRollout, ...]  # written but not expected: rollouts of other inputs mixed in
-    duplicates: int
-    complete: bool | None  # every expected pair written; extra and duplicate rows don't change it
 
 
 def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
@@ -90,15 +81,9 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
     no_score: dict[TaskRollout, NoScore] = {}
     unreadable_lines: list[int] = []
     oversized_lines: list[int] = []
-    for number, line in enumerate(lines, start=1):
-        if is_oversized(line):
+    for number, row, pair, oversized in rows_of(lines):
+        if oversized:
             oversized_lines.append(number)
-            unreadable_lines.append(number)
-            continue
-        if not line.strip():
-            continue
-        row = parse_row(line)
-        pair = _task_rollout(row) if row is not None else None
         if row is None or pair is None:
             unreadable_lines.append(number)
             continue
@@ -125,61 +110,9 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
     )
 
 
-def is_oversized(line: str) -> bool:
-    """A line the projection refused unread, or one as long (a whole file read where it lies
-    without ``python3``): either way one unreadable row, never parsed."""
-    if line == OVERSIZED:
-        return True
-    return len(line) > MAX_ROW_BYTES // 4 and len(line.encode("utf-8", "surrogatepass")) > MAX_ROW_BYTES
-
-
-def parse_expected(lines: Iterable[str]) -> frozenset[TaskRollout]:
-    """The (task, rollout) pairs listed in ``rollouts_materialized_inputs.jsonl``.
-
-    Unlike ``parse_rollouts`` this is strict: gym writes the file in full before any rollout runs,
-    so a bad line means the file cannot be trusted, and a silently shortened list would make an
-    incomplete run look complete. Raises ValueError naming the first bad line; a caller can treat
-    that as "expected pairs unknown".
-    """
-    pairs: set[TaskRollout] = set()
-    for number, line in enumerate(lines, start=1):
-        if is_oversized(line):
-            raise ValueError(f"line {number} of the materialized inputs is over {MAX_ROW_BYTES} bytes")
-        if not line.strip():
-            continue
-        row = parse_row(line)
-        pair = _task_rollout(row) if row is not None else None
-        if pair is None:
-            raise ValueError(
-                f"line {number} of the materialized inputs is not a JSON object with integer "
-                f"{TASK_INDEX_KEY} and {ROLLOUT_INDEX_KEY}"
-            )
-        pairs.add(pair)
-    return frozenset(pairs)
-
-
 def completeness(expected: frozenset[TaskRollout] | None, rollouts: RolloutSet) -> Completeness:
-    """Compare written pairs with expected ones; ``expected=None`` means the list is unavailable."""
-    if expected is None:
-        return Completeness(
-            known=False,
-            expected=None,
-            written=len(rollouts.written),
-            missing=(),
-            extra=(),
-            duplicates=len(rollouts.duplicates),
-            complete=None,
-        )
-    missing = tuple(sorted(expected - rollouts.written))
-    return Completeness(
-        known=True,
-        expected=len(expected),
-        written=len(rollouts.written),
-        missing=missing,
-        extra=tuple(sorted(rollouts.written - expected)),
-        duplicates=len(rollouts.duplicates),
-        complete=not missing,
-    )
+    """``facts.completeness`` of a parsed rollouts file; ``expected=None``: the list is unavailable."""
+    return facts.completeness(expected, rollouts.written, len(rollouts.duplicates))
 
 
 def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = None) -> dict[int, float]:
@@ -196,14 +129,6 @@ def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = N
         if only is None or (task, rollout) in only:
             by_task[task].append(value)
     return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
-
-
-def _task_rollout(row: Mapping[str, Any]) -> TaskRollout | None:
-    task, rollout = row.get(TASK_INDEX_KEY), row.get(ROLLOUT_INDEX_KEY)
-    # `true` is no index, and neither is 3.0: gym writes integers.
-    if isinstance(task, int) and isinstance(rollout, int) and is_integer(task) and is_integer(rollout):
-        return (task, rollout)
-    return None
 
 
 def _metric_value(row: Mapping[str, Any], metric: str) -> float | NoScore:

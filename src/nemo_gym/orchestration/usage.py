@@ -8,7 +8,8 @@ Two sources, the better first, decided per job:
   ``.gym/<id>.attempt-N/events`` for earlier runs of a requeued job), times the GPUs the plan gave
   the job (``BenchmarkJob.gpus`` in the record). A job still running counts up to the probe's
   clock; a job that ended without writing ``job-end`` (killed with the node) counts up to the
-  last sign of life it left (the newest of its state, heartbeat and events files).
+  last sign of life it left (the newest of its last event, its state and heartbeat files and its
+  log). ``facts.wall_seconds`` is that rule, and the exporters count by it too.
 
 A resumable benchmark sums its chain's jobs. Benchmarks that share one job (``job.deployment:
 shared``) each show that job's whole cost, and a run's total counts every job once.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from nemo_gym.orchestration import facts
 
 SOURCE_ACCOUNTING = "sacct"
 SOURCE_JOB_RECORD = "job record"
@@ -41,8 +44,12 @@ class OwnRecord:
     job_id: str
     start: float | None
     end: float | None
-    last_seen: float | None  # newest mtime of its state files; None when unknown
+    last_seen: float | None  # newest of its last event and its files' mtimes; None when unknown
     current: bool  # the job's own directory, not an earlier attempt's (``.attempt-N``)
+
+    @property
+    def times(self) -> facts.RunTimes:
+        return facts.RunTimes(self.start, self.end, self.last_seen)
 
 
 @dataclass(frozen=True)
@@ -89,8 +96,8 @@ def own_record(state_dir_name: str, start: str, end: str, last_event: str, mtime
                attempt_suffix: str) -> OwnRecord:  # fmt: skip
     """One state directory's record: its name is ``<job id>`` or ``<job id><attempt_suffix><n>``."""
     job_id, sep, _ = state_dir_name.partition(attempt_suffix)
-    seen = [t for t in (*mtimes, _float(last_event)) if t is not None]
-    return OwnRecord(job_id, _float(start), _float(end), max(seen) if seen else None, current=not sep)
+    times = facts.run_times(_float(start), _float(end), _float(last_event), mtimes)
+    return OwnRecord(job_id, times.start, times.end, times.last_seen, current=not sep)
 
 
 def job_usage(
@@ -119,7 +126,7 @@ def job_usage(
     wall = 0.0
     approximate = False
     for record in records:
-        seconds, guessed = _seconds(record, now, running and record.current)
+        seconds, guessed = facts.wall_seconds(record.times, now, running and record.current)
         wall += seconds
         approximate = approximate or guessed
     gpu_hours = wall * planned_gpus / 3600 if planned_gpus is not None else None
@@ -153,17 +160,6 @@ def chain_usage(
 ) -> Usage:
     """A benchmark's jobs (a resumable chain's, oldest first) summed."""
     return total(job_usage(i, accounting, own, planned_gpus, now, i == running_id) for i in job_ids)
-
-
-def _seconds(record: OwnRecord, now: float | None, running: bool) -> tuple[float, bool]:
-    """(seconds, approximate) of one run of a job."""
-    assert record.start is not None
-    if record.end is not None:
-        return max(0.0, record.end - record.start), False
-    if running and now is not None:
-        return max(0.0, now - record.start), False
-    last = record.last_seen if record.last_seen is not None else record.start
-    return max(0.0, last - record.start), True
 
 
 def _float(text: str | None) -> float | None:

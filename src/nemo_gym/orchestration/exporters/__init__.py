@@ -3,7 +3,7 @@ itself after its driver and by ``gym eval export`` later, each export once (rece
 deterministic key in every backend).
 
 The modules listed in ``NODE_MODULES`` are stdlib only and Python 3.8 syntax: a job stages them,
-with ``contract.py``, as ``steps/exporters/`` and runs ``python3 steps/exporters/run_exports.py``
+with ``contract.py``, ``untrusted.py`` and ``facts.py``, as ``steps/exporters/`` and runs ``python3 steps/exporters/run_exports.py``
 (see ``run_exports``). This ``__init__`` is the submitting side's only: it lists what to stage, and
 what ``gym eval export`` ships in its script (``export_runs``: the installed modules, never the
 copy staged in a run directory).
@@ -17,7 +17,9 @@ from nemo_gym.orchestration.exporters.receipts import EXPORTS_DIR, RUNNER, SPEC_
 
 # The node-side modules, imported by each other as siblings once staged.
 NODE_MODULES = ("record", "spec", "jobfiles", "receipts", "mlflow_rest", "table", "wandb_export", "run_exports")
-__all__ = ["EXPORTS_DIR", "NODE_MODULES", "RUNNER", "SPEC_FILE", "STAGED_DIR", "staged_files"]
+# The package's own modules the exporters import, staged beside them.
+SHARED_MODULES = ("contract", "untrusted", "facts")
+__all__ = ["EXPORTS_DIR", "NODE_MODULES", "RUNNER", "SHARED_MODULES", "SPEC_FILE", "STAGED_DIR", "staged_files"]
 
 
 def staged_files() -> dict[str, str]:
@@ -26,5 +28,6 @@ def staged_files() -> dict[str, str]:
         f"{STAGED_DIR}/{name}.py": resources.files(__name__).joinpath(f"{name}.py").read_text()
         for name in NODE_MODULES
     }
-    files[f"{STAGED_DIR}/contract.py"] = resources.files("nemo_gym.orchestration").joinpath("contract.py").read_text()
+    package = resources.files("nemo_gym.orchestration")
+    files.update({f"{STAGED_DIR}/{name}.py": package.joinpath(f"{name}.py").read_text() for name in SHARED_MODULES})
     return files

@@ -2,14 +2,15 @@
 
 What each field comes from:
 
-* metrics: every ``artifacts/*aggregate_metrics*.json`` gym wrote: each agent's ``agent_metrics``
-  and ``key_metrics`` (per-task groups are left out: they are rollouts, not aggregates);
+* metrics: every ``artifacts/*aggregate_metrics*.json`` gym wrote, named as everywhere
+  (``facts.benchmark_metrics``);
 * completeness: distinct (``_ng_task_index``, ``_ng_rollout_index``) pairs in ``rollouts.jsonl``
-  that ``rollouts_materialized_inputs.jsonl`` lists, of all it lists (duplicates, torn lines and
-  rows of other inputs do not count; the same rule as ``gym eval results``);
-* wall time: ``job-start`` to ``job-end`` in every ``.gym/<id>/events`` of the job directory (a
-  requeued job's earlier attempts and a resumable chain's jobs add up), the job still running
-  counted to now; GPU-hours: that times the GPUs the spec says the job was given;
+  that ``rollouts_materialized_inputs.jsonl`` lists, of all it lists (``facts``: the same rule as
+  ``gym eval results``);
+* wall time: every run of the job directory's jobs (``.gym/<id>/events``: a requeued job's earlier
+  attempts and a resumable chain's jobs add up), each as status counts it (``facts.wall_seconds``:
+  to ``job-end``, the job running the export to now, one that died to its last sign of life);
+  GPU-hours: that times the GPUs the spec says the job was given;
 * state: said by the caller (the job knows its driver's exit), else the state file's final phase,
   else the driver's exit status in the events; ``succeeded`` with samples missing is ``incomplete``.
 
@@ -19,25 +20,22 @@ Stdlib only, Python 3.8 syntax.
 from __future__ import annotations
 
 import glob
-import json
-import math
 import os
 import time
-from typing import Any
 
 if __package__:
     from .. import contract as c
+    from .. import facts as f
+    from .. import untrusted as u
     from . import record as r
     from . import spec as s
-else:  # staged into a job: contract.py and the exporters' modules sit side by side
+else:  # staged into a job: contract.py, facts.py, untrusted.py and the exporters sit side by side
     import contract as c  # type: ignore[no-redef,import-not-found]
+    import facts as f  # type: ignore[no-redef,import-not-found]
     import record as r  # type: ignore[no-redef,import-not-found]
     import spec as s  # type: ignore[no-redef,import-not-found]
+    import untrusted as u  # type: ignore[no-redef,import-not-found]
 
-TASK_INDEX_KEY = "_ng_task_index"
-ROLLOUT_INDEX_KEY = "_ng_rollout_index"
-# Parts of gym's aggregate document that are per task or per repeat: many rows, no aggregate.
-NOT_AGGREGATES = ("group_level_metrics", "repeat_level_metrics")
 FINAL_PHASES = (c.PHASE_SUCCEEDED, c.PHASE_FAILED, c.PHASE_CANCELLED)
 STATE_UNKNOWN = "unknown"
 
@@ -45,52 +43,16 @@ STATE_UNKNOWN = "unknown"
 # -- metrics -----------------------------------------------------------------------------------------
 
 
-def metrics_of_document(doc: Any) -> dict[str, float]:
-    """gym's aggregate metrics document -> metric name -> value.
-
-    gym 0.7.0 writes a list with one entry per agent, each with ``agent_metrics`` and
-    ``key_metrics``: with one agent the names are gym's own (``mean/reward``), with several they
-    are prefixed by the agent's name. Any other shape contributes its numbers under their paths.
-    """
-    if isinstance(doc, list) and doc and all(isinstance(e, dict) and "agent_metrics" in e for e in doc):
-        out: dict[str, float] = {}
-        for entry in doc:
-            prefix = f"{_agent_name(entry)}/" if len(doc) > 1 else ""
-            for part in ("agent_metrics", "key_metrics"):
-                for name, value in _numbers(entry.get(part)).items():
-                    out[prefix + name] = value
-        return out
-    return _numbers(doc)
-
-
-def _agent_name(entry: dict[str, Any]) -> str:
-    ref = entry.get("agent_ref")
-    name = ref.get("name") if isinstance(ref, dict) else None
-    return str(name) if name else "agent"
-
-
-def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
-    """Finite numbers of nested mappings under ``a/b`` paths; lists and per-task parts are skipped."""
-    out: dict[str, float] = {}
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if key in NOT_AGGREGATES:
-                continue
-            out.update(_numbers(value, f"{prefix}{key}/" if isinstance(value, dict) else f"{prefix}{key}"))
-    elif isinstance(data, (int, float)) and not isinstance(data, bool) and math.isfinite(data):
-        out[prefix.rstrip("/")] = float(data)
-    return out
-
-
 def read_metrics(job_dir: str) -> tuple[dict[str, float], list[str]]:
-    metrics: dict[str, float] = {}
+    documents = []
     notes = []
     for path in sorted(glob.glob(os.path.join(job_dir, c.AGGREGATE_METRICS_GLOB))):
+        what = os.path.relpath(path, job_dir)
         try:
-            with open(path) as fh:
-                metrics.update(metrics_of_document(json.load(fh)))
-        except (OSError, ValueError):
-            notes.append(f"unreadable metrics file {os.path.relpath(path, job_dir)}")
+            documents.append(u.loads(u.read_bounded(path, what), what))
+        except u.Unreadable:
+            notes.append(f"unreadable metrics file {what}")
+    metrics = f.benchmark_metrics(documents).values
     if not metrics and not notes:
         notes.append("no aggregate metrics file")
     return metrics, notes
@@ -99,81 +61,29 @@ def read_metrics(job_dir: str) -> tuple[dict[str, float], list[str]]:
 # -- completeness ------------------------------------------------------------------------------------
 
 
-def _pair(line: bytes) -> tuple[int, int] | None:
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(row, dict):
-        return None
-    task, rollout = row.get(TASK_INDEX_KEY), row.get(ROLLOUT_INDEX_KEY)
-    if type(task) is int and type(rollout) is int:  # true is no index, nor is 3.0
-        return task, rollout
-    return None
-
-
-def written_pairs(lines: Any) -> set[tuple[int, int]]:
-    """Distinct pairs of the readable rows; a torn last line or a duplicate changes nothing."""
-    pairs = set()
-    for line in lines:
-        pair = _pair(line) if line.strip() else None
-        if pair is not None:
-            pairs.add(pair)
-    return pairs
-
-
-def expected_pairs(lines: Any) -> set[tuple[int, int]] | None:
-    """The pairs gym meant to write; None when a line is bad (gym writes the list whole before any
-    rollout, so a bad line means it cannot be trusted: a shortened list would fake completeness)."""
-    pairs = set()
-    for line in lines:
-        if not line.strip():
-            continue
-        pair = _pair(line)
-        if pair is None:
-            return None
-        pairs.add(pair)
-    return pairs
-
-
 def read_completeness(job_dir: str) -> tuple[int, int | None, list[str]]:
-    """(written, expected or None, notes)."""
+    """(expected samples written, expected or None, notes)."""
     notes = []
-    written: set[tuple[int, int]] = set()
+    written = frozenset()  # type: frozenset[tuple[int, int]]
     try:
         with open(os.path.join(job_dir, c.ROLLOUTS_FILE), "rb") as fh:
-            written = written_pairs(fh)
+            written = f.written_pairs(f.lines_of(fh)).pairs
     except OSError:
         notes.append("no rollouts file")
-    expected: set[tuple[int, int]] | None = None
+    inputs = os.path.basename(c.MATERIALIZED_INPUTS_FILE)
+    expected = None
     try:
         with open(os.path.join(job_dir, c.MATERIALIZED_INPUTS_FILE), "rb") as fh:
-            expected = expected_pairs(fh)
-        if expected is None:
-            notes.append(f"{os.path.basename(c.MATERIALIZED_INPUTS_FILE)} cannot be trusted: completeness unknown")
+            expected = f.expected_pairs(f.lines_of(fh))
     except OSError:
-        notes.append(f"no {os.path.basename(c.MATERIALIZED_INPUTS_FILE)}: completeness unknown")
-    if expected is None:
-        return len(written), None, notes
-    return len(written & expected), len(expected), notes
+        notes.append(f"no {inputs}: completeness unknown")
+    except u.Unreadable:
+        notes.append(f"{inputs} cannot be trusted: completeness unknown")
+    check = f.completeness(expected, written, 0)
+    return check.done, check.expected, notes
 
 
 # -- times and state -----------------------------------------------------------------------------------
-
-
-def parse_event_lines(text: str) -> list[tuple[float, str, list[str]]]:
-    """``<epoch> <event> [args]`` lines -> (time, event, args), bad lines skipped."""
-    out = []
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) < 2:
-            continue
-        try:
-            stamp = float(words[0])
-        except ValueError:
-            continue
-        out.append((stamp, words[1], words[2:]))
-    return out
 
 
 def state_dirs(job_dir: str) -> dict[str, str]:
@@ -192,30 +102,24 @@ def state_dirs(job_dir: str) -> dict[str, str]:
     return out
 
 
-def job_times(events: dict[str, str], current: str | None, now: float) -> tuple[float | None, float | None, float | None]:
-    """(wall seconds, first start, last end) of the jobs whose events these are (name -> text).
-
-    A job without ``job-end`` counts to now when it is the current one (the export runs before the
-    job ends), else to the last event it wrote (it died without a record).
-    """
+def job_times(job_dir: str, dirs: dict[str, str], events: dict[str, str], current: str | None,
+              now: float) -> tuple[float | None, float | None, float | None]:  # fmt: skip
+    """(wall seconds, first start, last end) of the runs whose state directories these are (name ->
+    path; ``events``: name -> its events' text), each counted as status counts it: to its
+    ``job-end``; the current one (running the export, before the job ends) to now; one that died
+    without its end record to its last sign of life."""
     wall = 0.0
     starts: list[float] = []
     ends: list[float] = []
-    for name, text in events.items():
-        lines = parse_event_lines(text)
-        start = next((t for t, event, _ in lines if event == c.EVENT_JOB_START), None)
-        if start is None:
+    for name in dirs:
+        mtimes = f.mtimes_of(f.sign_of_life_files(job_dir, name))
+        times = f.times_of_events(f.parse_events(events.get(name, "")), mtimes)
+        if times.start is None:
             continue
-        finished = [t for t, event, _ in lines if event == c.EVENT_JOB_END]
-        if finished:
-            end = finished[-1]
-        elif name == current:
-            end = now
-        else:
-            end = max(t for t, _, _ in lines)
-        wall += max(0.0, end - start)
-        starts.append(start)
-        ends.append(end)
+        seconds, _approximate = f.wall_seconds(times, now, running=name == current)
+        wall += seconds
+        starts.append(times.start)
+        ends.append(times.start + seconds)
     if not starts:
         return None, None, None
     return wall, min(starts), max(ends)
@@ -225,7 +129,7 @@ def driver_exit(events_text: str, benchmark: str) -> int | None:
     """The driver's exit status in a job's events: ``driver-end RC``, or ``driver-end BENCH RC`` in
     a shared job; the last one counts."""
     found = None
-    for _, event, args in parse_event_lines(events_text):
+    for _, event, args in f.parse_events(events_text):
         if event != c.EVENT_DRIVER_END:
             continue
         if len(args) == 1:
@@ -289,7 +193,7 @@ def read_record(job_dir: str, spec: s.ExportSpec, job_id: str | None = None, sta
     usage_dir = os.path.normpath(os.path.join(job_dir, spec.usage_dir)) if spec.usage_dir else job_dir
     usage_dirs = state_dirs(usage_dir)
     events = {name: _read(os.path.join(path, c.EVENTS_FILE)) for name, path in usage_dirs.items()}
-    wall, started, ended = job_times(events, job_id, now)
+    wall, started, ended = job_times(usage_dir, usage_dirs, events, job_id, now)
     own_dirs = state_dirs(job_dir)
     current = job_id if job_id in own_dirs else _latest(own_dirs)
     phase = c.parse_state(_read(os.path.join(own_dirs[current], c.STATE_FILE))).get("phase") if current else None

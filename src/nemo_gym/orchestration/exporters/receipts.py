@@ -21,12 +21,15 @@ import fcntl
 import json
 import os
 import time
-from typing import NamedTuple
 
 if __package__:
     from .. import contract as c
-else:  # staged into a job: the contract sits beside the exporters
+    from .. import facts as f
+    from .. import untrusted as u
+else:  # staged into a job: the contract, facts and untrusted sit beside the exporters
     import contract as c  # type: ignore[no-redef,import-not-found]
+    import facts as f  # type: ignore[no-redef,import-not-found]
+    import untrusted as u  # type: ignore[no-redef,import-not-found]
 
 # Job-directory paths of the exports (relative to the job directory). They belong with the
 # run-directory contract; they live here until the contract names them.
@@ -35,22 +38,12 @@ STAGED_DIR = c.EXPORTERS_DIR  # the node-side modules, contract.py, and the spec
 SPEC_FILE = f"{STAGED_DIR}/export-spec.json"
 RUNNER = f"{STAGED_DIR}/run_exports.py"
 
-STATE_RUNNING = "running"
-STATE_DONE = "done"
-STATE_FAILED = "failed"
-STATES = (STATE_RUNNING, STATE_DONE, STATE_FAILED)
-
-
-class Receipt(NamedTuple):
-    state: str
-    backend_run_id: str
-    detail: str
-    time: str
-    fingerprint: str = ""
-    attempts: int = 0
-
-    def as_dict(self) -> dict[str, object]:
-        return dict(self._asdict())
+# A receipt and its states are ``facts``' (status reads them too).
+STATE_RUNNING = f.RECEIPT_RUNNING
+STATE_DONE = f.RECEIPT_DONE
+STATE_FAILED = f.RECEIPT_FAILED
+STATES = f.RECEIPT_STATES
+Receipt = f.Receipt
 
 
 def receipt_path(job_dir: str, exporter: str) -> str:
@@ -65,21 +58,10 @@ def read_receipt(job_dir: str, exporter: str) -> Receipt | None:
     """The exporter's receipt, or None when there is none (or it is unreadable: then the export
     runs again, which its backend's idempotence makes safe)."""
     try:
-        with open(receipt_path(job_dir, exporter)) as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
+        data = u.read_bounded(receipt_path(job_dir, exporter), "receipt")
+    except u.Unreadable:
         return None
-    if not isinstance(data, dict) or data.get("state") not in STATES:
-        return None
-    attempts = data.get("attempts")
-    return Receipt(
-        state=data["state"],
-        backend_run_id=str(data.get("backend_run_id") or ""),
-        detail=str(data.get("detail") or ""),
-        time=str(data.get("time") or ""),
-        fingerprint=str(data.get("fingerprint") or ""),
-        attempts=attempts if isinstance(attempts, int) else 0,
-    )
+    return f.parse_receipt(data)
 
 
 def write_receipt(job_dir: str, exporter: str, receipt: Receipt) -> None:

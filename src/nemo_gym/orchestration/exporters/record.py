@@ -21,8 +21,13 @@ import json
 import re
 from typing import Any, NamedTuple
 
+if __package__:
+    from .. import facts as f
+else:  # staged into a job: facts.py sits beside the exporters
+    import facts as f  # type: ignore[no-redef,import-not-found]
+
 PARAM_VALUE_LIMIT = 500
-KEY_LIMIT = 250
+KEY_LIMIT = f.KEY_LIMIT
 CUT_MARK = "...[cut]"
 # The keys a note names before it just counts: a note is one line in a job's log.
 NOTE_EXAMPLES = 3
@@ -88,7 +93,7 @@ class ExportRecord(NamedTuple):
     model: str
     served_name: str
     params: dict[str, str]  # flat, MLflow-safe (flatten_config)
-    metrics: dict[str, float]  # gym's aggregate metrics under gym's own names
+    metrics: dict[str, float]  # gym's aggregate metrics under their one name (``facts.benchmark_metrics``)
     written: int  # distinct expected (task, rollout) pairs on disk (all distinct pairs when expected is unknown)
     expected: int | None  # pairs gym meant to write; None when it wrote no list of them
     gpu_hours: float | None
@@ -156,53 +161,10 @@ def export_key(run_id: str, benchmark: str) -> str:
     return f"{run_id}/{benchmark}"
 
 
-# -- names MLflow accepts ---------------------------------------------------------------------------
+# -- names MLflow accepts: ``facts`` owns them (a metric has the name MLflow gives it everywhere) ------
 
-_UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
-
-
-def mlflow_safe_key(name: str) -> str:
-    """A param, metric or tag name MLflow accepts, as close to ``name`` as it can be.
-
-    Characters outside ``A-Z a-z 0-9 _ - . / space`` become ``_`` (``pass@1[avg-of-1]/accuracy`` ->
-    ``pass_1_avg-of-1_/accuracy``). MLflow also refuses names that change when read as a file path,
-    so empty segments go, ``.``/``..`` segments become ``_``/``__``, and a segment that begins with
-    ``..`` (``..0``, refused too) begins with ``_.`` instead. Names over 250 characters keep
-    their start and end in a hash, so that two long names stay two keys.
-    """
-    cleaned = _UNSAFE_KEY_CHARS.sub("_", name)
-    segments = [_safe_segment(s) for s in cleaned.split("/") if s]
-    key = "/".join(segments) or "_"
-    if len(key) > KEY_LIMIT:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-        key = key[: KEY_LIMIT - len(digest) - 1].rstrip("/") + "_" + digest
-    return key
-
-
-def _safe_segment(segment: str) -> str:
-    if segment == ".":
-        return "_"
-    if segment == "..":
-        return "__"
-    if segment.startswith(".."):
-        return "_" + segment[1:]
-    return segment
-
-
-def mlflow_safe_names(names: list[str]) -> dict[str, str]:
-    """Each name -> its MLflow-safe key, distinct names kept distinct (``_2``, ``_3`` on a clash)."""
-    out: dict[str, str] = {}
-    taken: set[str] = set()
-    for name in names:
-        key = mlflow_safe_key(name)
-        if key in taken:
-            n = 2
-            while f"{key}_{n}" in taken:
-                n += 1
-            key = f"{key}_{n}"
-        taken.add(key)
-        out[name] = key
-    return out
+mlflow_safe_key = f.mlflow_safe_key
+mlflow_safe_names = f.mlflow_safe_names
 
 
 def renamed_note(kind: str, renamed: dict[str, str]) -> str | None:
