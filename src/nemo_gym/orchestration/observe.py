@@ -22,6 +22,7 @@ from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
 from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.render import render_template
 from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
 STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
@@ -95,125 +96,21 @@ def all_final(statuses: list[JobStatus]) -> bool:
 
 # -- the probe -----------------------------------------------------------------------------------
 
-# Shell: one benchmark's probe. The chain is read again after the scheduler is asked, and the whole
-# probe repeated if it names other jobs by then: a job that ended between the two reads has written
-# its records before the scheduler could call it ended, so status never sees an ending the chain
-# does not explain.
-_PROBE_FUNCTIONS = r"""
-gym_chain_ids() { { echo "$1"; CHAIN_IDS_AWK; } | awk '!seen[$0]++' | tail -n 4; }
-gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st sc sa n try
-    for try in 1 2 3; do
-        ids=$(cat "$d/CHAIN_FILE" 2>/dev/null | gym_chain_ids "$first")
-        out=""
-        for id in $ids; do
-            st=$(cat "$d/MARKERS_DIR/$id/STATE_FILE" 2>/dev/null | tr '\n' '\t')
-            en=$(awk '$2 == "EVENT_JOB_END" { e = $3 } END { printf "%s", e }' "$d/MARKERS_DIR/$id/EVENTS_FILE" 2>/dev/null)
-            [ -n "$en" ] && st="$st"$'\t'"JOB_END_KEY=$en"
-            { [ -e "$d/MARKERS_DIR/$id/CANCELLED_FILE" ] || [ -e "$d/CHAIN_CANCELLED_FILE" ]; } && st="$st"$'\t'cancelled_by_user=1
-            SCHEDULER_PROBE
-            out+="$(printf 'MARKERJ\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$sc" "$sa")"$'\n'
-        done
-        ch=$(base64 -w0 "$d/CHAIN_FILE" 2>/dev/null)
-        now=$(printf '%s' "$ch" | base64 -d 2>/dev/null | gym_chain_ids "$first")
-        [ "$ids" = "$now" ] && break
-    done
-    n=$(cat "$d/ROLLOUTS_FILE" 2>/dev/null | wc -l)
-    printf '%s' "$out"
-    printf 'MARKERB\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch"
-    for f in "$d/EXPORTS_DIR/"*.json; do
-        [ -f "$f" ] && printf 'MARKERX\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
-    done
-    gym_usage "$b" "$d"
-    if [ -f "$d/CHAIN_FILE" ]; then
-        gym_all_ids+=",$({ echo "$first"; CHAIN_IDS_AWK "$d/CHAIN_FILE"; } | awk '!seen[$0]++' | paste -sd, -)"
-    else
-        gym_all_ids+=",$first"
-    fi
-    # The samples are counted once the latest job has ended: its files are final then.
-    if [ "$check" = 1 ]; then
-        case $st in phase=PHASE_SUCCEEDED*|phase=PHASE_FAILED*|phase=PHASE_CANCELLED*) gym_check_samples "$b" "$d" ;; esac
-    fi
-}
-# Per run of a job (a state directory): its job-start, its job-end and its last event; and the
-# times its state, heartbeat and log files were last written (its last signs of life).
-gym_usage() {
-    local b=$1 d=$2 files
-    files=("$d"/MARKERS_DIR/*/EVENTS_FILE)
-    [ -e "${files[0]}" ] || return 0
-    awk -v m='MARKER' -v b="$b" '
-        function out(  n, parts) { n = split(f, parts, "/"); printf "%sE\037%s\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], s, e, l }
-        FNR == 1 { if (f != "") out(); f = FILENAME; s = ""; e = ""; l = "" }
-        $2 == "EVENT_JOB_START" && s == "" { s = $1 }
-        $2 == "EVENT_JOB_END" { e = $1 }
-        { l = $1 }
-        END { if (f != "") out() }' "${files[@]}"
-    stat -c '%Y %n' "$d"/MARKERS_DIR/*/STATE_FILE "$d"/MARKERS_DIR/*/HEARTBEAT_FILE "$d"/JOB_LOG_GLOB 2>/dev/null |
-        awk -v m='MARKER' -v b="$b" '{ p = $0; sub(/^[0-9]+ /, "", p); n = split(p, parts, "/"); printf "%sM\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], parts[n], $1 }'
-}
-"""
-
-
-# Shell: the expected (task, rollout) pairs against the distinct ones written, where the host may
-# have no python3: a scan for status, not a parse (results parses every row, ``facts``), that agrees
-# with ``facts`` on the rows gym writes (tests/property/test_sample_scan.py). A row counts when it
-# is one line holding one JSON object with both indices as integers; the indices are looked for in
-# the first and last WINDOW bytes of a line only (gym writes them near its end), and a line over
-# MAX_ROW bytes is unreadable unparsed, as in ``facts``: ``cut`` streams, so awk never holds more
-# than MAX_ROW + 1 bytes of a line however long it is. A bad line in the expected list makes the
-# list untrusted, as in ``facts.expected_pairs``: then nothing is said.
-_CHECK_SAMPLES = r"""
-gym_check_samples() {
-    local b=$1 d=$2 expected="$2/EXPECTED_FILE" written="$2/ROLLOUTS_FILE"
-    [ -f "$expected" ] || return 0
-    [ -f "$written" ] || written=/dev/null
-    LC_ALL=C awk -v m='MARKER' -v b="$b" -v named=MISSING_NAMED -v max=MAX_ROW -v window=WINDOW '
-        function near_ends(line,  n) {
-            n = length(line)
-            return n <= 2 * window ? line : substr(line, 1, window) "\n" substr(line, n - window + 1)
-        }
-        function index_of(w, key,  v) {
-            if (!match(w, "\"" key "\"[ \t\r]*:[ \t\r]*-?[0-9]+[ \t\r]*[,}]")) return ""
-            v = substr(w, RSTART, RLENGTH); sub(/^.*:[ \t\r]*/, "", v); sub(/[ \t\r]*[,}]$/, "", v)
-            return v == "-0" ? "0" : v
-        }
-        function pair(line,  w, t, r) {
-            if (length(line) > max) return ""
-            w = near_ends(line)
-            if (w !~ /^[ \t\r]*[{]/ || w !~ /[}][ \t\r]*$/) return ""
-            t = index_of(w, "TASK_KEY"); r = index_of(w, "ROLLOUT_KEY")
-            return t == "" || r == "" ? "" : t ":" r
-        }
-        function blank(line) { return length(line) <= max && line ~ /^[ \t\r]*$/ }
-        FILENAME == ARGV[1] {
-            if (blank($0)) next
-            p = pair($0); if (p == "") untrusted = 1; else if (!(p in want)) { want[p] = 1; order[++n] = p }
-            next
-        }
-        blank($0) { next }
-        { p = pair($0); if (p == "") { bad++; next }; if (p in got) { dup++; next }; got[p] = 1; if (p in want) done++; else extra++ }
-        END {
-            if (untrusted) exit
-            for (i = 1; i <= n; i++) if (!(order[i] in got)) { k++; if (k <= named) shown = shown (shown == "" ? "" : " ") order[i] }
-            printf "%sC\037%s\037%d\037%d\037%d\037%d\037%d\037%s\037%d\n", m, b, n, done + extra, dup, extra, k, shown, bad
-        }' <(LC_ALL=C cut -b "1-MAX_ROW_PLUS_ONE" "$expected") <(LC_ALL=C cut -b "1-MAX_ROW_PLUS_ONE" "$written")
-}
-"""
-# Bytes at each end of a line where the scan looks for the indices.
+# Bytes at each end of a line where the sample scan looks for the indices.
 SCAN_WINDOW = 4096
+
+
+def _scan_constants() -> dict[str, object]:
+    """What the sample scan (templates/probe-samples.sh.j2) is given besides the contract."""
+    return {
+        "missing_named": MISSING_NAMED, "max_row": facts.MAX_ROW_BYTES, "window": SCAN_WINDOW,
+        "task_key": TASK_INDEX_KEY, "rollout_key": ROLLOUT_INDEX_KEY,
+    }  # fmt: skip
 
 
 def check_samples_shell() -> str:
     """The probe's ``gym_check_samples B DIR`` function."""
-    text = _CHECK_SAMPLES
-    for name, value in (
-        ("EXPECTED_FILE", contract.MATERIALIZED_INPUTS_FILE), ("ROLLOUTS_FILE", contract.ROLLOUTS_FILE),
-        ("MARKER", contract.PROBE_MARKER), ("MISSING_NAMED", str(MISSING_NAMED)),
-        ("MAX_ROW_PLUS_ONE", str(facts.MAX_ROW_BYTES + 1)), ("MAX_ROW", str(facts.MAX_ROW_BYTES)),
-        ("WINDOW", str(SCAN_WINDOW)), ("TASK_KEY", TASK_INDEX_KEY), ("ROLLOUT_KEY", ROLLOUT_INDEX_KEY),
-    ):  # fmt: skip
-        text = text.replace(name, value)
-    return text
+    return render_template("probe-samples.sh.j2", **_scan_constants())
 
 
 def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset()) -> str:
@@ -221,35 +118,22 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
     own state file and what the scheduler says of it, the times its jobs ran, and once its latest
     job has ended, its samples against the expected ones (unless ``checked`` names it: the count
     of an ended job does not change, so ``--watch`` makes it once)."""
-    functions = _PROBE_FUNCTIONS
-    for name, value in (
-        ("CHAIN_IDS_AWK", contract.chain_ids_awk()), ("SCHEDULER_PROBE", backend.probe_scheduler_shell()),
-        ("CHAIN_CANCELLED_FILE", contract.CHAIN_CANCELLED_FILE), ("CHAIN_FILE", contract.CHAIN_FILE),
-        ("MARKERS_DIR", contract.MARKERS_DIR), ("CANCELLED_FILE", contract.CANCELLED_FILE),
-        ("STATE_FILE", contract.STATE_FILE), ("ROLLOUTS_FILE", contract.ROLLOUTS_FILE),
-        ("EVENTS_FILE", contract.EVENTS_FILE),
-        ("HEARTBEAT_FILE", contract.HEARTBEAT_FILE), ("JOB_LOG_GLOB", contract.job_log("*")),
-        ("EVENT_JOB_START", contract.EVENT_JOB_START), ("EVENT_JOB_END", contract.EVENT_JOB_END),
-        ("PHASE_SUCCEEDED", contract.PHASE_SUCCEEDED), ("PHASE_FAILED", contract.PHASE_FAILED),
-        ("PHASE_CANCELLED", contract.PHASE_CANCELLED),
-        ("EXPORTS_DIR", contract.EXPORTS_DIR), ("JOB_END_KEY", JOB_END_KEY), ("MARKER", contract.PROBE_MARKER),
-    ):  # fmt: skip
-        functions = functions.replace(name, value)
-    lines = [*backend.probe_prelude(record), "gym_all_ids=''", functions, check_samples_shell()]
-    lines.append(f"printf '%sT\\x1f%s\\n' {shlex.quote(contract.PROBE_MARKER)} \"$(date +%s)\"")
-    for job in record.benchmarks:
-        if job.job_id:
-            check = 0 if job.benchmark in checked else 1
-            lines.append(
-                f"gym_probe {shlex.quote(job.benchmark)} {shlex.quote(job.job_dir)} {shlex.quote(job.job_id)} {check}"
-            )
-    # The shared job of a shared deployment keeps its own events (its benchmarks' are in their dirs).
-    shared_dir = shlex.quote(contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR))
-    lines.append(f"[ -d {shared_dir} ] && gym_usage '' {shared_dir}")
-    lines.append("gym_all_ids=${gym_all_ids#,}")
-    lines += backend.accounting_shell()
-    lines += backend.probe_tail(record)
-    return "\n".join(lines) + "\n"
+    probed = [
+        {"benchmark": job.benchmark, "job_dir": job.job_dir, "job_id": job.job_id, "check": 0 if job.benchmark in checked else 1}
+        for job in record.benchmarks
+        if job.job_id
+    ]
+    return render_template(
+        "probe.sh.j2",
+        prelude=backend.probe_prelude(record),
+        scheduler_probe=backend.probe_scheduler_shell(),
+        accounting=backend.accounting_shell(),
+        tail=backend.probe_tail(record),
+        probed=probed,
+        shared_dir=contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR),
+        job_end_key=JOB_END_KEY,
+        **_scan_constants(),
+    )
 
 
 @dataclass
