@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import warnings
 from pathlib import Path
 
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.compose import compose_config
+from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
+from nemo_gym.orchestration.library import _record
+from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script
+from nemo_gym.orchestration.observe import probe_script
 from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import StagedRun, render_run
+from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, results_script
+from nemo_gym.orchestration.submission import QueuedJob, per_benchmark, submission_script
 from nemo_gym.orchestration.validate import validate_config
 
 GOLDEN_RUN_ID = "gym-job-20260101T000000Z-000000"
@@ -23,3 +33,43 @@ def stage(config_path: Path, run_id: str = GOLDEN_RUN_ID, overrides: list[str] |
 
 def golden_configs() -> list[Path]:
     return sorted((GOLDEN_DIR / "configs").glob("*.yaml"))
+
+
+# -- the submit-side scripts of a golden scenario -------------------------------------------------
+
+GOLDEN_SECRETS = {"GYM_GOLDEN_SECRET": "golden-secret-value"}
+# Embedded payloads a golden names instead of holding: the tarball's gzip header carries the time of
+# packing, and the two Python sources are the package's own modules (their own tests cover them).
+TARBALL_STAND_IN = "<the staged files, tar.gz, base64>"
+SOURCES_STAND_IN = "<the staged exporter modules, JSON, base64>"
+PROJECTION_STAND_IN = "<facts.py and rollout_projection.py>"
+
+
+def golden_record(staged: StagedRun) -> SubmissionRecord:
+    """The record of the run as submitted, the way the library makes it: a fake job id per job."""
+    plan = staged.plan
+    queued = [QueuedJob(job.benchmark, str(4000 + i), None) for i, job in enumerate(plan.submitted_jobs)]
+    return _record(plan, per_benchmark(plan, queued))
+
+
+def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
+    """Name -> every script the submitting machine runs for this run, as it is sent."""
+    record = golden_record(staged)
+    backend = backend_named(record.executor)
+    first = record.benchmarks[0]
+    return {
+        "submission.sh": submission_script(staged, GOLDEN_SECRETS),
+        "probe.sh": probe_script(record, backend),
+        "cancel.sh": cancel_script(record, record.benchmarks),
+        "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),
+        "logs-driver-follow.sh": logs_script(first, log_patterns(first, None, True, record.run_dir), 50, True),
+        "results.sh": results_script(record, DEFAULT_METRIC),
+        "export.sh": export_script(record, [], False, {}),
+    }
+
+
+def golden_form(script: str) -> str:
+    """A submit-side script with its embedded payloads named (see the stand-ins above)."""
+    script = re.sub(r"(<<'GYM_TAR_EOF'[^\n]*\n)[^\n]*\n", lambda m: f"{m.group(1)}{TARBALL_STAND_IN}\n", script)
+    script = script.replace(bootstrap_source(), BOOTSTRAP % {"sources": SOURCES_STAND_IN})
+    return script.replace(shlex.quote(projection_source()), shlex.quote(PROJECTION_STAND_IN))

@@ -11,24 +11,30 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from render_helpers import GOLDEN_DIR, golden_configs, stage
+from render_helpers import GOLDEN_DIR, golden_configs, golden_form, stage, submit_side_scripts
 
 import nemo_gym.orchestration
 from nemo_gym.orchestration import exporters
+from nemo_gym.orchestration.render import StagedFile
 
 UPDATE = os.environ.get("GYM_UPDATE_GOLDENS") == "1"
+SUBMIT_SIDE = "submit-side"  # beside the staged files: the scripts the submitting machine runs
 # The golden configs read this with host:; it must never appear in a staged file.
 os.environ["GOLDEN_HF_TOKEN"] = "hf_golden_secret_value"
 
 
 def golden_files(config, staged) -> dict:
     """lib.sh is the same static library in every job: its golden is kept once, for `single`.
-    Python helpers are staged as the package's own modules, byte for byte (test_helpers_are_verbatim)."""
-    return {
+    Python helpers are staged as the package's own modules, byte for byte (test_helpers_are_verbatim).
+    The submit-side scripts of the run's record go under submit-side/, their payloads named."""
+    files = {
         rel: f
         for rel, f in staged.files.items()
         if (config.stem == "single" or not rel.endswith("steps/lib.sh")) and not rel.endswith(".py")
     }
+    for name, script in submit_side_scripts(staged).items():
+        files[f"{SUBMIT_SIDE}/{name}"] = StagedFile(golden_form(script))
+    return files
 
 
 @pytest.mark.parametrize("config", golden_configs(), ids=lambda p: p.stem)
@@ -67,10 +73,14 @@ def test_secrets_never_staged(config) -> None:
 
 
 def _scripts():
+    """Every staged script, and every submit-side script as it is sent (payloads and all)."""
     for config in golden_configs():
-        for rel, staged_file in stage(config).files.items():
+        staged = stage(config)
+        for rel, staged_file in staged.files.items():
             if rel.endswith(".sh"):
                 yield pytest.param(staged_file.content, id=f"{config.stem}/{rel}")
+        for name, script in submit_side_scripts(staged).items():
+            yield pytest.param(script, id=f"{config.stem}/{SUBMIT_SIDE}/{name}")
 
 
 @pytest.mark.parametrize("script", list(_scripts()))

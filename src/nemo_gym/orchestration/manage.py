@@ -74,7 +74,10 @@ def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: boo
     n = "+1" if lines is None else str(lines)
     return (
         current_job_shell(job)
-        + f"shopt -s nullglob; files=(); for f in {patterns}; do [ -e \"$f\" ] && files+=(\"$f\"); done; "
+        # The patterns into an array first: a loop over them as words is a loop over one word
+        # when there is one pattern (shellcheck SC2043); nullglob drops the globs matching nothing.
+        + f"shopt -s nullglob; wanted=({patterns}); files=(); "
+        'for f in "${wanted[@]}"; do [ -e "$f" ] && files+=("$f"); done; '
         f'if [ ${{#files[@]}} -eq 0 ]; then echo "{contract.NO_LOGS_MARKER}"; exit 3; fi; '
         + (f'exec tail -n {n} -F "${{files[@]}}"' if follow else f'tail -n {n} "${{files[@]}}"')
     )

@@ -206,6 +206,8 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
         for bench, rollouts, expected in files
         for part, path in ((contract.ROLLOUTS_PART, rollouts), (contract.EXPECTED_PART, expected))
     ]
+    # The single-quoted argument is a Python program: its $ and backquotes are literal by intent.
+    lines.append("# shellcheck disable=SC2016")
     lines.append(f"if ! {{ command -v python3 >/dev/null 2>&1 && {projection}; }}; then")
     lines += [f"  {line}" for line in raw]
     lines.append("fi")

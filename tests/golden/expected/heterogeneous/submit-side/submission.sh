@@ -1,0 +1,24 @@
+set -u
+umask 022
+gym_exists=0
+if [ -e /lustre/gym-runs/gym-job-20260101T000000Z-000000 ]; then echo __GYM_EXISTS:/lustre/gym-runs/gym-job-20260101T000000Z-000000; gym_exists=1; fi
+[ "$gym_exists" -eq 0 ] || exit 4
+gym_made=()
+gym_parents=()
+[ -e /lustre/gym-runs ] || gym_parents+=(/lustre/gym-runs)
+[ -e /lustre ] || gym_parents+=(/lustre)
+gym_unmake() { rm -rf ${gym_made[@]+"${gym_made[@]}"}; for d in ${gym_parents[@]+"${gym_parents[@]}"}; do rmdir "$d" 2>/dev/null; done; exit 5; }
+mkdir -p /lustre/gym-runs/gym-job-20260101T000000Z-000000 || gym_unmake
+gym_made+=(/lustre/gym-runs/gym-job-20260101T000000Z-000000)
+base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C /lustre/gym-runs/gym-job-20260101T000000Z-000000 || gym_unmake
+<the staged files, tar.gz, base64>
+GYM_TAR_EOF
+printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
+(
+export GYM_GOLDEN_SECRET=golden-secret-value
+mkdir -p /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/logs
+out=$(sbatch --parsable /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/job.sh 2>&1); rc=$?
+line=$(printf '%s%s:%s:%s' __GYM_JOB: answer-judge "$rc" "$(printf '%s' "$out" | tr '\n' ' ')")
+printf '%s\n' "$line" >>/lustre/gym-runs/gym-job-20260101T000000Z-000000/.gym-submitted
+printf '%s\n' "$line"
+)

@@ -1,0 +1,28 @@
+set -u
+umask 022
+gym_missing=0
+test -e /data || { echo __GYM_MISSING:services.policy:/data; gym_missing=1; }
+test -e /scratch || { echo __GYM_MISSING:services.policy:/scratch; gym_missing=1; }
+[ "$gym_missing" -eq 0 ] || exit 3
+gym_exists=0
+if [ -e /lustre/runs/gym-job-20260101T000000Z-000000 ]; then echo __GYM_EXISTS:/lustre/runs/gym-job-20260101T000000Z-000000; gym_exists=1; fi
+[ "$gym_exists" -eq 0 ] || exit 4
+gym_made=()
+gym_parents=()
+[ -e /lustre/runs ] || gym_parents+=(/lustre/runs)
+[ -e /lustre ] || gym_parents+=(/lustre)
+gym_unmake() { rm -rf ${gym_made[@]+"${gym_made[@]}"}; for d in ${gym_parents[@]+"${gym_parents[@]}"}; do rmdir "$d" 2>/dev/null; done; exit 5; }
+mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000 || gym_unmake
+gym_made+=(/lustre/runs/gym-job-20260101T000000Z-000000)
+base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C /lustre/runs/gym-job-20260101T000000Z-000000 || gym_unmake
+<the staged files, tar.gz, base64>
+GYM_TAR_EOF
+printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
+(
+export GYM_GOLDEN_SECRET=golden-secret-value
+mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/logs
+out=$(sbatch --parsable /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/job.sh 2>&1); rc=$?
+line=$(printf '%s%s:%s:%s' __GYM_JOB: answer-judge "$rc" "$(printf '%s' "$out" | tr '\n' ' ')")
+printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted
+printf '%s\n' "$line"
+)
