@@ -748,7 +748,7 @@ class _Context:
         if not exporters:
             return None
         policy = self.config.services.get(self.config.driver.policy_model or "")
-        model = getattr(policy, "model", "") or ""
+        model = policy_model_path(self.config) or ""
         served = getattr(policy, "served_model_name", None) or model
         spec = make_spec(
             self.run_id, benchmark, model, served, resolved_config_dict(self.config), exporters,

@@ -185,8 +185,6 @@ def write_observation(run_id: str, summary: str) -> None:
 
 def last_observed(run_id: str) -> tuple[str, str] | None:
     """(state summary, when) as ``status`` last saw the run; None when never seen or unreadable."""
-    from nemo_gym.orchestration import untrusted
-
     try:
         data = untrusted.load_object_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", "observation", 4096)
     except untrusted.Unreadable:
@@ -396,8 +394,11 @@ def your_last(records: list[SubmissionRecord]) -> SubmissionRecord:
         raise UserError(
             f"no submission by {user} on {machine} in the local index ({index_dir()}); name a run (gym eval list)"
         )
-    print(f"note: --last is {yours[-1].gym_job_id}, your newest submission on {machine} "
-          f"(none was made from this shell session)", file=sys.stderr)  # fmt: skip
+    from nemo_gym.orchestration.display import terminal
+
+    # The id is read from the index: shown escaped, like every label read back.
+    print(terminal(f"note: --last is {yours[-1].gym_job_id}, your newest submission on {machine} "
+                   f"(none was made from this shell session)"), file=sys.stderr)  # fmt: skip
     return yours[-1]
 
 
