@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import re
 import socket
 import subprocess
 import threading
@@ -269,5 +271,16 @@ def test_the_session_is_this_terminals_leader_and_its_start_time(monkeypatch) ->
     origin = record.submission_origin()
     machine, session = origin.split(":", 1)
     assert machine == socket.gethostname()
-    sid, started = session.split(".")
-    assert int(sid) > 0 and started.isdigit()
+    if os.getsid(0) > 0:
+        sid, started = session.split(".")
+        assert int(sid) == os.getsid(0) and started.isdigit()
+    else:  # the leader is outside this PID namespace, as in a container run without a terminal
+        assert re.fullmatch(r"ns-\d+", session)
+
+
+def test_a_session_led_from_outside_the_pid_namespace_is_the_namespace(monkeypatch) -> None:
+    monkeypatch.delenv("GYM_SESSION", raising=False)
+    monkeypatch.setattr(record.os, "getsid", lambda pid: 0)
+    origin = record.submission_origin()
+    assert origin == f"{socket.gethostname()}:ns-{os.stat('/proc/self/ns/pid').st_ino}"
+    assert origin == record.submission_origin()  # one session for the whole container

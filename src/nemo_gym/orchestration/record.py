@@ -145,12 +145,23 @@ def submission_origin() -> str:
     if named:
         return f"{machine}:{named}"
     sid = os.getsid(0)
+    if sid <= 0:
+        # The session's leader lives outside this PID namespace (a container started without a
+        # terminal): everything in the container is one session, named by the namespace.
+        return f"{machine}:{_pid_namespace()}"
     try:
         with open(f"/proc/{sid}/stat") as fh:
             started = fh.read().rsplit(")", 1)[1].split()[19]  # field 22, after the command's name
     except (OSError, IndexError):
         started = "?"
     return f"{machine}:{sid}.{started}"
+
+
+def _pid_namespace() -> str:
+    try:
+        return "ns-" + os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return "ns-unknown"
 
 
 def machine_of(origin: str | None) -> str | None:
