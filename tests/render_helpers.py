@@ -10,14 +10,14 @@ from pathlib import Path
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
-from nemo_gym.orchestration.library import _record
+from nemo_gym.orchestration.library.submit import _record
 from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script
 from nemo_gym.orchestration.observe import probe_script
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, results_script
-from nemo_gym.orchestration.submission import QueuedJob, per_benchmark, submission_script
+from nemo_gym.orchestration.submission import QueuedJob, RunToSubmit, per_benchmark, submission_script
 from nemo_gym.orchestration.validate import validate_config
 
 GOLDEN_RUN_ID = "gym-job-20260101T000000Z-000000"
@@ -58,7 +58,7 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     backend = backend_named(record.executor)
     first = record.benchmarks[0]
     return {
-        "submission.sh": submission_script(staged, GOLDEN_SECRETS),
+        "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),
         "probe.sh": probe_script(record, backend),
         "cancel.sh": cancel_script(record, record.benchmarks),
         "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),

@@ -19,9 +19,9 @@ from nemo_gym.orchestration import contract, display, library
 from nemo_gym.orchestration.cli.common import table
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.cli.status import rich_table
-from nemo_gym.orchestration.library import RunStatus
+from nemo_gym.orchestration.library import RunStatus, Selection
 from nemo_gym.orchestration.observe import JobStatus
-from nemo_gym.orchestration.record import Selection, SweepRecord, run_in_directory
+from nemo_gym.orchestration.record import SweepRecord, run_in_directory
 from nemo_gym.orchestration.report import report_html
 
 BIDI = {"\u061c", "\u200e", "\u200f", "\u2028", "\u2029", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
@@ -80,7 +80,7 @@ def test_a_report_draws_labels_with_dollars_and_escapes(tmp_path) -> None:
     dirs = checkpoint_runs(tmp_path)
     labels = ["/ckpt/exp_$a_$/step-1000", "/ckpt/exp_$a_$/step-2000\x1b]0;x\x07", "$\\frac{$"]
     records = [run_in_directory(str(d)).model_copy(update={"sweep_values": {"m": label}}) for d, label in zip(dirs, labels)]
-    html = report_html(library.results_of_runs(records), "reward")
+    html = report_html(library.results(records), "reward")
     assert "/ckpt/exp_$a_$/step-1000" in html[html.index("<svg") :] and "\x1b" not in html
 
 

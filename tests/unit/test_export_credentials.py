@@ -28,6 +28,7 @@ from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters import spec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError
 from nemo_gym.orchestration.exporters.run_exports import Runner, scrub
+from nemo_gym.orchestration.library.submit import submission_secrets
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, write_local_index
 from nemo_gym.orchestration.validate import validate_config
@@ -163,7 +164,7 @@ def test_gym_eval_export_of_a_planted_run_directory_runs_our_code_and_leaks_noth
         job = staged_job(tmp_path / "runs", {"mlflow": {"tracking_uri": server.url}, "table": {"dir": str(tmp_path / "t")}})
         plant(job)
         monkeypatch.chdir(job)  # the shell stands in the run directory, planted modules beside it
-        [result] = library.export(run_record(job, {"mlflow": server.url}))
+        [result] = library.export([run_record(job, {"mlflow": server.url})])[0]
         [run] = server.state.runs.values()
         sent = {headers.get("Authorization") for _, _, headers, _ in server.state.requests}
     assert not result.failed, result.lines
@@ -228,7 +229,7 @@ def secrets_of(data: dict[str, Any]) -> dict[str, str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = SubmitConfig.model_validate(data)
-    return library.submission_secrets(config, build_plan(config, "gym-job-20260101T000000Z-000000"))
+    return submission_secrets(config, build_plan(config, "gym-job-20260101T000000Z-000000"))
 
 
 @pytest.mark.parametrize("where", ["driver__env", "services__policy__env"])
@@ -317,19 +318,19 @@ def test_the_shipped_exporters_run_under_the_hosts_python_3_8(tmp_path: Path, mo
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     job = staged_job(tmp_path / "runs", {"table": {"dir": str(tmp_path / "t")}})
     plant(job)
-    [result] = library.export(run_record(job))
+    [result] = library.export([run_record(job)])[0]
     assert not result.failed and len(result.lines) == 1 and "] export table: done (first export): row " in result.lines[0]
 
 
 def test_an_unexpected_error_quoting_a_header_is_printed_scrubbed(monkeypatch, capsys) -> None:
-    from nemo_gym.orchestration import record as records
+    from nemo_gym.orchestration.cli import export as cli_export
     from nemo_gym.orchestration.cli import main as cli
 
     def blow_up(*args: Any, **kwargs: Any) -> None:
         raise ValueError(f"Invalid header value {('Bearer ' + TOKEN + chr(13)).encode()!r}")
 
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TOKEN + "\r")
-    monkeypatch.setattr(records, "find_run", lambda *args: None)
+    monkeypatch.setattr(cli_export, "selected", lambda *args: library.Selection([]))
     monkeypatch.setattr(library, "export", blow_up)
     assert cli.main(["eval", "export", "some-run"]) != 0
     err = capsys.readouterr().err

@@ -15,12 +15,13 @@ import pytest
 from export_jobs import BENCHMARK, RUN_ID, receipt, run_staged, staged_job
 from fakes.fake_mlflow import FakeMlflowServer
 
-from nemo_gym.orchestration import exporters, library
+from nemo_gym.orchestration import exporters
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.cli import main as cli
 from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters import spec
 from nemo_gym.orchestration.exporters.run_exports import Chosen
+from nemo_gym.orchestration.library.submit import _record as make_record
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, write_local_index
 from nemo_gym.orchestration.submission import QueuedJob
@@ -147,7 +148,7 @@ def test_the_submit_records_each_benchmarks_destinations_in_the_index() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = build_plan(SubmitConfig.model_validate(data), RUN_ID)
-    record = library._record(plan, [QueuedJob("a", "1", None), QueuedJob("b", "2", None)])
+    record = make_record(plan, [QueuedJob("a", "1", None), QueuedJob("b", "2", None)])
     assert {job.benchmark: job.export_to for job in record.benchmarks} == {
         "a": {"mlflow": "http://m:5000", "table": "/t"}, "b": {"table": "/t"}}  # fmt: skip
 

@@ -137,7 +137,7 @@ def test_the_library_prepare_carries_the_warning_for_submit_and_dry_run() -> Non
     from nemo_gym.orchestration.library import prepare
 
     config = SubmitConfig.model_validate(spec_conformant())
-    assert prepare(config).warnings == (TELEMETRY_WARNING.removeprefix("warning: "),)
+    assert prepare(config).warnings == [TELEMETRY_WARNING.removeprefix("warning: ")]
 
 
 def test_a_sweep_warns_once_for_all_its_runs(capsys, tmp_path) -> None:
@@ -385,6 +385,7 @@ def test_gym_keys_are_not_the_schemas_business(capsys, tmp_path) -> None:
 
 
 def test_submit_refuses_before_it_connects() -> None:
+    from nemo_gym.orchestration.library import prepare
     from nemo_gym.orchestration.library import submit as submit_run
 
     data = _set(f"{BENCH}.run", {"limt": 5})
@@ -393,7 +394,7 @@ def test_submit_refuses_before_it_connects() -> None:
         raise AssertionError("submit connected despite a misspelt run key")
 
     with pytest.raises(UserError) as info:
-        submit_run(SubmitConfig.model_validate(data), connect=connect)
+        submit_run(prepare(SubmitConfig.model_validate(data)), connect=connect)
     assert info.value.problems[0].startswith(f"{BENCH}.run.limt: gym eval run reads no such key; did you mean 'limit'?")
 
 
@@ -426,7 +427,7 @@ def test_unchecked_keys_pass_a_near_miss_to_gym_as_written() -> None:
 
     data = _set(f"{BENCH}", {"run": {"num_repeat": "two", "responses_create_params": {"top_k": 20}},
                              "unchecked_keys": ["run.num_repeat", "run.responses_create_params.top_k"]})  # fmt: skip
-    argv = prepare(SubmitConfig.model_validate(data)).plan.jobs[0].driver.run_argv
+    argv = prepare(SubmitConfig.model_validate(data)).runs[0].plan.jobs[0].driver.run_argv
     assert '+num_repeat="two"' in argv and "+responses_create_params.top_k=20" in argv
 
 

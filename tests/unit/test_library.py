@@ -50,9 +50,9 @@ def config(base: dict, tmp_path: Path, *benchmarks: str, **bench: dict) -> Submi
 
 
 def submitted(base, tmp_path, conn, *benchmarks: str, **bench: dict) -> SubmissionRecord:
-    submission = library.submit(config(base, tmp_path, *benchmarks, **bench), connect=conn.connect)
+    submission = library.submit(library.prepare(config(base, tmp_path, *benchmarks, **bench)), connect=conn.connect)
     assert submission.interrupted is None and not submission.failed
-    return submission.record
+    return submission.records[0]
 
 
 def job_dir(record: SubmissionRecord, benchmark: str) -> Path:
@@ -93,11 +93,11 @@ def test_submit_stages_the_run_queues_each_benchmark_and_records_it_twice(base, 
 
 def test_a_refused_sbatch_fails_only_its_benchmark(base, tmp_path, conn, cluster) -> None:
     cluster.refuse("/b/job.sh", "Invalid partition name specified")
-    submission = library.submit(config(base, tmp_path, "a", "b", "c"), connect=conn.connect)
-    ids = {b.benchmark: (b.job_id, b.error) for b in submission.record.benchmarks}
+    submission = library.submit(library.prepare(config(base, tmp_path, "a", "b", "c")), connect=conn.connect)
+    ids = {b.benchmark: (b.job_id, b.error) for b in submission.records[0].benchmarks}
     assert ids["a"] == ("100", None) and ids["c"] == ("101", None)
     assert ids["b"][0] is None and "Invalid partition name specified" in ids["b"][1]
-    assert [b.benchmark for b in submission.failed] == ["b"]
+    assert [job.benchmark for _, job in submission.failed] == ["b"]
 
 
 def test_site_noise_around_sbatch_never_becomes_a_job_id(base, tmp_path, conn, cluster) -> None:
@@ -109,22 +109,22 @@ def test_site_noise_around_sbatch_never_becomes_a_job_id(base, tmp_path, conn, c
 
 def test_a_connection_lost_after_the_first_sbatch_is_recovered_into_a_true_record(base, tmp_path, conn, cluster) -> None:
     conn.lose_during(1, after_output=f"{contract.JOB_MARKER}a:")
-    submission = library.submit(config(base, tmp_path, "a", "b", "c"), connect=conn.connect)
-    queued = {b.benchmark: b.job_id for b in submission.record.benchmarks}
+    submission = library.submit(library.prepare(config(base, tmp_path, "a", "b", "c")), connect=conn.connect)
+    queued = {b.benchmark: b.job_id for b in submission.records[0].benchmarks}
     assert queued == {"a": "100", "b": None, "c": None}
     assert list(cluster.jobs()) == ["100"]  # nothing was submitted twice, nothing behind our back
     assert "1 of 3 benchmark(s) had been queued" in submission.interrupted
-    assert submission.record.executor_metadata == {"submission": "interrupted"}
-    errors = {b.benchmark: b.error for b in submission.record.benchmarks}
+    assert submission.records[0].executor_metadata == {"submission": "interrupted"}
+    errors = {b.benchmark: b.error for b in submission.records[0].benchmarks}
     assert errors["b"] == errors["c"] == "not submitted: the connection was lost before its sbatch ran"
-    on_cluster = load_record((Path(submission.record.run_dir) / contract.RECORD_FILE).read_text())
-    assert on_cluster == submission.record
+    on_cluster = load_record((Path(submission.records[0].run_dir) / contract.RECORD_FILE).read_text())
+    assert on_cluster == submission.records[0]
 
 
 def test_a_connection_lost_after_everything_ran_recovers_every_job(base, tmp_path, conn, cluster) -> None:
     conn.lose_after(1)
-    submission = library.submit(config(base, tmp_path, "a", "b"), connect=conn.connect)
-    assert [b.job_id for b in submission.record.benchmarks] == ["100", "101"]
+    submission = library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect)
+    assert [b.job_id for b in submission.records[0].benchmarks] == ["100", "101"]
     assert "2 of 2 benchmark(s) had been queued" in submission.interrupted
 
 
@@ -139,13 +139,13 @@ def test_a_connection_that_cannot_be_reopened_says_where_the_truth_is(base, tmp_
 
     conn.plan.take = refuse_after_the_loss  # type: ignore[method-assign]
     with pytest.raises(UserError, match=r"could not be re-opened.*\.gym-submitted on login\.fake"):
-        library.submit(config(base, tmp_path, "a", "b"), connect=conn.connect)
+        library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect)
 
 
 def test_a_missing_mount_source_stops_the_submission_before_anything_is_staged(base, tmp_path, conn, cluster) -> None:
     base["driver"]["mounts"] = [str(tmp_path / "no-such-dir") + ":/data"]
     with pytest.raises(UserError, match=r"driver\.mounts: source .*no-such-dir' does not exist on the submit host"):
-        library.submit(config(base, tmp_path, "a"), connect=conn.connect)
+        library.submit(library.prepare(config(base, tmp_path, "a")), connect=conn.connect)
     assert not cluster.calls("sbatch") and not (tmp_path / "runs").exists()
 
 
@@ -164,7 +164,7 @@ def test_status_combines_the_jobs_own_word_with_slurms(base, tmp_path, conn, clu
     job_wrote(record, "broken", "103", "failed", "service policy died on node n1 (exit status 7)")
     cluster.set_state("104", "COMPLETED")
     cluster.forget("104")
-    run = library.status(record, connect=conn.connect)
+    run = library.status([record], connect=conn.connect)[0]
     assert by_benchmark(run) == {
         "queued": ("queued", "waiting in the Slurm queue (Priority)"),
         "running": ("running", "driver running, 7 rollout(s) written"),
@@ -180,9 +180,9 @@ def test_status_without_accounting_and_with_it(base, tmp_path, conn, cluster) ->
     record = submitted(base, tmp_path, conn, "a")
     cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
     cluster.forget("100")
-    assert by_benchmark(library.status(record, connect=conn.connect))["a"][0] == "unknown"
+    assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"][0] == "unknown"
     cluster.accounting = True
-    assert by_benchmark(library.status(record, connect=conn.connect))["a"] == ("timed out", "walltime reached (its limit)")
+    assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"] == ("timed out", "walltime reached (its limit)")
 
 
 def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tmp_path, conn, cluster) -> None:
@@ -194,22 +194,22 @@ def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tm
     chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
     cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
     job_wrote(record, "long", "100", "failed", "stopped by its walltime (SIGTERM)")
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.state, job.job_id, job.chain) == ("queued", successor, ["100", successor])
     assert job.detail == (
         f"resuming: job 100 timed out (walltime reached (00:01:00)); job {successor} waits in the queue (Dependency)"
     )
     with chain.open("a") as fh:
         fh.write(contract.chain_record("end", "failed", "gave up: 4 resumes without progress"))
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.state, job.detail) == ("failed", "gave up: 4 resumes without progress")
 
 
 def test_a_run_nobody_could_queue_needs_no_connection(base, tmp_path, conn, cluster) -> None:
     cluster.refuse("job.sh", "Invalid account")
-    record = library.submit(config(base, tmp_path, "a"), connect=conn.connect).record
+    record = library.submit(library.prepare(config(base, tmp_path, "a")), connect=conn.connect).records[0]
     conn.refuse_connect()
-    [job] = library.status(record, connect=lambda host: (_ for _ in ()).throw(AssertionError("connected"))).jobs
+    [job] = library.status([record], connect=lambda host: (_ for _ in ()).throw(AssertionError("connected")))[0].jobs
     assert job.state == "failed" and "Invalid account" in job.detail
 
 
@@ -222,11 +222,11 @@ def test_cancel_stops_what_runs_and_leaves_what_ended(base, tmp_path, conn, clus
     job_wrote(record, "a", "100", "running", "driver")
     cluster.set_state("101", "COMPLETED")
     job_wrote(record, "b", "101", "succeeded", "driver finished")
-    report = library.cancel(record, connect=conn.connect)
+    report = library.cancel([record], connect=conn.connect)[0]
     assert [j.benchmark for j in report.cancelled] == ["a"] and [j.benchmark for j in report.already_ended] == ["b"]
     assert report.ok and cluster.cancelled_ids() == ["100"]
     assert (job_dir(record, "a") / contract.state_dir("100") / contract.CANCELLED_FILE).exists()
-    assert by_benchmark(library.status(record, connect=conn.connect))["a"] == (
+    assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"] == (
         "cancelled", "cancelled by the user (gym eval cancel)"
     )  # fmt: skip
 
@@ -239,7 +239,7 @@ def test_cancel_stops_a_chain_its_running_job_and_the_one_queued_behind_it(base,
     chain.parent.mkdir(parents=True, exist_ok=True)
     chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
     job_wrote(record, "long", "100", "running", "driver")
-    report = library.cancel(record, connect=conn.connect)
+    report = library.cancel([record], connect=conn.connect)[0]
     assert report.ok and sorted(cluster.cancelled_ids()) == sorted(["100", successor])
     assert (job_dir(record, "long") / contract.CHAIN_CANCELLED_FILE).exists()
 
@@ -248,7 +248,7 @@ def test_a_refused_scancel_is_reported_not_hidden(base, tmp_path, conn, cluster)
     record = submitted(base, tmp_path, conn, "a")
     cluster.set_state("100", "RUNNING")
     cluster.remove_commands("scancel")
-    report = library.cancel(record, connect=conn.connect)
+    report = library.cancel([record], connect=conn.connect)[0]
     assert not report.ok and [j.benchmark for j in report.refused] == ["a"]
 
 
@@ -258,8 +258,8 @@ def test_cancel_of_one_benchmark_of_a_shared_deployment_is_refused(base, tmp_pat
     assert {b.job_id for b in record.benchmarks} == {"100"}
     cluster.set_state("100", "RUNNING")
     with pytest.raises(UserError, match="share one deployment"):
-        library.cancel(record, ["a"], connect=conn.connect)
-    assert library.cancel(record, connect=conn.connect).ok and cluster.cancelled_ids() == ["100"]
+        library.cancel([record], ["a"], connect=conn.connect)[0]
+    assert library.cancel([record], connect=conn.connect)[0].ok and cluster.cancelled_ids() == ["100"]
 
 
 # -- logs --------------------------------------------------------------------------------------------
@@ -272,12 +272,12 @@ def test_logs_of_the_job_a_service_on_every_node_and_the_driver(base, tmp_path, 
     (logs / "policy-100-n1.log").write_text("head\n")
     (logs / "policy-100-n2.log").write_text("rank 1\n")
     (logs / "driver-100.log").write_text("d1\nd2\nd3\n")
-    assert library.logs(record, LogRequest(), connect=conn.connect) == "job line\n"
-    both = library.logs(record, LogRequest(service="policy"), connect=conn.connect)
+    assert library.logs([record], LogRequest(), connect=conn.connect)[0].text == "job line\n"
+    both = library.logs([record], LogRequest(service="policy"), connect=conn.connect)[0].text or ""
     assert "head" in both and "rank 1" in both
-    assert library.logs(record, LogRequest(driver=True, lines=2), connect=conn.connect) == "d2\nd3\n"
-    with pytest.raises(UserError, match="no log of service 'judge' for a yet"):
-        library.logs(record, LogRequest(service="judge"), connect=conn.connect)
+    assert library.logs([record], LogRequest(driver=True, lines=2), connect=conn.connect)[0].text == "d2\nd3\n"
+    [missing] = library.logs([record], LogRequest(service="judge"), connect=conn.connect)
+    assert missing.text is None and "no log of service 'judge' for a yet" in (missing.problem or "")
 
 
 def test_logs_of_a_chain_are_its_latest_jobs(base, tmp_path, conn, cluster) -> None:
@@ -287,13 +287,13 @@ def test_logs_of_a_chain_are_its_latest_jobs(base, tmp_path, conn, cluster) -> N
     chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", "105", 9, 3))
     (job_dir(record, "long") / contract.job_log("100")).write_text("first job\n")
     (job_dir(record, "long") / contract.job_log("105")).write_text("resumed job\n")
-    assert library.logs(record, LogRequest(), connect=conn.connect) == "resumed job\n"
+    assert library.logs([record], LogRequest(), connect=conn.connect)[0].text == "resumed job\n"
 
 
 def test_logs_name_a_benchmark_when_the_run_has_several(base, tmp_path, conn, cluster) -> None:
     record = submitted(base, tmp_path, conn, "a", "b")
     with pytest.raises(UserError, match="has 2 benchmarks; name one: a, b"):
-        library.logs(record, LogRequest(), connect=conn.connect)
+        library.logs([record], LogRequest(), connect=conn.connect)
 
 
 # -- results ----------------------------------------------------------------------------------------
@@ -312,7 +312,7 @@ def test_results_are_results_only_when_the_job_succeeded(base, tmp_path, conn, c
         job_file(record, name, contract.ROLLOUTS_FILE, rollout_rows(pairs[:3] if name == "cut" else pairs))
         job_file(record, name, contract.MATERIALIZED_INPUTS_FILE, rollout_rows(pairs))
         job_file(record, name, "artifacts/b_aggregate_metrics.json", json.dumps({"mean/reward": 0.75, "nested": {"k": 2}}))
-    run = library.results(record, connect=conn.connect)
+    run = library.results([record], connect=conn.connect)[0]
     good, cut = run.benchmarks
     assert good.metrics == {"mean/reward": 0.75, "nested/k": 2.0} and good.complete and good.note is None
     assert (good.samples, good.expected_samples, good.value) == (4, 4, 1.0)
@@ -327,7 +327,7 @@ def test_results_decode_whatever_bytes_a_metrics_file_holds(base, tmp_path, conn
     cluster.set_state("100", "COMPLETED")
     job_wrote(record, "a", "100", "succeeded")
     job_file(record, "a", "artifacts/x_aggregate_metrics.json", "{not json")
-    [result] = library.results(record, connect=conn.connect).benchmarks
+    [result] = library.results([record], connect=conn.connect)[0].benchmarks
     assert not result.complete and result.note is not None and "unreadable metrics file" in result.note
     assert base64  # the payload travels base64-encoded; a broken file is named, not a crash
 
@@ -358,7 +358,7 @@ def test_without_accounting_gpu_hours_are_the_jobs_own_times_the_planned_gpus(ba
         job_wrote(record, name, job_id, "succeeded", "driver finished")
     job_events(record, "a", "100", "1000.25 job-start", "1000.5 driver-start", "1900.25 job-end 0")
     job_events(record, "b", "101", "2000 job-start", "3800 job-end 0")
-    run = library.status(record, connect=conn.connect)
+    run = library.status([record], connect=conn.connect)[0]
     a, b = (json.loads(observe_json(run))["jobs"][i] for i in (0, 1))
     assert (a["gpus"], a["wall_seconds"], a["gpu_hours"], a["usage_source"]) == (8, 900.0, 2.0, "job record")
     assert (b["wall_seconds"], b["gpu_hours"]) == (1800.0, 4.0)
@@ -374,12 +374,12 @@ def test_with_accounting_gpu_hours_come_from_sacct(base, tmp_path, conn, cluster
     cluster.set_times("100", 10_000, 13_600)
     job_wrote(record, "a", "100", "succeeded")
     job_events(record, "a", "100", "10005 job-start", "10010 job-end 0")  # accounting wins over the job's own word
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.gpus, job.usage.source) == (3600.0, 8.0, 8, "sacct")
     [sacct] = [argv for argv in cluster.calls("sacct") if "JobID,ElapsedRaw,AllocTRES" in argv]
     assert "-D" in sacct  # every run of a requeued job
     cluster.slurmdbd_down = True  # accounting unreachable: the job's own record instead
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.source) == (5.0, 8 * 5 / 3600, "job record")
 
 
@@ -396,7 +396,7 @@ def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
     job_wrote(record, "long", successor, "succeeded", "driver finished")
     job_events(record, "long", "100", "1000 job-start", "4600 job-end 143")
     job_events(record, "long", successor, "5000 job-start", "6800 job-end 0")
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert job.chain == ["100", successor] and job.usage.wall_seconds == 3600 + 1800 and job.usage.gpu_hours == 12.0
 
 
@@ -408,7 +408,7 @@ def test_benchmarks_of_a_shared_deployment_show_its_job_and_the_total_counts_it_
     for name in ("a", "b"):
         job_wrote(record, name, "100", "succeeded", "driver finished")
     job_events(record, "", "100", "0 job-start", "100 driver-start a", "900 job-end 0", shared=True)
-    run = library.status(record, connect=conn.connect)
+    run = library.status([record], connect=conn.connect)[0]
     assert [j.usage.gpu_hours for j in run.jobs] == [2.0, 2.0]
     assert run.usage.gpu_hours == 2.0 and run.usage.wall_seconds == 900.0
 
@@ -420,7 +420,7 @@ def test_a_running_job_counts_up_to_now(base, tmp_path, conn, cluster) -> None:
     job_wrote(record, "a", "100", "running", "driver")
     started = time.time() - 360
     job_events(record, "a", "100", f"{started} job-start")
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert job.state == "running" and 358 <= (job.usage.wall_seconds or 0) <= 380 and not job.usage.approximate
 
 
@@ -436,7 +436,7 @@ def test_status_calls_a_finished_job_with_missing_samples_incomplete(base, tmp_p
         job_file(record, name, contract.MATERIALIZED_INPUTS_FILE, rollout_rows(pairs))
     job_file(record, "a", contract.ROLLOUTS_FILE, rollout_rows(pairs))
     job_file(record, "b", contract.ROLLOUTS_FILE, rollout_rows([pairs[0], pairs[2], pairs[5], pairs[0]]))
-    run = library.status(record, connect=conn.connect)
+    run = library.status([record], connect=conn.connect)[0]
     assert by_benchmark(run) == {
         "a": ("succeeded", "driver finished"),
         "b": ("incomplete", "driver finished, but 3 of 6 samples are missing (task 0 rollout 1, task 1 rollout 1, task 2 rollout 0)"),
@@ -452,11 +452,11 @@ def test_watching_counts_the_samples_of_an_ended_job_once(base, tmp_path, conn, 
     job_wrote(record, "a", "100", "succeeded", "driver finished")
     job_file(record, "a", contract.MATERIALIZED_INPUTS_FILE, rollout_rows([(0, 0), (1, 0)]))
     job_file(record, "a", contract.ROLLOUTS_FILE, rollout_rows([(0, 0), (1, 0)]))
-    first = library.status(record, connect=conn.connect)
+    first = library.status([record], connect=conn.connect)[0]
     job_file(record, "a", contract.ROLLOUTS_FILE, rollout_rows([(0, 0)]))  # a final count cannot change ...
-    again = library.status(record, connect=conn.connect, previous=first)
+    again = library.status([record], connect=conn.connect, previous=[first])[0]
     assert again.jobs[0].state == "succeeded" and again.jobs[0].check == first.jobs[0].check  # ... so it is not redone
-    assert library.status(record, connect=conn.connect).jobs[0].state == "incomplete"
+    assert library.status([record], connect=conn.connect)[0].jobs[0].state == "incomplete"
 
 
 def test_no_count_while_the_job_runs(base, tmp_path, conn, cluster) -> None:
@@ -464,7 +464,7 @@ def test_no_count_while_the_job_runs(base, tmp_path, conn, cluster) -> None:
     cluster.set_state("100", "RUNNING")
     job_wrote(record, "a", "100", "running", "driver")
     job_file(record, "a", contract.MATERIALIZED_INPUTS_FILE, rollout_rows([(0, 0), (1, 0)]))
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert job.state == "running" and job.check is None
 
 
@@ -476,13 +476,13 @@ def observe_json(run: library.RunStatus) -> str:
 
 def test_a_job_killed_without_its_end_record_counts_to_its_last_sign_of_life(base, tmp_path, conn, cluster) -> None:
     base["compute"]["cluster"]["node_pools"] = GPU_POOL
-    record = library.submit(config(base, tmp_path / "with spaces", "a"), connect=conn.connect).record
+    record = library.submit(library.prepare(config(base, tmp_path / "with spaces", "a")), connect=conn.connect).records[0]
     assert " " in record.benchmarks[0].job_dir
     cluster.set_state("100", "NODE_FAIL")
     job_wrote(record, "a", "100", "running", "driver")
     job_events(record, "a", "100", "1000 job-start", "1010 driver-start")
     state = job_dir(record, "a") / contract.state_dir("100") / contract.STATE_FILE
     os.utime(state, (1000 + 1800, 1000 + 1800))  # the job's last write before the node died
-    [job] = library.status(record, connect=conn.connect).jobs
+    [job] = library.status([record], connect=conn.connect)[0].jobs
     assert job.state == "failed"
     assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.approximate) == (1800.0, 4.0, True)

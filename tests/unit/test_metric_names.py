@@ -31,7 +31,7 @@ def export_record(run_dir: Path):
 
 
 def names_in_results_json(run_dir: Path) -> list[str]:
-    document = json.loads(results.results_json([library.results(run_in_directory(str(run_dir)))]))
+    document = json.loads(results.results_json([library.results([run_in_directory(str(run_dir))])[0]]))
     [benchmark] = document["benchmarks"]
     return list(benchmark["metrics"])
 

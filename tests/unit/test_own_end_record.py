@@ -73,9 +73,9 @@ def submitted(base: dict, tmp_path: Path, conn: FakeConnection) -> SubmissionRec
     base["driver"]["benchmarks"] = {"math": {}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        submission = library.submit(SubmitConfig.model_validate(base), connect=conn.connect)
+        submission = library.submit(library.prepare(SubmitConfig.model_validate(base)), connect=conn.connect)
     assert submission.interrupted is None and not submission.failed
-    return submission.record
+    return submission.records[0]
 
 
 def test_a_copied_run_whose_job_id_slurm_gives_another_job_reads_as_it_ended(base, tmp_path) -> None:
@@ -88,8 +88,8 @@ def test_a_copied_run_whose_job_id_slurm_gives_another_job_reads_as_it_ended(bas
     (state / contract.STATE_FILE).write_text("phase=succeeded\ndetail=driver finished\nattempt=0\n")
     (state / contract.EVENTS_FILE).write_text(f"1 {contract.EVENT_JOB_START}\n9 {contract.EVENT_JOB_END} 0\n")
     cluster.set_state(job.job_id or "", "PENDING")  # another job of the same id, as Slurm knows it
-    [status] = library.status(record, connect=conn.connect).jobs
+    [status] = library.status([record], connect=conn.connect)[0].jobs
     assert status.state == "succeeded" and "job-end record (exit status 0) wins over Slurm" in status.detail
     cluster.set_state(job.job_id or "", "CANCELLED")
-    [status] = library.status(record, connect=conn.connect).jobs
+    [status] = library.status([record], connect=conn.connect)[0].jobs
     assert status.state == "succeeded" and "which says CANCELLED" in status.detail

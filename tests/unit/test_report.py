@@ -41,7 +41,7 @@ def test_labels_without_one_varying_number_stay_in_order() -> None:
 
 
 def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_path) -> None:
-    runs = library.results_of_runs([run_in_directory(str(d)) for d in checkpoint_runs(tmp_path)])
+    runs = library.results([run_in_directory(str(d)) for d in checkpoint_runs(tmp_path)])
     html = report_html(runs, "reward")
     assert html.count("<svg") == 1 and 'data-benchmark="answer-judge"' in html
     # Nothing fetched: no script, stylesheet, image or font from anywhere (SVG's xmlns is a name, not a fetch).
@@ -59,7 +59,7 @@ def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_pa
 
 def test_two_runs_add_their_comparison_with_the_tasks_that_flipped(tmp_path) -> None:
     base, candidate, _ = checkpoint_runs(tmp_path)
-    html = report_html(library.results_of_runs([run_in_directory(str(base)), run_in_directory(str(candidate))]),
+    html = report_html(library.results([run_in_directory(str(base)), run_in_directory(str(candidate))]),
                        "reward", library.compare(run_in_directory(str(base)), run_in_directory(str(candidate))))  # fmt: skip
     section = html[html.index('<table id="comparison">') :]
     assert "<h2>step-2000 against step-1000</h2>" in html
@@ -69,7 +69,7 @@ def test_two_runs_add_their_comparison_with_the_tasks_that_flipped(tmp_path) -> 
 def test_labels_and_values_are_escaped(tmp_path) -> None:
     [run_dir, *_] = checkpoint_runs(tmp_path)
     record = run_in_directory(str(run_dir)).model_copy(update={"sweep_values": {"k": "<b>x</b>"}})
-    html = report_html(library.results_of_runs([record]), "reward")
+    html = report_html(library.results([record]), "reward")
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
 
 
@@ -111,7 +111,7 @@ def test_a_value_over_unscoreable_rows_or_of_unknown_completeness_is_a_marked_pa
     rows = [{**r, "reward": "NaN?" if r["_ng_task_index"] in (6, 7) else r["reward"]} for r in rows]
     rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (base / "answer-judge" / contract.MATERIALIZED_INPUTS_FILE).unlink()
-    html = report_html(library.results_of_runs([run_in_directory(str(base)), run_in_directory(str(candidate))]), "reward")
+    html = report_html(library.results([run_in_directory(str(base)), run_in_directory(str(candidate))]), "reward")
     cells = re.findall(r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html)
     assert cells == [
         ("step-1000", "partial", "0.0000", "12/? samples, completeness unknown"),

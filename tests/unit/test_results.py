@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from nemo_gym.orchestration import contract, facts, library, results
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.library import select, select_run
 from nemo_gym.orchestration.observe import JobStatus
-from nemo_gym.orchestration.record import find_run, find_runs, run_in_directory
+from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.rollouts import parse_expected, parse_rollouts
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
@@ -70,7 +71,7 @@ def test_the_fixture_is_what_gym_wrote() -> None:
 
 def test_a_complete_real_run_is_12_of_12_and_its_results_are_results(tmp_path, capsys) -> None:
     run_dir = copy_of_the_real_run(tmp_path / "run")
-    run = library.results(run_in_directory(str(run_dir)))
+    run = library.results([run_in_directory(str(run_dir))])[0]
     [result] = run.benchmarks
     assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", True, 12, 12)
     assert result.missing == [] and result.duplicates == 0 and result.note is None
@@ -88,7 +89,7 @@ def test_a_complete_real_run_is_12_of_12_and_its_results_are_results(tmp_path, c
 def test_the_run_with_rollouts_removed_is_incomplete_names_them_and_fails_results(tmp_path, capsys) -> None:
     run_dir = copy_of_the_real_run(tmp_path / "run")
     without_tasks(run_dir, {3, 7, 10})
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert (result.state, result.complete, result.samples, result.expected_samples) == ("incomplete", False, 9, 12)
     assert result.missing == [(3, 0), (7, 0), (10, 0)]
     assert result.note == "incomplete: 3 of 12 samples missing"
@@ -120,7 +121,7 @@ def test_duplicate_rollouts_count_once_and_are_reported(tmp_path, capsys) -> Non
     original = rows(run_dir)
     first, second = original[0], original[1]
     write_rows(run_dir, [*original, {**first, "reward": 1.0}, second])  # a resumed driver wrote them again
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert (result.state, result.complete, result.samples, result.duplicates) == ("succeeded", True, 12, 2)
     assert result.value == 0.0  # the first row of a pair wins: the repeat's reward 1.0 is not counted
     assert result.note == "2 duplicate row(s) counted once"
@@ -140,16 +141,16 @@ def test_a_truncated_last_row_is_missing_not_written(tmp_path) -> None:
     cut = text[last_start:].index('"agent_ref"')  # after the indices: a naive scan would count it
     rollouts_file(run_dir).write_text(text[: last_start + cut])
     record = run_in_directory(str(run_dir))
-    [result] = library.results(record).benchmarks
+    [result] = library.results([record])[0].benchmarks
     assert result.missing == [(last_task, 0)] and result.unreadable_lines == 1
-    [job] = library.status(record).jobs
+    [job] = library.status([record])[0].jobs
     assert job.state == "incomplete" and job.check is not None and job.check.first_missing == ((last_task, 0),)
 
 
 def test_results_are_the_same_where_the_host_has_no_python3(tmp_path, monkeypatch) -> None:
     run_dir = copy_of_the_real_run(tmp_path / "run")
     without_tasks(run_dir, {5})
-    projected = library.results(run_in_directory(str(run_dir))).benchmarks[0]
+    projected = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
@@ -157,7 +158,7 @@ def test_results_are_the_same_where_the_host_has_no_python3(tmp_path, monkeypatc
             if not tool.name.startswith("python") and not (bin_dir / tool.name).exists():
                 (bin_dir / tool.name).symlink_to(tool)
     monkeypatch.setenv("PATH", str(bin_dir))  # no python3: the files come whole, base64
-    raw = library.results(run_in_directory(str(run_dir))).benchmarks[0]
+    raw = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
     assert raw.as_dict() == projected.as_dict() and raw.task_means == projected.task_means
     assert raw.missing == [(5, 0)]
 
@@ -170,7 +171,7 @@ def test_a_run_without_the_expected_list_is_of_unknown_completeness_never_comple
     run_dir = copy_of_the_real_run(tmp_path / "run")
     inputs_file(run_dir).unlink()  # gym before 0.7.0, or a file lost
     without_tasks(run_dir, set(range(6, 12)))  # 6 of 12 written: nothing can tell
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert (result.state, result.complete, result.samples, result.expected_samples) == ("succeeded", None, 6, None)
     unknown = "no rollouts_materialized_inputs.jsonl (gym before 0.7.0 writes none): nothing lists the samples the driver meant to write"
     assert result.completeness_reason == unknown
@@ -198,7 +199,7 @@ def test_a_run_without_the_expected_list_is_of_unknown_completeness_never_comple
 def test_an_unreadable_expected_list_is_completeness_unknown_in_one_line(tmp_path, capsys, content, why) -> None:
     run_dir = copy_of_the_real_run(tmp_path / "run")
     inputs_file(run_dir).write_bytes(content)
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert result.complete is None and result.state == "succeeded"
     assert result.completeness_reason is not None and why in result.completeness_reason
     assert result.completeness_reason.startswith("artifacts/rollouts_materialized_inputs.jsonl cannot be trusted (line ")
@@ -211,7 +212,7 @@ def test_a_failed_job_is_partial_never_a_result(tmp_path, capsys) -> None:
     without_tasks(run_dir, set(range(4, 12)))
     [state_file] = (run_dir / BENCH / contract.MARKERS_DIR).glob(f"*/{contract.STATE_FILE}")
     state_file.write_text("phase=failed\ndetail=driver failed with exit status 1\nattempt=0\n")
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert (result.state, result.complete, result.samples) == ("failed", False, 4)
     assert result.note == "partial: the job failed; 4/12 samples on disk"
     code, out, _ = cli(capsys, "results", str(run_dir))
@@ -227,15 +228,15 @@ def test_a_run_copied_elsewhere_is_read_where_it_lies(tmp_path, capsys) -> None:
     shutil.copytree(original, archived)
     shutil.rmtree(original)  # the scratch copy is gone: only the archived one can be read
     without_tasks(archived, {0})
-    record = find_run(str(archived))
+    record = select_run(str(archived))
     assert record.run_dir == str(archived) and record.hostname is None
     assert [b.job_dir for b in record.benchmarks] == [str(archived / BENCH)]
     code, out, _ = cli(capsys, "results", str(archived), "--json")
     doc = json.loads(out)
     assert doc["run_dir"] == str(archived) and doc["benchmarks"][0]["missing"] == [{"task": 0, "rollout": 0}]
     os.chdir(tmp_path / "archive")
-    assert find_run("gym-job-copy").run_dir == str(archived)  # a bare name that holds a run's record
-    assert find_run("./gym-job-copy").run_dir == str(archived)
+    assert select_run("gym-job-copy").run_dir == str(archived)  # a bare name that holds a run's record
+    assert select_run("./gym-job-copy").run_dir == str(archived)
 
 
 def test_a_directory_that_is_not_a_run_is_one_clean_error(tmp_path, capsys) -> None:
@@ -248,13 +249,13 @@ def test_a_directory_that_is_not_a_run_is_one_clean_error(tmp_path, capsys) -> N
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / contract.RECORD_FILE).write_text("{not json")
     with pytest.raises(UserError, match="cannot read the run's record"):
-        find_run(str(tmp_path / "bad"))
+        select_run(str(tmp_path / "bad"))
 
 
 def test_several_runs_by_directory_in_the_order_given(tmp_path) -> None:
     a = copy_of_the_real_run(tmp_path / "a")
     b = copy_of_the_real_run(tmp_path / "b")
-    assert [r.run_dir for r in find_runs([str(b), str(a)])] == [str(b), str(a)]
+    assert [r.run_dir for r in select([str(b), str(a)]).records] == [str(b), str(a)]
 
 
 # -- several runs side by side --------------------------------------------------------------------
@@ -316,7 +317,7 @@ def test_rows_whose_metric_is_nan_infinite_or_a_string_make_the_value_partial_an
     bad = {0: float("nan"), 3: float("inf"), 5: float("-inf"), 7: "1.0", 9: None, 11: "n/a"}
     with_rewards(run_dir, {t: 1.0 for t in range(12)})
     write_rows(run_dir, [{**r, "reward": bad.get(r["_ng_task_index"], r["reward"])} for r in rows(run_dir)])
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert (result.value, result.scored_tasks, result.written_tasks, result.complete) == (1.0, 6, 12, False)
     assert [(u.task, u.why.value) for u in result.unscoreable] == [
         (0, "NaN or infinite"), (3, "NaN or infinite"), (5, "NaN or infinite"), (7, "not a number"),
@@ -381,7 +382,7 @@ def test_a_metrics_file_over_the_bound_is_named_and_never_sent(tmp_path, capsys,
 
     run_dir = copy_of_the_real_run(tmp_path / "run")
     monkeypatch.setattr(untrusted, "MAX_DOCUMENT_BYTES", 100)  # the real metrics file is a few hundred bytes
-    [result] = library.results(run_in_directory(str(run_dir))).benchmarks
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     metrics = run_dir / BENCH / "artifacts" / "rollouts_aggregate_metrics.json"
     assert result.complete is False and result.metrics == {}
     assert result.completeness_reason == f"unreadable metrics file {metrics}: larger than 100 bytes"

@@ -7,8 +7,8 @@ import warnings
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
+from nemo_gym.orchestration.submission import RunToSubmit, submission_script
 from nemo_gym.orchestration.submission import parse_submission_output as parse_sbatch_results
-from nemo_gym.orchestration.submission import submission_script
 
 
 def test_each_benchmark_parsed_on_its_own() -> None:
@@ -45,6 +45,6 @@ def test_secrets_are_in_the_script_on_stdin_not_in_staged_files(base, monkeypatc
         config = SubmitConfig.model_validate(base)
     staged = render_run(build_plan(config, "gym-job-20260101T000000Z-abcdef"))
     carrier = next(iter(staged.plan.secrets))
-    script = submission_script(staged, {carrier: "abc'def"})
+    script = submission_script([RunToSubmit(staged, {carrier: "abc'def"})])
     assert f"export {carrier}='abc'\"'\"'def'" in script
     assert all("abc'def" not in f.content for f in staged.files.values())

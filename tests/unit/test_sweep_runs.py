@@ -16,15 +16,8 @@ from fakes import FakeCluster, FakeConnection
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.library import LogRequest
-from nemo_gym.orchestration.record import (
-    all_sweeps,
-    find_run,
-    find_runs,
-    find_selection,
-    load_record,
-    load_sweep_record,
-)
+from nemo_gym.orchestration.library import LogRequest, select, select_run
+from nemo_gym.orchestration.record import all_sweeps, load_record, load_sweep_record
 from nemo_gym.orchestration.sweep import run_labels
 
 HOST = "login.fake"
@@ -56,14 +49,14 @@ def config_file(base, tmp_path: Path) -> Path:
     return path
 
 
-def prepared(config_file: Path, *overrides: str) -> library.PreparedSweep:
+def prepared(config_file: Path, *overrides: str) -> library.Prepared:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return library.prepare_sweep(config_file, list(overrides or [MODELS]))
+        return library.prepare(library.compose(config_file, list(overrides or [MODELS]), multirun=True))
 
 
-def submitted(config_file: Path, conn: FakeConnection, *overrides: str) -> library.SweepSubmission:
-    submission = library.submit_sweep(prepared(config_file, *overrides), connect=conn.connect)
+def submitted(config_file: Path, conn: FakeConnection, *overrides: str) -> library.Submission:
+    submission = library.submit(prepared(config_file, *overrides), connect=conn.connect)
     assert submission.interrupted is None and not submission.failed
     return submission
 
@@ -93,7 +86,7 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 
 def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_sweep(config_file, conn, cluster, tmp_path) -> None:
     submission = submitted(config_file, conn)
-    records = [run.record for run in submission.runs]
+    records = submission.records
     assert [r.sweep_values for r in records] == [
         {"services.policy.model": f"/ckpt/step-{n}"} for n in (1000, 2000, 3000)
     ]
@@ -137,20 +130,20 @@ def test_a_missing_mount_of_one_combination_stops_the_whole_sweep(config_file, c
     sweep = prepared(config_file, f"++driver.mounts=[{there}:/data],[{tmp_path}/gone:/data]")
     with pytest.raises(UserError, match=r"driver\.mounts: source '.*/gone' does not exist on the submit host; create "
                                         r"it or fix the mount \(in run\(s\) gym-job-"):  # fmt: skip
-        library.submit_sweep(sweep, connect=conn.connect)
+        library.submit(sweep, connect=conn.connect)
     assert not cluster.calls("sbatch") and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("blocked", [0, 2])
 def test_an_unwritable_run_directory_leaves_no_run_directory_behind(config_file, conn, cluster, tmp_path, blocked) -> None:
     sweep = prepared(config_file)
-    blocker = Path(sweep.members[blocked].plan.run_dir).parent / "blocked"
+    blocker = Path(sweep.runs[blocked].plan.run_dir).parent / "blocked"
     blocker.parent.mkdir(parents=True)
     # That run's directory cannot be made: a file stands where its parent should be.
     blocker.write_text("")
-    object.__setattr__(sweep.members[blocked].plan, "run_dir", f"{blocker}/run")
+    object.__setattr__(sweep.runs[blocked].plan, "run_dir", f"{blocker}/run")
     with pytest.raises(UserError, match="could not write the run directory of 3 runs .*nothing was submitted"):
-        library.submit_sweep(sweep, connect=conn.connect)
+        library.submit(sweep, connect=conn.connect)
     assert not cluster.calls("sbatch")
     assert sorted(p.name for p in blocker.parent.iterdir()) == ["blocked"]
 
@@ -158,17 +151,17 @@ def test_an_unwritable_run_directory_leaves_no_run_directory_behind(config_file,
 def test_a_connection_lost_mid_sweep_is_recovered_into_true_records_of_every_run(config_file, conn, cluster) -> None:
     conn.lose_during(1, after_output=f"{contract.JOB_MARKER}math:")  # after the first job of the second run, say
     sweep = prepared(config_file)
-    second_run = sweep.members[1].plan.run_id
+    second_run = sweep.runs[1].plan.run_id
     conn.plan.faults[1].after_output = f"{contract.RUN_MARKER}{second_run}\n{contract.JOB_MARKER}math:"
-    submission = library.submit_sweep(sweep, connect=conn.connect)
-    queued = [[b.job_id for b in run.record.benchmarks] for run in submission.runs]
+    submission = library.submit(sweep, connect=conn.connect)
+    queued = [[b.job_id for b in run.benchmarks] for run in submission.records]
     assert queued == [["100", "101"], ["102", None], [None, None]]
     assert list(cluster.jobs()) == ["100", "101", "102"]  # nothing twice, nothing behind our back
     assert "3 of 6 job(s) of the sweep's 3 runs had been queued" in submission.interrupted
     assert f"gym eval cancel {sweep.sweep_id}" in submission.interrupted
-    for run in submission.runs:
-        assert load_record((Path(run.record.run_dir) / contract.RECORD_FILE).read_text()) == run.record
-    assert [r.gym_job_id for r in find_selection(sweep.sweep_id).records] == [m.plan.run_id for m in sweep.members]
+    for run in submission.records:
+        assert load_record((Path(run.run_dir) / contract.RECORD_FILE).read_text()) == run
+    assert [r.gym_job_id for r in select([sweep.sweep_id]).records] == [m.plan.run_id for m in sweep.runs]
 
 
 def test_sweeping_the_submit_host_is_refused(config_file) -> None:
@@ -180,23 +173,24 @@ def test_sweeping_the_submit_host_is_refused(config_file) -> None:
 
 
 def test_a_sweep_id_or_part_of_it_or_last_names_every_run_in_order(config_file, conn, cluster) -> None:
-    alone = library.submit(prepared(config_file, "++job.deployment=per_benchmark").members[0].config, connect=conn.connect).record
+    alone_config = prepared(config_file, "++job.deployment=per_benchmark").runs[0].config
+    alone = library.submit(library.prepare(alone_config), connect=conn.connect).records[0]
     submission = submitted(config_file, conn)
-    ids = [run.record.gym_job_id for run in submission.runs]
+    ids = [run.gym_job_id for run in submission.records]
     sweep_id = submission.sweep.sweep_id
     for name in (sweep_id, sweep_id[-6:], None):
-        selection = find_selection(name)
+        selection = select([name] if name else [])
         assert [r.gym_job_id for r in selection.records] == ids and selection.sweep == submission.sweep
-    assert [r.gym_job_id for r in find_runs([alone.gym_job_id, sweep_id])] == [alone.gym_job_id, *ids]
-    assert find_selection(ids[1]).records[0].gym_job_id == ids[1]  # a run of a sweep, alone
+    assert [r.gym_job_id for r in select([alone.gym_job_id, sweep_id]).records] == [alone.gym_job_id, *ids]
+    assert select([ids[1]]).records[0].gym_job_id == ids[1]  # a run of a sweep, alone
     with pytest.raises(UserError, match=f"is sweep {sweep_id} of 3 runs; name one of its runs"):
-        find_run(None, last=True)
+        select_run(None, last=True)
     with pytest.raises(UserError, match="matches .* runs and sweeps"):
-        find_selection("gym-")
+        select(["gym-"])
 
 
 def test_labels_are_the_swept_values_headed_by_the_swept_keys(config_file, conn, cluster) -> None:
-    records = [run.record for run in submitted(config_file, conn, MODELS, "++driver.benchmarks.math.run.limit=1,2").runs]
+    records = submitted(config_file, conn, MODELS, "++driver.benchmarks.math.run.limit=1,2").records
     labels = run_labels(records[:2])
     assert labels.header == "services.policy.model, driver.benchmarks.math.run.limit"
     assert labels.labels == ["/ckpt/step-1000, 1", "/ckpt/step-1000, 2"]
@@ -209,7 +203,7 @@ def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, clust
     over_the_fake(conn, monkeypatch)
     submission = submitted(config_file, conn)
     cluster.set_state("100", "RUNNING")
-    job_wrote(submission.runs[0].record.benchmarks[0].job_dir, "100", "running", "driver")
+    job_wrote(submission.records[0].benchmarks[0].job_dir, "100", "running", "driver")
     code, out, err = cli(capsys, "status", submission.sweep.sweep_id[-6:])
     assert code == 0, err
     lines = out.splitlines()
@@ -224,18 +218,18 @@ def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, clust
     code, out, _ = cli(capsys, "status", "--last", "--json")
     doc = json.loads(out)
     assert doc["sweep"] == submission.sweep.sweep_id
-    assert [run["values"] for run in doc["runs"]] == [r.record.sweep_values for r in submission.runs]
+    assert [run["values"] for run in doc["runs"]] == [r.sweep_values for r in submission.records]
     assert sum(len(run["jobs"]) for run in doc["runs"]) == 6
 
 
 def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(config_file, conn, cluster) -> None:
-    records = [run.record for run in submitted(config_file, conn).runs]
+    records = submitted(config_file, conn).records
     cluster.set_state("100", "RUNNING")
     cluster.set_state("103", "COMPLETED")
     job_wrote(records[0].benchmarks[0].job_dir, "100", "running", "driver")
     job_wrote(records[1].benchmarks[1].job_dir, "103", "succeeded", "driver finished")
     before = len(conn.scripts)
-    statuses = library.status_of_runs(records, connect=conn.connect)
+    statuses = library.status(records, connect=conn.connect)
     assert len(conn.scripts) == before + 1  # three runs, one probe
     assert [[(j.job_id, j.state) for j in s.jobs] for s in statuses] == [
         [("100", "running"), ("101", "queued")], [("102", "queued"), ("103", "succeeded")],
@@ -243,7 +237,7 @@ def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(conf
     ]  # fmt: skip
     assert [s.record.gym_job_id for s in statuses] == [r.gym_job_id for r in records]
     before = len(conn.scripts)
-    results = library.results_of_runs(records, connect=conn.connect)
+    results = library.results(records, connect=conn.connect)
     assert len(conn.scripts) == before + 1 + len(records)  # the states at once, then each run's files
     assert [[j.state for j in r.statuses] for r in results] == [[j.state for j in s.jobs] for s in statuses]
 
@@ -252,7 +246,7 @@ def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(config_file, con
     over_the_fake(conn, monkeypatch)
     submission = submitted(config_file, conn)
     cluster.set_state("100", "COMPLETED")
-    job_wrote(submission.runs[0].record.benchmarks[0].job_dir, "100", "succeeded", "driver finished")
+    job_wrote(submission.records[0].benchmarks[0].job_dir, "100", "succeeded", "driver finished")
     for job_id in ("101", "102", "103"):
         cluster.set_state(job_id, "RUNNING")
     code, out, err = cli(capsys, "cancel", submission.sweep.sweep_id)
@@ -260,26 +254,26 @@ def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(config_file, con
     assert sorted(cluster.cancelled_ids()) == ["101", "102", "103", "104", "105"]
     assert "  /ckpt/step-1000: math: already succeeded, nothing to cancel" in out.splitlines()
     assert "  /ckpt/step-3000: cancelled code (job 105)" in out.splitlines()
-    reports = library.cancel_runs([r.record for r in submission.runs], ["math"], connect=conn.connect)
+    reports = library.cancel(submission.records, ["math"], connect=conn.connect)
     assert all(not report.cancelled for report in reports)
     with pytest.raises(UserError, match="has no benchmark 'nope'"):
-        library.cancel_runs([r.record for r in submission.runs], ["nope"], connect=conn.connect)
+        library.cancel(submission.records, ["nope"], connect=conn.connect)
 
 
 def test_logs_of_a_sweep_are_each_runs_under_its_label(config_file, conn, cluster, capsys, monkeypatch) -> None:
     over_the_fake(conn, monkeypatch)
     submission = submitted(config_file, conn)
-    first, second = (run.record for run in submission.runs[:2])
+    first, second = submission.records[:2]
     driver_log = Path(first.benchmarks[0].job_dir) / contract.step_log("driver", "100")
     driver_log.parent.mkdir(parents=True, exist_ok=True)
     driver_log.write_text("rollout 1\n")
-    found = library.logs_of_runs([first, second], LogRequest("math", driver=True), connect=conn.connect)
+    found = library.logs([first, second], LogRequest("math", driver=True), connect=conn.connect)
     assert found[0].text == "rollout 1\n" and found[1].text is None and "no log of the driver for math" in found[1].problem
     code, out, err = cli(capsys, "logs", "--last", "math", "--driver")
     assert code == 0, err
     assert out.startswith(f"==> /ckpt/step-1000 ({first.gym_job_id}) <==\nrollout 1\n==> /ckpt/step-2000")
     with pytest.raises(UserError, match="has 2 benchmarks; name one: math, code"):
-        library.logs_of_runs([first, second], LogRequest(driver=True), connect=conn.connect)
+        library.logs([first, second], LogRequest(driver=True), connect=conn.connect)
     code, _, err = cli(capsys, "logs", "--last", "math", "-f")
     assert code == 1 and err.startswith("error: -f follows one run's log; name one run of sweep")
 
@@ -290,7 +284,7 @@ def test_list_shows_a_sweep_and_its_runs_by_their_values(config_file, conn, clus
     lines = out.splitlines()
     assert lines[1].split()[0] == submission.sweep.sweep_id
     assert lines[1].endswith("sweep of 3 runs over services.policy.model")
-    assert [line.split()[0] for line in lines[2:5]] == [run.record.gym_job_id for run in submission.runs]
+    assert [line.split()[0] for line in lines[2:5]] == [run.gym_job_id for run in submission.records]
     assert lines[4].split()[-1] == "services.policy.model=/ckpt/step-3000"
 
 
@@ -336,8 +330,8 @@ def test_a_refused_sweep_leaves_no_output_directory_behind(config_file, conn, cl
     sweep = prepared(config_file, MODELS, f"job.output_path={tmp_path}/fresh/deeper/runs")
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    object.__setattr__(sweep.members[2].plan, "run_dir", f"{blocker}/run")  # cannot be made: a file is its parent
+    object.__setattr__(sweep.runs[2].plan, "run_dir", f"{blocker}/run")  # cannot be made: a file is its parent
     with pytest.raises(UserError, match="could not write the run directory of 3 runs .*nothing was submitted"):
-        library.submit_sweep(sweep, connect=conn.connect)
+        library.submit(sweep, connect=conn.connect)
     assert not cluster.calls("sbatch")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("slurm", "cache")) == ["a-file", "eval.yaml"]

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from nemo_gym.orchestration import contract, untrusted
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.library import select
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
     SubmissionRecord,
     all_records,
     all_sweeps,
-    find_selection,
     index_dir,
     load_record,
     run_in_directory,
@@ -157,7 +157,7 @@ def test_last_still_finds_the_newest_readable_run(capsys) -> None:
 
     write_local_index(a_record("gym-job-20250101T000000Z-aaaaaa", submitted_by=current_user()))  # --last is yours
     plant("gym-job-20990101T000000Z-zzzzzz.json", b"[1, 2]")
-    assert find_selection(None, last=True).records[0].gym_job_id == "gym-job-20250101T000000Z-aaaaaa"
+    assert select([], last=True).records[0].gym_job_id == "gym-job-20250101T000000Z-aaaaaa"
     assert capsys.readouterr().err.count("warning: ") == 1
 
 

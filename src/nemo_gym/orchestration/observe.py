@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
-from nemo_gym.orchestration.connection import Connect, Connection, connect
+from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
 from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.record import SubmissionRecord
@@ -347,27 +347,33 @@ def run_usage(statuses: list[JobStatus]) -> Usage:
 
 
 def probe_runs(
-    records: list[SubmissionRecord], conn: Connection, known: Sequence[Mapping[str, SampleCheck]]
+    records: list[SubmissionRecord], conn: Connection | None, known: Sequence[Mapping[str, SampleCheck]] | None = None
 ) -> list[list[JobStatus]]:
-    """The statuses of several runs on one host (a sweep's) in one round trip: each run's probe in a
-    subshell of its own, its output headed by the run's index. ``known`` as for ``probe_run``, per run."""
+    """The statuses of every job of several runs on one host (a sweep's, or one run's) in one round
+    trip over ``conn``: each run's probe in a subshell of its own, its output headed by the run's
+    index. ``conn`` may be None when no run was queued: a run nobody could queue needs no cluster to
+    be told. ``known``, per run: sample counts of benchmarks that had ended at an earlier probe, not
+    made again."""
     backends = [backend_named(r.executor) for r in records]
-    queued = {i for i, r in enumerate(records) if _was_queued(r)}
+    checks = list(known) if known is not None else [{} for _ in records]
+    queued = {i for i, r in enumerate(records) if was_queued(r)}
     outputs: dict[int, str] = {}
     if queued:
+        assert conn is not None, "a queued run is probed over a connection"
         parts = []
         for i in sorted(queued):
             parts.append(f"printf '%s\\n' {shlex.quote(f'{contract.PROBE_RUN_MARKER}{i}')}")
             # </dev/null: the script arrives on stdin, which no probe command may read from.
-            parts.append(f"(\n{probe_script(records[i], backends[i], frozenset(known[i]))}) </dev/null")
+            parts.append(f"(\n{probe_script(records[i], backends[i], frozenset(checks[i]))}) </dev/null")
         outputs = _outputs_by_run(conn.run_script("\n".join(parts) + "\n").stdout)
     return [
-        statuses_from(r, parse_probe(outputs.get(i, ""), b), b, known[i]) if i in queued else statuses_from(r, None, b)
+        statuses_from(r, parse_probe(outputs.get(i, ""), b), b, checks[i]) if i in queued else statuses_from(r, None, b)
         for i, (r, b) in enumerate(zip(records, backends))
     ]
 
 
-def _was_queued(record: SubmissionRecord) -> bool:
+def was_queued(record: SubmissionRecord) -> bool:
+    """Whether any job of the run was queued (else nothing about it is asked of its host)."""
     return any(b.job_id for b in record.benchmarks)
 
 
@@ -380,23 +386,6 @@ def _outputs_by_run(out: str) -> dict[int, str]:
         elif current is not None:
             current.append(line)
     return {i: "\n".join(lines) for i, lines in outputs.items()}
-
-
-def probe_run(
-    record: SubmissionRecord,
-    conn: Connection | None = None,
-    connect: Connect = connect,
-    known: Mapping[str, SampleCheck] | None = None,
-) -> list[JobStatus]:
-    """The status of every job of a run, over ``conn`` (or a connection opened for it, only when
-    some job was queued: a run nobody could queue needs no cluster to be told). ``known``: sample
-    counts of benchmarks that had ended at an earlier probe, not made again."""
-    if not _was_queued(record):
-        return statuses_from(record, None, backend_named(record.executor))
-    if conn is None:
-        with connect(record.hostname) as opened:
-            return probe_runs([record], opened, [known or {}])[0]
-    return probe_runs([record], conn, [known or {}])[0]
 
 
 def statuses_json(record: SubmissionRecord, statuses: list[JobStatus]) -> str:

@@ -19,7 +19,6 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
@@ -331,67 +330,6 @@ def run_in_directory(path: str) -> SubmissionRecord:
     return record.model_copy(update={"run_dir": run_dir, "benchmarks": jobs, "hostname": None})
 
 
-@dataclass(frozen=True)
-class Selection:
-    """What a user named: one run, or every run of a sweep, in the sweep's order."""
-
-    records: list[SubmissionRecord]
-    sweep: SweepRecord | None = None
-
-    @property
-    def name(self) -> str:
-        return self.sweep.sweep_id if self.sweep else self.records[0].gym_job_id
-
-
-def find_runs(names: list[str], last: bool = False) -> list[SubmissionRecord]:
-    """Several runs, in the order named, a sweep standing for its runs (``last``: the newest
-    submission after them); the newest submission without any."""
-    selections = [find_selection(name) for name in names]
-    if last or not names:
-        selections.append(find_selection(None, last=True))
-    return [record for selection in selections for record in selection.records]
-
-
-def find_run(name: str | None, last: bool = False) -> SubmissionRecord:
-    """One run a user names (see ``find_selection``); a sweep of several runs is refused."""
-    selection = find_selection(name, last)
-    if len(selection.records) > 1:
-        raise UserError(
-            f"{name or '--last'} is sweep {selection.name} of {len(selection.records)} runs; name one of its runs "
-            f"(gym eval status {selection.name} lists them)"
-        )
-    return selection.records[0]
-
-
-def find_selection(name: str | None, last: bool = False) -> Selection:
-    """What a user names: a run's directory; a run id or a sweep id, or a unique part of either;
-    the newest submission (a sweep when the last was one) with ``last`` or no name."""
-    if name and not last and looks_like_a_directory(name):
-        return Selection([run_in_directory(name)])
-    records = all_records()
-    if not records:
-        raise UserError(f"no runs in the local index ({index_dir()}); submit one with gym eval submit")
-    sweeps = {s.sweep_id: s for s in all_sweeps()}
-    if last or not name:
-        newest = your_last(records)
-        return _sweep_selection(newest.sweep_id, records, sweeps) if newest.sweep_id else Selection([newest])
-    sweep_ids = sorted(set(sweeps) | {r.sweep_id for r in records if r.sweep_id})
-    exact = [r for r in records if r.gym_job_id == name]
-    if exact:
-        return Selection(exact[:1])
-    if name in sweep_ids:
-        return _sweep_selection(name, records, sweeps)
-    run_matches = [r.gym_job_id for r in records if _is_part_of(name, r.gym_job_id)]
-    sweep_matches = [s for s in sweep_ids if _is_part_of(name, s)]
-    matches = run_matches + sweep_matches
-    if len(matches) == 1:
-        return _sweep_selection(matches[0], records, sweeps) if sweep_matches else find_selection(matches[0])
-    if not matches:
-        raise UserError(f"no run or sweep matches {name!r}; see gym eval list")
-    listed = ", ".join(matches[:5])
-    raise UserError(f"{name!r} matches {len(matches)} runs and sweeps ({listed}); give more of the id")
-
-
 def your_last(records: list[SubmissionRecord]) -> SubmissionRecord:
     """The newest of ``records`` submitted from this terminal session; without one, the newest this
     user submitted on this machine (said on stderr). Never someone else's, nor another machine's."""
@@ -411,23 +349,3 @@ def your_last(records: list[SubmissionRecord]) -> SubmissionRecord:
     print(terminal(f"note: --last is {yours[-1].gym_job_id}, your newest submission on {machine} "
                    f"(none was made from this shell session)"), file=sys.stderr)  # fmt: skip
     return yours[-1]
-
-
-def _is_part_of(name: str, identifier: str) -> bool:
-    return identifier.startswith(name) or identifier.endswith(name)
-
-
-def _sweep_selection(sweep_id: str, records: list[SubmissionRecord], sweeps: dict[str, SweepRecord]) -> Selection:
-    """The sweep's runs in the sweep's order; a run its record lists but the index lost is named."""
-    members = {r.gym_job_id: r for r in records if r.sweep_id == sweep_id}
-    sweep = sweeps.get(sweep_id)
-    if sweep is None:  # the sweep's own index entry could not be written: its runs still say
-        return Selection([members[k] for k in sorted(members)])
-    lost = [run.run_id for run in sweep.runs if run.run_id not in members]
-    if lost:
-        print(f"warning: sweep {sweep_id}: run(s) {', '.join(lost)} missing from the local index ({index_dir()}); "
-              f"their directories hold their records", file=sys.stderr)  # fmt: skip
-    ordered = [members[run.run_id] for run in sweep.runs if run.run_id in members]
-    if not ordered:
-        raise UserError(f"sweep {sweep_id}: none of its runs is in the local index ({index_dir()})")
-    return Selection(ordered, sweep)

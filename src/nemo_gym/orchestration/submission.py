@@ -67,11 +67,7 @@ class RunToSubmit:
         return self.staged.plan
 
 
-def submission_script(staged: StagedRun, secrets: dict[str, str]) -> str:
-    return runs_submission_script([RunToSubmit(staged, secrets)])
-
-
-def runs_submission_script(runs: list[RunToSubmit]) -> str:
+def submission_script(runs: list[RunToSubmit]) -> str:
     """Every run's checks, then every run's directory, then every run's jobs (see the module)."""
     plans = [run.plan for run in runs]
     lines = ["set -u", "umask 022", *_mount_checks(plans), *_absent_run_dirs(plans)]
@@ -93,18 +89,9 @@ def runs_submission_script(runs: list[RunToSubmit]) -> str:
             "GYM_TAR_EOF",
         ]
     exports = [[f"export {name}={shlex.quote(value)}" for name, value in run.secrets.items()] for run in runs]
-    lines += backend_named(_one_backend(plans)).submit_runs_lines(plans, exports)
+    # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
+    lines += backend_named(plans[0].backend).submit_runs_lines(plans, exports)
     return "\n".join(lines) + "\n"
-
-
-def _one_backend(plans: list[RunPlan]) -> str:
-    backends = sorted({plan.backend for plan in plans})
-    if len(backends) > 1:
-        raise UserError(
-            f"-m: the combinations run on different kinds of compute ({', '.join(backends)}); a sweep is "
-            f"queued by one backend: sweep one compute type at a time"
-        )
-    return backends[0]
 
 
 def _mount_checks(plans: list[RunPlan]) -> list[str]:
@@ -188,16 +175,11 @@ def _parse(plan: RunPlan, stdout: str) -> list[QueuedJob]:
     return per_benchmark(plan, parse_submission_output(stdout, [j.benchmark for j in plan.submitted_jobs], pattern))
 
 
-def stage_and_submit(conn: Connection, staged: StagedRun, secrets: dict[str, str]) -> list[QueuedJob]:
-    [queued] = stage_and_submit_runs(conn, [RunToSubmit(staged, secrets)])
-    return queued
-
-
-def stage_and_submit_runs(conn: Connection, runs: list[RunToSubmit]) -> list[list[QueuedJob]]:
+def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[QueuedJob]]:
     """Stage and queue every run in one script; each run's jobs, in order. A failed check raises
     before anything was written or queued."""
     plans = [run.plan for run in runs]
-    result = conn.run_script(runs_submission_script(runs))
+    result = conn.run_script(submission_script(runs))
     out = result.stdout.splitlines()
     missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
     if missing:
@@ -232,13 +214,7 @@ def per_benchmark(plan: RunPlan, results: list[QueuedJob]) -> list[QueuedJob]:
     return [QueuedJob(job.benchmark, shared.job_id, shared.error) for job in plan.jobs]
 
 
-def recover_results(conn: Connection, staged: StagedRun) -> list[QueuedJob]:
-    """After a lost connection: what the run directory says was queued (the submission log)."""
-    [queued] = recover_runs(conn, [staged])
-    return queued
-
-
-def recover_runs(conn: Connection, runs: list[StagedRun]) -> list[list[QueuedJob]]:
+def recover_results(conn: Connection, runs: list[StagedRun]) -> list[list[QueuedJob]]:
     """After a lost connection: what each run directory says was queued, in one script."""
     plans = [staged.plan for staged in runs]
     lines = []
@@ -253,10 +229,6 @@ def recover_runs(conn: Connection, runs: list[StagedRun]) -> list[list[QueuedJob
         ]
         for plan in plans
     ]  # fmt: skip
-
-
-def write_remote_file(conn: Connection, path: str, content: str, mode: int = 0o644) -> None:
-    write_remote_files(conn, {path: content}, mode)
 
 
 def write_remote_files(conn: Connection, files: dict[str, str], mode: int = 0o644) -> None:

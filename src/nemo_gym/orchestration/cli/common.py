@@ -1,15 +1,58 @@
-"""What the verbs share: choosing a run (or a sweep), plain tables."""
+"""What the verbs share: the arguments that name runs (RUN, RUN..., --last) and which runs they
+select, plain tables."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.library import Selection
 
 RUN_HELP = "run id or sweep id (or a unique part of one), or a run's directory (default: your last submission, as --last)"
+LAST_HELP = "your most recent submission: this shell session's, else yours on this machine (a sweep when it was one)"
+RUNS_HELP = "run id or sweep id (or a unique part of one), or a run directory"
+LAST_AFTER_RUNS_HELP = "your most recent submission, after any RUN given (this shell session's, else yours on this machine)"
 
 
-def add_run_selector(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", nargs="?", help=RUN_HELP)
-    p.add_argument("--last", action="store_true", help="your most recent submission: this shell session's, else yours on this machine (a sweep when it was one)")
+def add_run_selector(p: argparse.ArgumentParser, *, several: bool = False, run_help: str = RUN_HELP) -> None:
+    """RUN (or, ``several``, RUN...) and --last: a verb that takes runs."""
+    if several:
+        p.add_argument("runs", nargs="*", metavar="RUN", help=RUNS_HELP)
+        p.add_argument("--last", action="store_true", help=LAST_AFTER_RUNS_HELP)
+    else:
+        p.add_argument("run", nargs="?", help=run_help)
+        p.add_argument("--last", action="store_true", help=LAST_HELP)
+
+
+def run_names(args: argparse.Namespace) -> list[str]:
+    """The runs the arguments name; with --last and one RUN place, none (its value is ``after_run``'s)."""
+    if hasattr(args, "runs"):
+        return list(args.runs)
+    return [args.run] if args.run is not None and not args.last else []
+
+
+def selected(args: argparse.Namespace) -> Selection:
+    from nemo_gym.orchestration.library import select
+
+    return select(run_names(args), args.last)
+
+
+def after_run(args: argparse.Namespace, values: list[str]) -> list[str]:
+    """The positionals after RUN: with --last there is no RUN argument, so a value in its place is the first of them."""
+    if args.last and args.run is not None:
+        return [args.run, *values]
+    return values
+
+
+def run_prefix(selection: Selection) -> list[str]:
+    """What leads each run's lines: a sweep's run's label (``/ckpt/step-1000: ``); one run's lines
+    stay as they always were."""
+    if selection.sweep is None:
+        return ["" for _ in selection.records]
+    from nemo_gym.orchestration.library import run_labels
+
+    return [f"{label}: " for label in run_labels(selection.records).labels]
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
@@ -22,10 +65,3 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines)
-
-
-def run_and_benchmarks(args: argparse.Namespace, names: list[str]) -> tuple[str | None, list[str]]:
-    """With --last there is no RUN argument: the first positional is a benchmark."""
-    if args.last and args.run is not None:
-        return None, [args.run, *names]
-    return (None if args.last else args.run), names

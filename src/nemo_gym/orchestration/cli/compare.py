@@ -10,7 +10,7 @@ from nemo_gym.orchestration.cli.common import table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.comparison import BenchmarkComparison, RunComparison
+    from nemo_gym.orchestration.library import BenchmarkComparison, RunComparison
 
 # Improved/regressed tasks named in the text; --json lists them all.
 TASKS_NAMED = 20
@@ -41,17 +41,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import compare
-    from nemo_gym.orchestration.record import find_run
-    from nemo_gym.orchestration.results import DEFAULT_METRIC
+    from nemo_gym.orchestration.library import compare, select_run
 
     if (args.candidate is None) != args.last:
         raise UserError(
             "compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last"
         )
-    base = find_run(args.base)
-    candidate = find_run(args.candidate, last=args.last)
-    outcome = compare(base, candidate, args.metric or DEFAULT_METRIC)
+    outcome = compare(select_run(args.base), select_run(args.candidate, last=args.last), args.metric)
     echo(outcome.to_json() if args.json else comparison_text(outcome))
     if not args.fail_on_regression:
         return 0

@@ -1,10 +1,11 @@
-"""``gym eval export``: run or rerun a run's exports from here (each export once unless --force)."""
+"""``gym eval export``: run or rerun a run's exports (or every run's of a sweep) from here (each
+export once unless --force)."""
 
 from __future__ import annotations
 
 import argparse
 
-from nemo_gym.orchestration.cli.common import add_run_selector
+from nemo_gym.orchestration.cli.common import add_run_selector, run_prefix, selected
 from nemo_gym.orchestration.display import echo
 
 
@@ -21,10 +22,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.library import export
-    from nemo_gym.orchestration.record import find_run
 
-    results = export(find_run(args.run, args.last), args.to, args.force, trusted=args.trust_destination)
-    for result in results:
-        for line in result.lines:
-            echo(f"  {result.benchmark}: {line}", err=result.failed)
-    return 1 if any(result.failed for result in results) else 0
+    selection = selected(args)
+    runs = export(selection.records, args.to, args.force, trusted=args.trust_destination)
+    for where, results in zip(run_prefix(selection), runs):
+        for result in results:
+            for line in result.lines:
+                echo(f"  {where}{result.benchmark}: {line}", err=result.failed)
+    return 1 if any(result.failed for results in runs for result in results) else 0

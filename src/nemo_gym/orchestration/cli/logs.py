@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector
+from nemo_gym.orchestration.cli.common import add_run_selector, after_run, selected
 from nemo_gym.orchestration.display import echo, terminal
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.library import LogRequest, Selection
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -23,36 +27,43 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import LogRequest, follow_logs, logs
-    from nemo_gym.orchestration.record import find_selection
+    from nemo_gym.orchestration.library import LogRequest
 
-    run, benchmark = args.run, args.benchmark
-    if args.last and run is not None and benchmark is None:
-        run, benchmark = None, run
-    selection = find_selection(run, args.last)
-    request = LogRequest(benchmark, args.service, args.driver, args.lines)
+    benchmarks = after_run(args, [args.benchmark] if args.benchmark is not None else [])
+    selection = selected(args)
+    request = LogRequest(benchmarks[-1] if benchmarks else None, args.service, args.driver, args.lines)
+    if args.follow:
+        return follow(selection, request)
+    return print_logs(selection, request)
+
+
+def follow(selection: Selection, request: LogRequest) -> int:
+    from nemo_gym.orchestration.errors import UserError
+    from nemo_gym.orchestration.library import follow_logs
+
     if selection.sweep is not None:
-        return sweep_logs(selection, request, args.follow)
+        raise UserError(
+            f"-f follows one run's log; name one run of sweep {selection.name} (gym eval status {selection.name} lists them)"
+        )
     [record] = selection.records
-    if not args.follow:
-        sys.stdout.write(logs(record, request))
-        return 0
     for line in follow_logs(record, request):
         sys.stdout.write(line)
         sys.stdout.flush()
     return 0
 
 
-def sweep_logs(selection, request, follow: bool) -> int:
+def print_logs(selection: Selection, request: LogRequest) -> int:
+    """One run's log as it is (or why there is none, as an error); a sweep's, each under its run's header."""
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import logs_of_runs
-    from nemo_gym.orchestration.sweep import run_labels
+    from nemo_gym.orchestration.library import logs, run_labels
 
-    if follow:
-        raise UserError(
-            f"-f follows one run's log; name one run of sweep {selection.name} (gym eval status {selection.name} lists them)"
-        )
-    found = logs_of_runs(selection.records, request)
+    found = logs(selection.records, request)
+    if selection.sweep is None:
+        [log] = found
+        if log.text is None:
+            raise UserError(log.problem or "")
+        sys.stdout.write(log.text)
+        return 0
     for label, log in zip(run_labels(selection.records).labels, found):
         echo(f"==> {terminal(label)} ({terminal(log.record.gym_job_id)}) <==")
         sys.stdout.write(log.text if log.text is not None else f"({log.problem})\n")

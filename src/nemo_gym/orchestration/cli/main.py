@@ -53,14 +53,6 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     return parser
 
 
-def _scrubbed(text: str) -> str:
-    """An unexpected exception's text without this shell's export credentials or any header value."""
-    from nemo_gym.orchestration.exporters.record import scrub_secrets
-    from nemo_gym.orchestration.exporters.spec import SECRETS
-
-    return scrub_secrets(text, [os.environ.get(name) for name in SECRETS])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     invoked_as = os.path.basename(sys.argv[0])
     parser = build_parser(invoked_as if invoked_as in COMMAND_NAMES else COMMAND_NAMES[0])
@@ -81,8 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("GYM_DEBUG"):
             traceback.print_exc()
         from nemo_gym.orchestration.display import terminal
+        from nemo_gym.orchestration.library import without_credentials
 
-        detail = terminal(_scrubbed(" ".join(str(exc).split())) or type(exc).__name__)
+        detail = terminal(without_credentials(" ".join(str(exc).split())) or type(exc).__name__)
         print(
             f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and "
             f"report the traceback",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from nemo_gym.orchestration.cli.common import add_run_selector, selected
+
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser(
@@ -13,9 +15,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "completeness (k/n) and GPU-hours, a chart per benchmark of its metric across the runs (a numeric swept "
         "value, such as a checkpoint's step, on the x axis), and the comparison of exactly two runs.",
     )
-    p.add_argument("runs", nargs="*", metavar="RUN",
-                   help="run id or sweep id (or a unique part of one), or a run directory")  # fmt: skip
-    p.add_argument("--last", action="store_true", help="your most recent submission, after any RUN given (this shell session's, else yours on this machine)")
+    add_run_selector(p, several=True)
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.html", help="where to write the report")
     p.set_defaults(handler=run_report)
@@ -26,14 +26,12 @@ def run_report(args: argparse.Namespace) -> int:
 
     from nemo_gym.orchestration.errors import UserError
     from nemo_gym.orchestration.library import report
-    from nemo_gym.orchestration.record import find_runs
-    from nemo_gym.orchestration.results import DEFAULT_METRIC
 
     out = Path(args.output).expanduser()
     if not out.parent.is_dir():
         raise UserError(f"-o {args.output}: no directory {out.parent}; create it or write the report elsewhere")
-    records = find_runs(args.runs, args.last)
-    html = report(records, args.metric or DEFAULT_METRIC)
+    records = selected(args).records
+    html = report(records, args.metric)
     try:
         out.write_text(html, encoding="utf-8")
     except OSError as exc:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import table
+from nemo_gym.orchestration.cli.common import add_run_selector, selected, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.results import BenchmarkResult, RunResults
-    from nemo_gym.orchestration.usage import Usage
+    from nemo_gym.orchestration.library import BenchmarkResult, RunResults, Usage
 
 # Missing (task, rollout) pairs and unscoreable rows named in the table's notes; --json lists more.
 MISSING_NAMED = 10
@@ -26,29 +25,22 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "not complete: failed, incomplete, its completeness unknown (no readable list of the expected samples: "
         "complete is null in --json), or its value partial (rows whose metric is NaN, infinite, a string or absent).",
     )
-    p.add_argument("runs", nargs="*", metavar="RUN",
-                   help="run id or sweep id (or a unique part of one), or a run directory")  # fmt: skip
-    p.add_argument("--last", action="store_true", help="your most recent submission, after any RUN given (this shell session's, else yours on this machine)")
+    add_run_selector(p, several=True)
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric to show (default: reward)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_results)
 
 
 def run_results(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import results_of_runs
-    from nemo_gym.orchestration.record import find_runs
-    from nemo_gym.orchestration.results import DEFAULT_METRIC, require_metric, results_json
+    from nemo_gym.orchestration.library import DEFAULT_METRIC, results, results_json
 
-    metric = args.metric or DEFAULT_METRIC
-    runs = results_of_runs(find_runs(args.runs, args.last), metric)
-    if args.metric or len(runs) > 1:
-        require_metric(runs, metric)
+    runs = results(selected(args).records, args.metric)
     if args.json:
         print(results_json(runs))
     elif len(runs) == 1:
         echo(run_text(runs[0]))
     else:
-        echo(sweep_text(runs, metric))
+        echo(sweep_text(runs, args.metric or DEFAULT_METRIC))
     return 0 if all(run.complete is True for run in runs) else 1
 
 
@@ -67,8 +59,7 @@ def value_text(result: BenchmarkResult, with_samples: bool) -> str:
 
 
 def run_text(run: RunResults) -> str:
-    from nemo_gym.orchestration.results import headline
-    from nemo_gym.orchestration.usage import hours_text, wall_text
+    from nemo_gym.orchestration.library import headline, hours_text, wall_text
 
     rows = []
     for r in run.benchmarks:
@@ -87,7 +78,7 @@ def run_text(run: RunResults) -> str:
 
 
 def notes(result: BenchmarkResult) -> list[str]:
-    from nemo_gym.orchestration.results import UNSCOREABLE_LISTED
+    from nemo_gym.orchestration.library import UNSCOREABLE_LISTED
 
     out = []
     if result.missing:
@@ -108,7 +99,7 @@ def named(items: list[str], where_all: str) -> str:
 
 def total_line(total: Usage) -> str:
     """The run's GPU-hours and wall time, and where they come from."""
-    from nemo_gym.orchestration.usage import SOURCE_NONE, hours_text, wall_text
+    from nemo_gym.orchestration.library import SOURCE_NONE, hours_text, wall_text
 
     if total.source == SOURCE_NONE:
         return "Total: no job has started yet"
@@ -122,8 +113,7 @@ def total_line(total: Usage) -> str:
 
 def sweep_text(runs: list[RunResults], metric: str) -> str:
     """A row per run (named by its swept values), a column per benchmark, then what each run cost."""
-    from nemo_gym.orchestration.sweep import run_labels
-    from nemo_gym.orchestration.usage import hours_text, wall_text
+    from nemo_gym.orchestration.library import hours_text, run_labels, wall_text
 
     names: list[str] = []
     for run in runs:

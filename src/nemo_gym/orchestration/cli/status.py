@@ -6,18 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector, table
+from nemo_gym.orchestration.cli.common import add_run_selector, selected, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from nemo_gym.orchestration.library import RunStatus
-    from nemo_gym.orchestration.observe import JobStatus
-    from nemo_gym.orchestration.record import Selection, SubmissionRecord, SweepRecord
+    from nemo_gym.orchestration.library import JobStatus, RunStatus, Selection, SubmissionRecord, SweepRecord
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -48,7 +45,7 @@ def run_list(args: argparse.Namespace) -> int:
 def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> list[list[str]]:
     """One row per submission, oldest first: a run, or a sweep followed by its runs (indented,
     named by their swept values)."""
-    from nemo_gym.orchestration.record import last_observed, values_label
+    from nemo_gym.orchestration.library import last_observed, values_label
 
     def seen(r: SubmissionRecord) -> str:
         observed = last_observed(r.gym_job_id)
@@ -86,7 +83,7 @@ HEADERS = ["BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
 
 
 def status_rows(jobs: list[JobStatus]) -> list[list[str]]:
-    from nemo_gym.orchestration.usage import hours_text, wall_text
+    from nemo_gym.orchestration.library import hours_text, wall_text
 
     # A resumed benchmark shows its chain of jobs, oldest first: 101 -> 102 -> 103.
     return [[s.benchmark, " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-", s.state,
@@ -97,8 +94,7 @@ def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list
     """(title, headers, rows, total line) of one run, or of a sweep: a row per job of every run,
     led by the run's swept values."""
     from nemo_gym.orchestration.cli.results import total_line
-    from nemo_gym.orchestration.sweep import run_labels
-    from nemo_gym.orchestration.usage import total
+    from nemo_gym.orchestration.library import run_labels, total_usage
 
     first = selection.records[0]
     where = f"{first.executor}{' on ' + first.hostname if first.hostname else ''}"
@@ -108,14 +104,14 @@ def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list
     labels = run_labels(selection.records)
     rows = [[label, *row] for label, run in zip(labels.labels, runs) for row in status_rows(run.jobs)]
     title = f"Sweep {selection.name} ({where}): {len(runs)} runs"
-    return title, [labels.header, *HEADERS], rows, total_line(total(run.usage for run in runs))
+    return title, [labels.header, *HEADERS], rows, total_line(total_usage(run.usage for run in runs))
 
 
 def status_text(selection: Selection, runs: list[RunStatus]) -> str:
     title, headers, rows, total = status_table(selection, runs)
     lines = [title, table(headers, rows), total]
     if selection.sweep is not None:
-        from nemo_gym.orchestration.sweep import run_labels
+        from nemo_gym.orchestration.library import run_labels
 
         lines += [f"  {label}: {r.gym_job_id} {r.run_dir}"
                   for label, r in zip(run_labels(selection.records).labels, selection.records)]  # fmt: skip
@@ -124,13 +120,13 @@ def status_text(selection: Selection, runs: list[RunStatus]) -> str:
 
 def status_json(selection: Selection, runs: list[RunStatus]) -> str:
     """One run's document, or a sweep's: ``{"sweep", "gpu_hours", "wall_seconds", "runs": [...]}``."""
-    from nemo_gym.orchestration.observe import statuses_json
-    from nemo_gym.orchestration.usage import total
+    from nemo_gym.orchestration.library import status_json as run_json
+    from nemo_gym.orchestration.library import total_usage
 
-    docs = [statuses_json(run.record, run.jobs) for run in runs]
+    docs = [run_json(run.record, run.jobs) for run in runs]
     if selection.sweep is None:
         return docs[0]
-    usage = total(run.usage for run in runs)
+    usage = total_usage(run.usage for run in runs)
     return json.dumps({
         "sweep": selection.name,
         "gpu_hours": None if usage.gpu_hours is None else round(usage.gpu_hours, 4),
@@ -140,47 +136,33 @@ def status_json(selection: Selection, runs: list[RunStatus]) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import status_of_runs
-    from nemo_gym.orchestration.record import find_selection
+    from nemo_gym.orchestration.library import status
 
-    selection = find_selection(args.run, args.last)
+    selection = selected(args)
     if not args.watch:
-        runs = status_of_runs(selection.records)
+        runs = status(selection.records)
         echo(status_json(selection, runs) if args.json else status_text(selection, runs))
         return 0
     return _watch(selection, args.interval, args.json)
 
 
 def _watch(selection: Selection, interval: float, as_json: bool) -> int:
-    from nemo_gym.orchestration.connection import connect
-    from nemo_gym.orchestration.library import status_of_runs
+    """Until every job has ended: live in a terminal; else (or with --json) once, at the end."""
+    from nemo_gym.orchestration.library import watch
 
-    def final(runs: list[RunStatus]) -> bool:
-        return all(run.final for run in runs)
+    views = watch(selection.records, interval)
+    if as_json or not sys.stdout.isatty():
+        *_, runs = views
+        echo(status_json(selection, runs) if as_json else status_text(selection, runs))
+        return 0 if all(run.succeeded for run in runs) else 1
+    from rich.console import Console
+    from rich.live import Live
 
-    def succeeded(runs: list[RunStatus]) -> bool:
-        return all(run.succeeded for run in runs)
-
-    records = selection.records
-    with connect(records[0].hostname) as conn:  # a sweep's runs share their host
-        if as_json or not sys.stdout.isatty():
-            runs = None
-            while True:
-                runs = status_of_runs(records, conn, previous=runs)
-                if final(runs):
-                    echo(status_json(selection, runs) if as_json else status_text(selection, runs))
-                    return 0 if succeeded(runs) else 1
-                time.sleep(interval)
-        from rich.console import Console
-        from rich.live import Live
-
-        runs = status_of_runs(records, conn)
-        with Live(rich_table(selection, runs), console=Console(), auto_refresh=False) as live:
-            while not final(runs):
-                time.sleep(interval)
-                runs = status_of_runs(records, conn, previous=runs)
-                live.update(rich_table(selection, runs), refresh=True)
-        return 0 if succeeded(runs) else 1
+    runs = next(views)
+    with Live(rich_table(selection, runs), console=Console(), auto_refresh=False) as live:
+        for runs in views:
+            live.update(rich_table(selection, runs), refresh=True)
+    return 0 if all(run.succeeded for run in runs) else 1
 
 
 def rich_table(selection: Selection, runs: list[RunStatus]) -> Table:

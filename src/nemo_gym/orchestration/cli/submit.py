@@ -1,4 +1,5 @@
-"""``gym eval submit``: compose, validate, then print the resolved config, dry-run or submit."""
+"""``gym eval submit``: compose, validate, then print the resolved config, dry-run or submit. A
+config without ``-m`` is a sweep of one: the same path, without the sweep's own lines."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.library import PreparedSweep, Submission, SweepSubmission
-    from nemo_gym.orchestration.render import StagedRun
+    from nemo_gym.orchestration.library import Composition, Prepared, PreparedRun, Submission
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -30,115 +30,70 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.compose import compose_config
-    from nemo_gym.orchestration.validate import validate_config
+    """Every combination composed and validated first (a bad value in one stops everything), then
+    printed, or prepared (decided and rendered) and dry-run or submitted."""
+    from nemo_gym.orchestration.errors import UserError
+    from nemo_gym.orchestration.library import compose, prepare, submit
 
     if args.stage_dir and not args.dry_run:
-        from nemo_gym.orchestration.errors import UserError
-
         raise UserError("--stage-dir writes what --dry-run renders; add --dry-run")
-    if args.multirun:
-        return run_sweep(args)
-    config, notes = validate_config(compose_config(args.config, args.overrides))
+    composition = compose(args.config, args.overrides, multirun=args.multirun)
+    warn(composition.warnings)
+    if args.resolve_only:
+        print_resolved(composition, args.json)
+        return 0
+    prepared = prepare(composition)
+    warn(prepared.warnings)
+    if args.dry_run:
+        return print_dry_run(prepared, args.stage_dir)
+    return report(submit(prepared), args.json)
+
+
+def warn(notes: list[str]) -> None:
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    if args.resolve_only:
-        from nemo_gym.orchestration.resolved import resolved_config_dict
-
-        print_resolved(resolved_config_dict(config), args.json)
-        return 0
-    from nemo_gym.orchestration.library import prepare, submit
-
-    staged = prepare(config)
-    for note in staged.warnings:
-        print(f"warning: {note}", file=sys.stderr)
-    if args.dry_run:
-        return print_dry_run(staged, args.stage_dir)
-    return report(submit(config, staged), args.json)
 
 
-def print_resolved(resolved: dict, as_json: bool) -> None:
-    from nemo_gym.orchestration.yamlio import dump_yaml
+def print_resolved(composition: Composition, as_json: bool) -> None:
+    """The validated config; a sweep's, each combination's: YAML documents headed by its values, or a JSON list."""
+    from nemo_gym.orchestration.library import resolved_config, resolved_yaml
 
-    if as_json:
-        print(json.dumps(resolved, indent=2))
+    combinations = composition.combinations
+    if composition.sweep_id is None:
+        [only] = combinations
+        if as_json:
+            print(json.dumps(resolved_config(only.config), indent=2))
+        else:
+            print(resolved_yaml(only.config), end="")
+    elif as_json:
+        runs = [{"values": dict(c.values), "config": resolved_config(c.config)} for c in combinations]
+        print(json.dumps({"sweep_id": composition.sweep_id, "runs": runs}, indent=2))
     else:
-        print(dump_yaml(resolved), end="")
+        for i, combination in enumerate(combinations, start=1):
+            print(f"--- # run {i} of {len(combinations)}: {combination.label()}")
+            print(resolved_yaml(combination.config), end="")
 
 
-def run_sweep(args: argparse.Namespace) -> int:
-    """``-m``: every combination composed, validated and rendered first (a bad value in one stops
-    everything), then printed, dry-run or submitted as one sweep."""
-    from nemo_gym.orchestration.library import prepare_sweep, submit_sweep
-
-    sweep = prepare_sweep(args.config, args.overrides)
-    for note in sweep.warnings:
-        print(f"warning: {note}", file=sys.stderr)
-    if args.resolve_only:
-        print_resolved_sweep(sweep, args.json)
-        return 0
-    if args.dry_run:
-        return print_sweep_dry_run(sweep, args.stage_dir)
-    return report_sweep(submit_sweep(sweep), args.json)
-
-
-def print_resolved_sweep(sweep: PreparedSweep, as_json: bool) -> None:
-    """Each combination's validated config: YAML documents headed by its values, or a JSON list."""
-    from nemo_gym.orchestration.resolved import resolved_config_dict
-    from nemo_gym.orchestration.yamlio import dump_yaml
-
-    if as_json:
-        runs = [{"values": m.values, "config": resolved_config_dict(m.config)} for m in sweep.members]
-        print(json.dumps({"sweep_id": sweep.sweep_id, "runs": runs}, indent=2))
-        return
-    for i, member in enumerate(sweep.members, start=1):
-        print(f"--- # run {i} of {len(sweep.members)}: {member.point.label()}")
-        print(dump_yaml(resolved_config_dict(member.config)), end="")
-
-
-def print_sweep_dry_run(sweep: PreparedSweep, stage_dir: str | None) -> int:
-    """Every run of the sweep as --dry-run shows one; with ``stage_dir``, one directory per run in it."""
+def print_dry_run(prepared: Prepared, stage_dir: str | None) -> int:
+    """Every run as --dry-run shows one; with ``stage_dir``, a sweep's runs each in a directory in it."""
     from pathlib import Path
 
-    jobs = sum(len(m.plan.submitted_jobs) for m in sweep.members)
-    where = sweep.members[0].plan.hostname or "this machine"
-    print(f"[dry-run] sweep {sweep.sweep_id}: would submit {jobs} job(s) for {len(sweep.members)} run(s) on {where}")
-    for member in sweep.members:
-        print(f"[dry-run] run {member.plan.run_id}: {member.point.label()}")
-        print_dry_run(member.staged, str(Path(stage_dir) / member.plan.run_id) if stage_dir else None)
+    if prepared.sweep_id is None:
+        [only] = prepared.runs
+        return print_run_dry_run(only, stage_dir)
+    jobs = sum(len(run.plan.submitted_jobs) for run in prepared.runs)
+    where = prepared.hostname or "this machine"
+    print(f"[dry-run] sweep {prepared.sweep_id}: would submit {jobs} job(s) for {len(prepared.runs)} run(s) on {where}")
+    for run in prepared.runs:
+        print(f"[dry-run] run {run.plan.run_id}: {run.label()}")
+        print_run_dry_run(run, str(Path(stage_dir) / run.plan.run_id) if stage_dir else None)
     return 0
 
 
-def report_sweep(submission: SweepSubmission, as_json: bool) -> int:
-    from nemo_gym.orchestration.library import backend_job_kind
-    from nemo_gym.orchestration.record import values_label
-
-    sweep = submission.sweep
-    if as_json and not submission.interrupted:
-        runs = [json.loads(run.record.dumps()) for run in submission.runs]
-        print(json.dumps({**json.loads(sweep.dumps()), "records": runs}, indent=2))
-    else:
-        print(f"Sweep {sweep.sweep_id}: {len(submission.runs)} runs over {', '.join(sweep.swept)}")
-        for run in submission.runs:
-            record = run.record
-            print(f"Run {record.gym_job_id} ({values_label(record.sweep_values)}): {record.run_dir}")
-            kind = backend_job_kind(record)
-            for job in record.benchmarks:
-                print(f"  submitted {job.benchmark} -> {kind} {job.job_id}" if job.job_id else f"  failed {job.benchmark}: {job.error}")
-    if submission.interrupted:
-        print(f"error: {submission.interrupted}", file=sys.stderr)
-        return 1
-    if submission.failed:
-        names = ", ".join(f"{job.benchmark} of {record.gym_job_id}" for record, job in submission.failed)
-        print(f"error: {len(submission.failed)} job(s) failed to submit: {names}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def print_dry_run(staged: StagedRun, stage_dir: str | None) -> int:
+def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
     from nemo_gym.orchestration.library import staged_directory
 
-    plan = staged.plan
+    plan = run.plan
     where = plan.hostname or "this machine"
     print(f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len(plan.jobs)} benchmark(s) on {where} into {plan.run_dir}")
     names = [f"{owner}.env.{key}" for owner, key in plan.secrets.values()]
@@ -147,36 +102,49 @@ def print_dry_run(staged: StagedRun, stage_dir: str | None) -> int:
     if names:
         print(f"[dry-run] read at submit time, passed in the submission's environment: {', '.join(names)}")
     if stage_dir:
-        root = staged_directory(staged, stage_dir)
+        root = staged_directory(run.staged, stage_dir)
         print(f"[dry-run] staged run directory written to {root}")
         return 0
     for job in plan.submitted_jobs:
         print("=" * 72)
         print(f"[dry-run] {job.benchmark}: {job.job_dir}/job.sh")
         print("=" * 72)
-        sys.stdout.write(staged.job_script(job.benchmark))
+        sys.stdout.write(run.staged.job_script(job.benchmark))
     return 0
 
 
 def report(submission: Submission, as_json: bool) -> int:
-    from nemo_gym.orchestration.library import backend_job_kind
+    """Each run and its jobs (a sweep's runs under the sweep's line, each named by its values);
+    then what failed. 1 when the connection broke or a job could not be queued."""
+    from nemo_gym.orchestration.library import job_kind, values_label
 
-    record = submission.record
+    sweep = submission.sweep
     if as_json and not submission.interrupted:
-        sys.stdout.write(record.dumps())
+        if sweep is None:
+            sys.stdout.write(submission.records[0].dumps())
+        else:
+            runs = [json.loads(record.dumps()) for record in submission.records]
+            print(json.dumps({**json.loads(sweep.dumps()), "records": runs}, indent=2))
     else:
-        print(f"Run {record.gym_job_id}: {record.run_dir}")
-        kind = backend_job_kind(record)
-        for job in record.benchmarks:
-            if job.job_id:
-                print(f"  submitted {job.benchmark} -> {kind} {job.job_id}")
-            else:
-                print(f"  failed {job.benchmark}: {job.error}")
+        if sweep is not None:
+            print(f"Sweep {sweep.sweep_id}: {len(submission.records)} runs over {', '.join(sweep.swept)}")
+        for record in submission.records:
+            values = f" ({values_label(record.sweep_values)})" if sweep is not None else ""
+            print(f"Run {record.gym_job_id}{values}: {record.run_dir}")
+            kind = job_kind(record)
+            for job in record.benchmarks:
+                print(f"  submitted {job.benchmark} -> {kind} {job.job_id}" if job.job_id else f"  failed {job.benchmark}: {job.error}")
     if submission.interrupted:
         print(f"error: {submission.interrupted}", file=sys.stderr)
         return 1
     if submission.failed:
-        names = ", ".join(b.benchmark for b in submission.failed)
-        print(f"error: {len(submission.failed)} benchmark(s) failed to submit: {names}", file=sys.stderr)
+        print(f"error: {failed_line(submission)}", file=sys.stderr)
         return 1
     return 0
+
+
+def failed_line(submission: Submission) -> str:
+    failed = submission.failed
+    if submission.sweep is None:
+        return f"{len(failed)} benchmark(s) failed to submit: {', '.join(job.benchmark for _, job in failed)}"
+    return f"{len(failed)} job(s) failed to submit: {', '.join(f'{job.benchmark} of {r.gym_job_id}' for r, job in failed)}"

@@ -1,0 +1,134 @@
+"""The use cases, as library functions that return data: compose, prepare and submit; status,
+results, compare and report; logs, cancel and export; which runs a name selects.
+
+Each use case takes a set of runs (a list; a single run is a list of one) and answers per run, in
+order, over one connection per submit host. The command line (``cli/``) imports only this
+package and ``errors``: it parses arguments, calls these and formats what they return. Each
+function that talks to a cluster takes a ``connect`` function that opens a connection
+(``connection.connect`` by default; tests pass a fake).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nemo_gym.orchestration.library.cancel import CancelReport, cancel
+from nemo_gym.orchestration.library.export import ExportResult, export
+from nemo_gym.orchestration.library.logs import LogRequest, RunLog, follow_logs, logs
+from nemo_gym.orchestration.library.observe import (
+    RunStatus,
+    compare,
+    list_runs,
+    list_sweeps,
+    report,
+    results,
+    status,
+    watch,
+)
+from nemo_gym.orchestration.library.present import (
+    DEFAULT_METRIC,
+    SOURCE_NONE,
+    UNSCOREABLE_LISTED,
+    headline,
+    hours_text,
+    last_observed,
+    results_json,
+    run_labels,
+    status_json,
+    total_usage,
+    values_label,
+    wall_text,
+    without_credentials,
+)
+from nemo_gym.orchestration.library.select import Selection, select, select_run
+from nemo_gym.orchestration.library.submit import (
+    Combination,
+    Composition,
+    Prepared,
+    PreparedRun,
+    Submission,
+    compose,
+    job_kind,
+    prepare,
+    resolved_config,
+    resolved_yaml,
+    staged_directory,
+    submit,
+)
+from nemo_gym.orchestration.observe import JobStatus
+from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
+from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+from nemo_gym.orchestration.usage import Usage
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import BenchmarkComparison, RunComparison
+
+__all__ = [
+    # submit
+    "Combination",
+    "Composition",
+    "Prepared",
+    "PreparedRun",
+    "Submission",
+    "compose",
+    "prepare",
+    "resolved_config",
+    "resolved_yaml",
+    "staged_directory",
+    "submit",
+    # which runs
+    "Selection",
+    "looks_like_a_directory",
+    "select",
+    "select_run",
+    # observe
+    "BenchmarkComparison",
+    "BenchmarkResult",
+    "JobStatus",
+    "RunComparison",
+    "RunResults",
+    "RunStatus",
+    "SubmissionRecord",
+    "SweepRecord",
+    "Usage",
+    "compare",
+    "list_runs",
+    "list_sweeps",
+    "report",
+    "results",
+    "status",
+    "watch",
+    # logs, cancel, export
+    "CancelReport",
+    "ExportResult",
+    "LogRequest",
+    "RunLog",
+    "cancel",
+    "export",
+    "follow_logs",
+    "logs",
+    # showing what they return
+    "DEFAULT_METRIC",
+    "SOURCE_NONE",
+    "UNSCOREABLE_LISTED",
+    "headline",
+    "hours_text",
+    "job_kind",
+    "last_observed",
+    "results_json",
+    "run_labels",
+    "status_json",
+    "total_usage",
+    "values_label",
+    "wall_text",
+    "without_credentials",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The comparison's types, imported when asked for: they bring numpy, which most verbs never need."""
+    if name in ("BenchmarkComparison", "RunComparison"):
+        from nemo_gym.orchestration import comparison
+
+        return getattr(comparison, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

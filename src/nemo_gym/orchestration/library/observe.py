@@ -1,0 +1,135 @@
+"""Observing runs: what their jobs are doing (once, or until they end), their results, two
+compared, an HTML report; and what the local index holds."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nemo_gym.orchestration.connection import Connect, Connection, connect
+from nemo_gym.orchestration.library.hosts import over_their_hosts
+from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_runs, run_usage, was_queued
+from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, all_records, all_sweeps, write_observation
+from nemo_gym.orchestration.results import DEFAULT_METRIC, RunResults, collect_results, require_metric
+from nemo_gym.orchestration.usage import Usage
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import RunComparison
+
+
+def list_runs() -> list[SubmissionRecord]:
+    """Every run in the local index, oldest first."""
+    return all_records()
+
+
+def list_sweeps() -> list[SweepRecord]:
+    """Every sweep in the local index, oldest first."""
+    return all_sweeps()
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    record: SubmissionRecord
+    jobs: list[JobStatus]
+
+    @property
+    def final(self) -> bool:
+        return all(job.state in FINAL for job in self.jobs)
+
+    @property
+    def succeeded(self) -> bool:
+        return all(job.state == "succeeded" for job in self.jobs)
+
+    @property
+    def usage(self) -> Usage:
+        """The run's total: every job once."""
+        return run_usage(self.jobs)
+
+
+def status(
+    records: list[SubmissionRecord],
+    conn: Connection | None = None,
+    *,
+    connect: Connect = connect,
+    previous: list[RunStatus] | None = None,
+) -> list[RunStatus]:
+    """Every job's state of every run, in order, over ``conn`` (kept open by the caller) or one
+    connection per host: one round trip per host, however many runs; none for runs nobody could
+    queue (no cluster needs to be asked). ``previous``: the statuses a moment ago, whose final sample
+    counts are kept, not made again (they cannot change once a job has ended)."""
+    known = [_known_checks(run) for run in previous] if previous else [{} for _ in records]
+
+    def batch(opened: Connection | None, indices: list[int]) -> list[RunStatus]:
+        statuses = probe_runs([records[i] for i in indices], opened, [known[i] for i in indices])
+        return [_observed(RunStatus(records[i], s)) for i, s in zip(indices, statuses)]
+
+    if conn is None and not any(was_queued(record) for record in records):
+        return batch(None, list(range(len(records))))
+    return over_their_hosts(records, connect, batch, conn)
+
+
+def watch(records: list[SubmissionRecord], interval: float, *, connect: Connect = connect) -> Iterator[list[RunStatus]]:
+    """The runs' statuses every ``interval`` seconds over one connection (a sweep's runs share
+    their host), until every job has ended: the last one yielded is final."""
+    with connect(records[0].hostname) as conn:
+        runs = status(records, conn)
+        yield runs
+        while not all(run.final for run in runs):
+            time.sleep(interval)
+            runs = status(records, conn, previous=runs)
+            yield runs
+
+
+def _observed(run: RunStatus) -> RunStatus:
+    """``run``, remembered in the index as last observed (``gym eval list`` shows it)."""
+    counts = Counter(job.state for job in run.jobs)
+    summary = ", ".join(f"{n} {state}" for state, n in counts.most_common()) if len(counts) > 1 else next(iter(counts), "")
+    write_observation(run.record.gym_job_id, summary)
+    return run
+
+
+def _known_checks(previous: RunStatus) -> dict[str, SampleCheck]:
+    return {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state in FINAL}
+
+
+def results(records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect) -> list[RunResults]:
+    """Each run's results, in order, over one connection per host (a sweep's runs share one): every
+    run's states in one round trip, then each run's files: each benchmark's metrics, samples against
+    the expected ones, its ``metric`` (default: reward) per task, and what its jobs cost. A metric
+    named, or shown side by side for several runs, must be one the runs have."""
+
+    def batch(conn: Connection, indices: list[int]) -> list[RunResults]:
+        runs = [records[i] for i in indices]
+        statuses = probe_runs(runs, conn)
+        return [RunResults(r, s, collect_results(r, s, conn, metric or DEFAULT_METRIC)) for r, s in zip(runs, statuses)]
+
+    found = over_their_hosts(records, connect, batch)
+    if metric or len(found) > 1:
+        require_metric(found, metric or DEFAULT_METRIC)
+    return found
+
+
+def compare(
+    base: SubmissionRecord, candidate: SubmissionRecord, metric: str | None = None, *, connect: Connect = connect
+) -> RunComparison:
+    """BASE against CANDIDATE, per benchmark, on the tasks both runs have."""
+    from nemo_gym.orchestration.comparison import compare_runs
+
+    runs = results([base, candidate], metric, connect=connect)
+    return compare_runs(runs[0], runs[1], metric or DEFAULT_METRIC)
+
+
+def report(records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect) -> str:
+    """The HTML report of several runs (a sweep's): the results ``results`` shows and, of exactly
+    two runs, the comparison ``compare`` shows, as one self-contained page."""
+    from nemo_gym.orchestration.comparison import compare_runs
+    from nemo_gym.orchestration.report import report_html, require_matplotlib
+
+    require_matplotlib()  # before any connection: say what to install first
+    runs = results(records, metric, connect=connect)
+    require_metric(runs, metric or DEFAULT_METRIC)  # of one run too: the page charts it
+    comparison = compare_runs(runs[0], runs[1], metric or DEFAULT_METRIC) if len(runs) == 2 else None
+    return report_html(runs, metric or DEFAULT_METRIC, comparison)

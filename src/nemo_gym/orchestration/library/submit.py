@@ -1,0 +1,398 @@
+"""Submitting: a config file and its overrides composed and validated, every run of it prepared
+(decided and rendered), then staged and queued over one connection, and recorded.
+
+A lone config is a sweep of one: the same path queues it, recovers it after a lost connection and
+records it; only a real sweep (``-m``) also gets a sweep record.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig
+from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.connection import Connect, Connection, connect
+from nemo_gym.orchestration.errors import ConnectionLost, UserError
+from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
+from nemo_gym.orchestration.exporters.record import credential_problem
+from nemo_gym.orchestration.exporters.spec import destinations
+from nemo_gym.orchestration.plan import RunPlan, build_plan
+from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
+from nemo_gym.orchestration.record import (
+    BenchmarkJob,
+    SubmissionRecord,
+    SweepRecord,
+    SweepRun,
+    current_user,
+    now_utc,
+    submission_origin,
+    values_label,
+    write_local_index,
+    write_sweep_index,
+)
+from nemo_gym.orchestration.render import StagedRun, render_run
+from nemo_gym.orchestration.runid import new_run_id
+from nemo_gym.orchestration.submission import (
+    QueuedJob,
+    RunToSubmit,
+    recover_results,
+    stage_and_submit,
+    write_remote_files,
+)
+
+T = TypeVar("T")
+
+# -- compose and validate --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One config to run, composed and validated: a sweep's combination, or the one config."""
+
+    config: SubmitConfig
+    values: tuple[tuple[str, str], ...] = ()  # (swept key, value as written), in the order of the sweep
+    notes: tuple[str, ...] = ()  # validation's warnings
+
+    def label(self) -> str:
+        return values_label(dict(self.values))
+
+
+@dataclass(frozen=True)
+class Composition:
+    """What a config file and its overrides make: one config, or (``sweep_id`` set) a sweep's combinations."""
+
+    combinations: list[Combination]
+    sweep_id: str | None = None
+    config_path: str | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        """Each combination's, once each."""
+        return list(dict.fromkeys(note for c in self.combinations for note in c.notes))
+
+
+def compose(config_path: str | Path, overrides: list[str], *, multirun: bool = False) -> Composition:
+    """The config file with its Hydra overrides, validated; with ``multirun``, every combination of
+    the overrides (Hydra's multirun grammar) as a sweep: a bad value in any combination is reported,
+    naming the combination, and nothing is kept."""
+    from nemo_gym.orchestration.sweep import expand, new_sweep_id
+
+    if not multirun:
+        return Composition([_composed(config_path, overrides)], config_path=str(config_path))
+    points = expand(config_path, overrides)
+
+    def combination(i: int) -> Combination:
+        return replace(_composed(config_path, list(points[i].overrides)), values=points[i].values)
+
+    combinations = _each_combination([point.values for point in points], combination)
+    return Composition(combinations, new_sweep_id(), str(Path(config_path).expanduser().resolve()))
+
+
+def _composed(config_path: str | Path, overrides: list[str]) -> Combination:
+    from nemo_gym.orchestration.compose import compose_config
+    from nemo_gym.orchestration.validate import validate_config
+
+    config, notes = validate_config(compose_config(config_path, overrides))
+    return Combination(config, notes=tuple(notes))
+
+
+def resolved_config(config: SubmitConfig) -> dict:
+    """The validated config as ``--resolve-only --json`` prints it."""
+    from nemo_gym.orchestration.resolved import resolved_config_dict
+
+    return resolved_config_dict(config)
+
+
+def resolved_yaml(config: SubmitConfig) -> str:
+    """The validated config as ``--resolve-only`` prints it."""
+    from nemo_gym.orchestration.yamlio import dump_yaml
+
+    return dump_yaml(resolved_config(config))
+
+
+# -- prepare ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """One run, decided and rendered: its config, its staged files, its swept values (none alone)."""
+
+    config: SubmitConfig
+    staged: StagedRun
+    values: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.staged.plan
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.staged.warnings
+
+    def label(self) -> str:
+        return values_label(dict(self.values))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Every run of a submission, ready to be queued: one, or a sweep's (``sweep_id`` set)."""
+
+    runs: list[PreparedRun]
+    sweep_id: str | None = None
+    config_path: str | None = None
+
+    @property
+    def swept(self) -> list[str]:
+        return [key for key, _ in self.runs[0].values] if self.runs else []
+
+    @property
+    def hostname(self) -> str | None:
+        return self.runs[0].plan.hostname
+
+    @property
+    def named(self) -> tuple[str, str]:
+        """(``sweep``, its id), or (``run``, its id) of a lone run: how the messages name it."""
+        return ("sweep", self.sweep_id) if self.sweep_id else ("run", self.runs[0].plan.run_id)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Each run's warnings, once each."""
+        return list(dict.fromkeys(w for run in self.runs for w in run.warnings))
+
+
+def prepare(what: SubmitConfig | Composition) -> Prepared:
+    """Everything a submission stages, decided and rendered, once gym's run/prepare keys are
+    checked, with the submit path's warnings; nothing is connected to. ``--dry-run`` stops here;
+    ``submit`` goes on from here. A config is one run; a composition, each of its combinations (a
+    problem in any is reported naming its combination, and nothing is prepared)."""
+    composition = what if isinstance(what, Composition) else Composition([Combination(what)])
+    combinations = composition.combinations
+    runs = _each_combination(
+        [c.values for c in combinations], lambda i: _prepared_run(combinations[i], composition.sweep_id)
+    )
+    _refuse_mixed(runs)
+    return Prepared(runs, composition.sweep_id, composition.config_path)
+
+
+def _prepared_run(combination: Combination, sweep_id: str | None) -> PreparedRun:
+    check_gym_keys(combination.config)
+    staged = render_run(build_plan(combination.config, new_run_id(), sweep_id))
+    staged = replace(staged, warnings=tuple(staging_warnings(combination.config)))
+    return PreparedRun(combination.config, staged, combination.values)
+
+
+def _each_combination(labels: list[tuple[tuple[str, str], ...]], make: Callable[[int], T]) -> list[T]:
+    """``make(i)`` for every combination; every combination's problems, each naming its
+    combination, when any has one (one config's as they are)."""
+    if len(labels) == 1 and not labels[0]:
+        return [make(0)]
+    made, problems = [], {}
+    for i, values in enumerate(labels):
+        try:
+            made.append(make(i))
+        except UserError as exc:
+            problems[values_label(dict(values))] = exc.problems
+    if problems:
+        raise UserError(_sweep_problems(problems, len(labels)))
+    return made
+
+
+def _sweep_problems(problems: dict[str, list[str]], combinations: int) -> list[str]:
+    """Each problem naming its combination; one every combination has, once and plainly."""
+    everywhere = set.intersection(*(set(p) for p in problems.values())) if len(problems) == combinations else set()
+    lines = [p for p in next(iter(problems.values())) if p in everywhere]
+    for label, found in problems.items():
+        lines += [f"combination {label or 'without swept values'}: {p}" for p in found if p not in everywhere]
+    return lines
+
+
+def _refuse_mixed(runs: list[PreparedRun]) -> None:
+    """A submission goes over one connection and is queued by one backend."""
+    hosts = sorted({run.plan.hostname or "this machine" for run in runs})
+    if len(hosts) > 1:
+        raise UserError(
+            f"-m: the combinations are submitted from different hosts ({', '.join(hosts)}); a sweep is submitted "
+            f"over one connection: sweep one host at a time"
+        )
+    backends = sorted({run.plan.backend for run in runs})
+    if len(backends) > 1:
+        raise UserError(
+            f"-m: the combinations run on different kinds of compute ({', '.join(backends)}); a sweep's jobs are "
+            f"queued by one backend: sweep one compute type at a time"
+        )
+
+
+def staged_directory(staged: StagedRun, directory: str | Path) -> Path:
+    """Write a staged run to a local directory, with the modes it is uploaded with (``--stage-dir``)."""
+    from nemo_gym.orchestration.stage import write_staged
+
+    return write_staged(staged, directory)
+
+
+# -- submit ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submission:
+    records: list[SubmissionRecord]  # each run's, in order
+    sweep: SweepRecord | None = None  # a real sweep's own record
+    # Set when the connection broke during the submission: the records were recovered from the
+    # cluster's own log of what was queued, and this says what happened.
+    interrupted: str | None = None
+
+    @property
+    def failed(self) -> list[tuple[SubmissionRecord, BenchmarkJob]]:
+        return [(record, job) for record in self.records for job in record.failed]
+
+
+def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
+    """Carrier variable -> value, for every ``host:`` env value and the collector's token."""
+    owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
+    values = {carrier: owners[owner].env[key] for carrier, (owner, key) in plan.secrets.items()}
+    problems = host_credential_problems(owners, plan.secrets, values)
+    if plan.otel_token_env:
+        token = os.environ.get(plan.otel_token_env, "")
+        if not token:
+            raise UserError(
+                f"otel: the collector's token is read from ${plan.otel_token_env} when you submit, but it is "
+                f"not set in this shell; export it, or set otel.enabled: false"
+            )
+        problems += [f"otel.token_env: {p}" for p in [credential_problem(plan.otel_token_env, token)] if p]
+        values[plan.otel_token_env] = token
+    # The exporters' credentials, when this shell has them: they reach the jobs the same way.
+    carried = {name: os.environ[name] for name in plan.carried_env if os.environ.get(name)}
+    problems += export_environment_problems(config, plan.carried_env, carried)
+    if problems:
+        raise UserError(problems)
+    values.update(carried)
+    return values
+
+
+def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
+    """Stage every run on the submit host and queue all their jobs over one connection, in one
+    script; then record each run (a sweep's with its sweep id and values, and the sweep), in the
+    local index first (it cannot fail the submit, and it survives a lost connection) and then in
+    every run directory, in one more script. A connection lost mid-way is reopened once and the
+    records rebuilt from the cluster's own log of what was queued."""
+    runs = [RunToSubmit(run.staged, submission_secrets(run.config, run.plan)) for run in prepared.runs]
+    try:
+        with connect(prepared.hostname) as conn:
+            queued = stage_and_submit(conn, runs)
+            records = [_record(run.plan, q, values=run.values) for run, q in zip(prepared.runs, queued)]
+            sweep = _write_records(conn, prepared, records)
+    except ConnectionLost as lost:
+        return _recover(prepared, lost, connect)
+    return Submission(records, sweep)
+
+
+def _record(
+    plan: RunPlan, queued: list[QueuedJob], interrupted: bool = False, values: tuple[tuple[str, str], ...] = ()
+) -> SubmissionRecord:
+    gpus = backend_named(plan.backend).allocated_gpus(plan)
+    export_to = {job.benchmark: destinations(job.export.spec["exporters"]) for job in plan.jobs if job.export}
+    return SubmissionRecord(
+        gym_job_id=plan.run_id,
+        submitted_at=now_utc(),
+        run_dir=plan.run_dir,
+        cluster=plan.compute,
+        executor=plan.backend,
+        submitted_by=current_user(),
+        submitted_from=submission_origin(),
+        model=plan.model,
+        hostname=plan.hostname,
+        benchmarks=[
+            BenchmarkJob(benchmark=q.benchmark, job_dir=contract.job_dir(plan.run_dir, q.benchmark), job_id=q.job_id,
+                         error=q.error, gpus=gpus.get(q.benchmark), export_to=export_to.get(q.benchmark, {}))
+            for q in queued
+        ],  # fmt: skip
+        executor_metadata={"submission": "interrupted"} if interrupted else {},
+        sweep_id=plan.sweep_id,
+        sweep_values=dict(values),
+    )
+
+
+def _sweep_record(prepared: Prepared, records: list[SubmissionRecord]) -> SweepRecord | None:
+    if prepared.sweep_id is None:
+        return None
+    first = prepared.runs[0].plan
+    return SweepRecord(
+        sweep_id=prepared.sweep_id,
+        submitted_at=now_utc(),
+        submitted_by=current_user(),
+        submitted_from=submission_origin(),
+        config=prepared.config_path or "",
+        swept=prepared.swept,
+        executor=first.backend,
+        hostname=first.hostname,
+        runs=[SweepRun(run_id=r.gym_job_id, run_dir=r.run_dir, values=r.sweep_values) for r in records],
+    )
+
+
+def _write_records(conn: Connection, prepared: Prepared, records: list[SubmissionRecord]) -> SweepRecord | None:
+    """The local index first (it cannot fail the submit, and it survives a lost connection), then
+    every run directory: its run's record and a sweep's."""
+    sweep = _sweep_record(prepared, records)
+    for record in records:
+        write_local_index(record)
+    files = {f"{record.run_dir}/{contract.RECORD_FILE}": record.dumps() for record in records}
+    if sweep is not None:
+        write_sweep_index(sweep)
+        files.update({f"{record.run_dir}/{contract.SWEEP_RECORD_FILE}": sweep.dumps() for record in records})
+    try:
+        write_remote_files(conn, files)
+    except ConnectionLost:
+        raise  # recovered by the caller, like a loss while queueing
+    except (OSError, UserError) as exc:
+        raise UserError(_unrecorded(records, sweep, exc)) from None
+    return sweep
+
+
+def _unrecorded(records: list[SubmissionRecord], sweep: SweepRecord | None, exc: Exception) -> str:
+    queued = sum(1 for r in records for b in r.benchmarks if b.job_id)
+    where = records[0].run_dir if len(records) == 1 else "the run directories"
+    return (
+        f"{queued} job(s) of {_named(records, sweep)} were queued but the records could not be written into {where} "
+        f"({exc}); the local index has them (gym eval status {sweep.sweep_id if sweep else records[0].gym_job_id})"
+    )
+
+
+def _named(records: list[SubmissionRecord], sweep: SweepRecord | None) -> str:
+    return f"sweep {sweep.sweep_id}" if sweep else f"run {records[0].gym_job_id}"
+
+
+def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Submission:
+    """The connection broke mid-submission: reconnect once and record what really was queued, run by run."""
+    host, (kind, name) = prepared.hostname, prepared.named
+    try:
+        with connect(host) as conn:
+            queued = recover_results(conn, [run.staged for run in prepared.runs])
+            records = [_record(run.plan, q, interrupted=True, values=run.values) for run, q in zip(prepared.runs, queued)]
+            sweep = _write_records(conn, prepared, records)
+    except UserError:
+        logs = ", ".join(f"{run.plan.run_dir}/{contract.SUBMITTED_LOG}" for run in prepared.runs)
+        raise UserError(
+            f"the connection to {host} was lost during submission and could not be re-opened, so it is unknown "
+            f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
+        ) from None
+    jobs = [b for r in records for b in r.benchmarks]
+    done = [b for b in jobs if b.job_id]
+    counted = f"job(s) of the sweep's {len(records)} runs" if prepared.sweep_id else "benchmark(s)"
+    return Submission(
+        records,
+        sweep,
+        interrupted=(
+            f"the connection to {host} was lost during submission; {len(done)} of {len(jobs)} {counted} had been "
+            f"queued and are recorded in {kind} {name}; submit the others again, or cancel the "
+            f"{kind} with gym eval cancel {name}"
+        ),
+    )
+
+
+def job_kind(record: SubmissionRecord) -> str:
+    """What the run's backend calls a job (``Slurm job``)."""
+    return backend_named(record.executor).job_kind
