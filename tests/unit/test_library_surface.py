@@ -1,0 +1,90 @@
+"""The library's public surface and the command line's one door into it: ``library.__all__`` names
+what exists and what the CLI uses; every module under ``cli/`` imports only the library, the errors
+and the display helpers of this package; a use case exists once, for a set of runs."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from nemo_gym.orchestration import library
+
+PACKAGE = Path(library.__file__).resolve().parents[1]
+CLI_MODULES = sorted((PACKAGE / "cli").glob("*.py"))
+# What the CLI may import of this package: the library, the errors, the label escaping it shows
+# things with (display.py is presentation only), its own modules, and the package's version.
+CLI_MAY_IMPORT = {
+    "nemo_gym.orchestration.library",
+    "nemo_gym.orchestration.errors",
+    "nemo_gym.orchestration.display",
+}
+# Of what the library offers, what only Python callers use (the CLI reaches these through the
+# values the use cases return, or not at all).
+FOR_PYTHON_CALLERS = {"CancelReport", "Combination", "ExportResult", "RunLog"}
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names imported from it) of every import in the file, type-checking ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.module, [alias.name for alias in node.names]))
+    return found
+
+
+def library_names_the_cli_uses() -> set[str]:
+    names = set()
+    for path in CLI_MODULES:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "nemo_gym.orchestration.library":
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "library":
+                names.add(node.attr)
+    return names
+
+
+def test_every_name_in_all_exists() -> None:
+    missing = [name for name in library.__all__ if not hasattr(library, name)]
+    assert not missing
+    assert len(library.__all__) == len(set(library.__all__))
+
+
+def test_all_is_what_the_cli_uses_and_what_python_callers_need() -> None:
+    used = library_names_the_cli_uses()
+    assert used - set(library.__all__) == set(), "the CLI uses a name the library does not export"
+    assert set(library.__all__) - used == FOR_PYTHON_CALLERS
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=lambda p: p.name)
+def test_the_cli_imports_only_the_library_errors_and_display(path: Path) -> None:
+    wrong = []
+    for module, names in imports(path):
+        top = module.split(".")[0]
+        if module.startswith("nemo_gym.orchestration.cli") or module in CLI_MAY_IMPORT:
+            continue
+        if module == "nemo_gym.orchestration" and names == ["__version__"]:
+            continue
+        if top in sys.stdlib_module_names or top == "rich":  # rich: the --watch view
+            continue
+        wrong.append(module)
+    assert not wrong, f"{path.name} imports {wrong}"
+
+
+@pytest.mark.parametrize("module", ["library", "submission", "observe"])
+def test_no_use_case_has_a_one_and_a_many_twin(module: str) -> None:
+    """A use case takes a set of runs: no ``x`` beside ``x_runs``, ``x_of_runs`` or ``x_sweep``."""
+    files = sorted((PACKAGE / module).glob("*.py")) if (PACKAGE / module).is_dir() else [PACKAGE / f"{module}.py"]
+    defined = {
+        node.name
+        for path in files
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+    }
+    twins = [(name, name + suffix) for name in defined for suffix in ("_runs", "_of_runs", "_sweep") if name + suffix in defined]
+    assert not twins
