@@ -80,7 +80,7 @@ def test_gpu_hours_with_accounting_are_slurms_elapsed_time_times_the_allocated_g
     status = json.loads(cluster_run.cli("status", "--last", "--json").stdout)
     [probed] = status["jobs"]
     assert probed["state"] == "succeeded"
-    assert (probed["gpus"], probed["usage_source"], probed["usage_approximate"]) == (4, "sacct", False), probed
+    assert (probed["gpus"], probed["usage_source"], probed["usage_approximate"]) == (4, "accounting", False), probed
     assert probed["wall_seconds"] == elapsed
     assert probed["gpu_hours"] == round(4 * elapsed / 3600, 4)
     result = json.loads(cluster_run.cli("results", "--last", "--json").stdout)

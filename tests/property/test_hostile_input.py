@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
-from nemo_gym.orchestration.resume import _caps
-from nemo_gym.orchestration.rules import walltime_seconds
+from nemo_gym.orchestration.resume import _arguments
 from nemo_gym.orchestration.stage import write_staged
 from nemo_gym.orchestration.validate import validate_config
 
@@ -169,8 +169,9 @@ def test_any_valid_resumable_config_renders_sound_scripts(retries, cap, flag, mo
         ["bash", "-c", resume + '\npython3() { printf "%s\\n" "$@"; }\ngym_resume begin 7 0'],
         capture_output=True, text=True, env={**os.environ, "GYM_JOB_DIR": "/j"},
     ).stdout.splitlines()  # fmt: skip
-    caps, rest = _caps(shown[4:])
+    caps, scheduler, rest = _arguments(shown[4:])
     assert shown[:4] == ["-E", "-s", "/j/steps/resume.py", "begin"] and rest == ["7", "0"]
+    assert scheduler == "slurm_node"
     assert caps.max_retries == (3 if flag else retries)
     assert caps.max_walltime_seconds == (walltime_seconds(cap) if cap and not flag else 0)
     assert caps.max_walltime == ("" if flag or cap is None else cap)

@@ -375,7 +375,7 @@ def test_with_accounting_gpu_hours_come_from_sacct(base, tmp_path, conn, cluster
     job_wrote(record, "a", "100", "succeeded")
     job_events(record, "a", "100", "10005 job-start", "10010 job-end 0")  # accounting wins over the job's own word
     [job] = library.status([record], connect=conn.connect)[0].jobs
-    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.gpus, job.usage.source) == (3600.0, 8.0, 8, "sacct")
+    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.gpus, job.usage.source) == (3600.0, 8.0, 8, "accounting")
     [sacct] = [argv for argv in cluster.calls("sacct") if "JobID,ElapsedRaw,AllocTRES" in argv]
     assert "-D" in sacct  # every run of a requeued job
     cluster.slurmdbd_down = True  # accounting unreachable: the job's own record instead

@@ -21,7 +21,7 @@ HOST = "login.fake"
 
 def probe(phase: str, job_end: str | None, fields: str, attempt: str = "0") -> JobProbe:
     own = {"phase": phase, "detail": "driver finished", "attempt": attempt}
-    return JobProbe(own, SLURM.read_scheduler(fields, ""), False, job_end)
+    return JobProbe(own, SLURM.describe([fields, ""]), False, job_end)
 
 
 @pytest.mark.parametrize("fields", ["JobState=PENDING Reason=Priority", "JobState=CANCELLED", "JobState=TIMEOUT",

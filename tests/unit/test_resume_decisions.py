@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.contract import CHAIN_LIMIT as RESUME_CHAIN_LIMIT
 from nemo_gym.orchestration.plan import ResumePlan
-from nemo_gym.orchestration.render import _library, _module_source, render_template
-from nemo_gym.orchestration.resume import EXIT_STOP
+from nemo_gym.orchestration.render import _library, resume_files
 
 FAKES = {
     "scontrol": '[ -n "${FAKE_SCONTROL_STATE:-}" ] && echo "JobId=$4 JobState=$FAKE_SCONTROL_STATE Reason=None"; true',
@@ -46,16 +46,13 @@ class Job:
             path.write_text(f"#!/bin/bash\n{body}\n")
             path.chmod(0o755)
         self.log = tmp / "fake"
-        (self.dir / "steps" / "lib.sh").write_text(_library("run").content)
+        (self.dir / "steps" / "lib.sh").write_text(_library("run", backend_named("slurm")).content)
         self.caps(max_retries, max_walltime, seconds)
 
     def caps(self, max_retries: int, max_walltime: str | None = None, seconds: int | None = None) -> None:
-        text = render_template(
-            "resume.sh.j2", run_id="run", resume=ResumePlan(max_retries, max_walltime, seconds), exit_stop=EXIT_STOP
-        )
-        (self.dir / "steps" / "resume.sh").write_text(text)
-        for module in ("resume", "contract"):
-            (self.dir / "steps" / f"{module}.py").write_text(_module_source(module))
+        files = resume_files("run", ResumePlan(max_retries, max_walltime, seconds), backend_named("slurm"))
+        for rel, staged in files.items():
+            (self.dir / rel).write_text(staged.content)
 
     def rollouts(self, n: int) -> None:
         (self.dir / "artifacts" / "rollouts.jsonl").write_text("{}\n" * n)

@@ -10,7 +10,8 @@ import pytest
 
 import nemo_gym.orchestration
 from nemo_gym.orchestration import contract as c
-from nemo_gym.orchestration.resume import Caps, judge, opening, outcome_of, resume_action, successor_id
+from nemo_gym.orchestration.backends import slurm_node
+from nemo_gym.orchestration.resume import Caps, judge, opening, outcome_of, resume_action
 
 CAPS = Caps(max_retries=3, max_walltime="", max_walltime_seconds=0)
 
@@ -112,7 +113,8 @@ def test_the_chain_limit_holds_whatever_the_caps() -> None:
     ],
 )
 def test_outcome_precedence(phase, cancelled, slurm, cause, outcome) -> None:
-    assert outcome_of(phase, cancelled, slurm, cause) == outcome
+    # Slurm's word reaches the rules as the outcome it gives (backends/slurm_node.py, on the node).
+    assert outcome_of(phase, cancelled, slurm_node.outcome(slurm) if slurm else None, cause) == outcome
 
 
 def test_every_cause_a_job_records_has_a_rule_and_words() -> None:
@@ -142,13 +144,13 @@ def test_opening_of_each_kind_of_start() -> None:
     [("900\n", "900"), ("900;gpu-cluster\n", "900"), ("note: quota 80%\n901\n", "901"), ("sbatch: error\n", None), ("", None)],
 )
 def test_successor_id_is_the_last_line_of_sbatch_parsable(stdout, found) -> None:
-    assert successor_id(stdout) == found
+    assert slurm_node.successor_id(stdout) == found
 
 
 # -- what the node must have ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["resume.py", "contract.py"])
+@pytest.mark.parametrize("module", ["resume.py", "contract.py", "backends/slurm_node.py"])
 def test_node_side_modules_parse_as_python_3_8(module) -> None:
     source = (Path(nemo_gym.orchestration.__file__).parent / module).read_text()
     ast.parse(source, feature_version=(3, 8))

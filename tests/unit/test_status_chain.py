@@ -15,7 +15,7 @@ def probe_of(own: dict[str, str], fields: dict[str, str], sacct: str = "") -> Jo
     """A job as the probe finds it: its state file, and Slurm's scontrol fields (and sacct line)."""
     own = dict(own)
     by_user = own.pop("cancelled_by_user", "") == "1"
-    return JobProbe(own, SLURM.read_scheduler(" ".join(f"{k}={v}" for k, v in fields.items()), sacct), by_user)
+    return JobProbe(own, SLURM.describe([" ".join(f"{k}={v}" for k, v in fields.items()), sacct]), by_user)
 
 
 def chain(*records: tuple) -> str:

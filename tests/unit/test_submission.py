@@ -5,10 +5,13 @@ from __future__ import annotations
 import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.render import render_run
 from nemo_gym.orchestration.submission import RunToSubmit, submission_script
 from nemo_gym.orchestration.submission import parse_submission_output as parse_sbatch_results
+
+SLURM = backend_named("slurm")
 
 
 def test_each_benchmark_parsed_on_its_own() -> None:
@@ -22,7 +25,7 @@ def test_each_benchmark_parsed_on_its_own() -> None:
             "__GYM_JOB:e:0:",
         ]
     )
-    results = {r.benchmark: r for r in parse_sbatch_results(stdout, ["a", "b", "c", "d", "e", "f"])}
+    results = {r.benchmark: r for r in parse_sbatch_results(stdout, ["a", "b", "c", "d", "e", "f"], SLURM)}
     assert results["a"].job_id is None and "Invalid partition" in results["a"].error
     assert results["b"].job_id == "1234"
     assert results["c"].job_id == "4242"
@@ -33,7 +36,7 @@ def test_each_benchmark_parsed_on_its_own() -> None:
 
 def test_a_failure_never_shifts_another_benchmarks_id() -> None:
     stdout = "__GYM_JOB:b:0:222\n__GYM_JOB:a:1:refused\n__GYM_JOB:c:0:333\n"
-    ids = [r.job_id for r in parse_sbatch_results(stdout, ["a", "b", "c"])]
+    ids = [r.job_id for r in parse_sbatch_results(stdout, ["a", "b", "c"], SLURM)]
     assert ids == [None, "222", "333"]
 
 

@@ -92,7 +92,7 @@ def test_a_chain_sums_its_jobs_whatever_source_each_has() -> None:
     own = {"2": [OwnRecord("2", 0.0, 1800.0, None, True)]}
     used = chain_usage(["1", "2", "3"], rows, own, 8, None, None)
     assert used.wall_seconds == 5400 and used.gpu_hours == pytest.approx(12.0)
-    assert used.source == "job record+sacct"
+    assert used.source == "accounting+job record"
 
 
 def test_totals() -> None:

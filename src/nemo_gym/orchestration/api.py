@@ -13,7 +13,7 @@ import copy
 import os
 import re
 import warnings
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from nemo_gym.orchestration import contract, rules
+from nemo_gym.orchestration.backends import backend_named, slurm_rules
 from nemo_gym.orchestration.errors import error_at
 from nemo_gym.orchestration.exporters.spec import SECRETS as CREDENTIAL_SECRETS
 
@@ -36,6 +37,7 @@ __all__ = [
     "BaseServiceConfig",
     "BenchmarkRunConfig",
     "ResumeConfig",
+    "AnyComputeConfig",
     "ComputeConfig",
     "DriverConfig",
     "GymInstallConfig",
@@ -483,8 +485,8 @@ class NodePool(_StrictModel):
 
     _check_counts = field_validator("nodes", "ntasks_per_node")(rules.positive)
     _check_gpus = field_validator("gpus_per_node")(rules.optional_gpus)
-    _check_partition = field_validator("partition")(rules.slurm_word)
-    _check_extra_args = field_validator("extra_args")(rules.sbatch_options)
+    _check_partition = field_validator("partition")(slurm_rules.slurm_word)
+    _check_extra_args = field_validator("extra_args")(slurm_rules.slurm_options)
 
 
 class SlurmComputeConfig(BaseComputeConfig):
@@ -497,15 +499,15 @@ class SlurmComputeConfig(BaseComputeConfig):
     # Extension beyond the spec: how steps get their container. Pyxis (``srun --container-image``)
     # is the default; most academic clusters have Apptainer instead; ``none`` runs on the host.
     container_runtime: Literal["pyxis", "apptainer", "none"] = "pyxis"
-    # Extension beyond the spec: each job asks for its nodes whole (``#SBATCH --exclusive``). Its
+    # Extension beyond the spec: each job asks for its nodes whole (Slurm's ``--exclusive``). Its
     # servers bind fixed ports (vLLM, gym's own, the collector's), so two jobs packed onto one node
     # would collide or, worse, answer each other. ``false`` lets Slurm pack jobs; a port another
     # job holds then fails the step at once, named, instead of serving the wrong model.
     exclusive_nodes: bool = True
 
-    _check_account = field_validator("account")(rules.slurm_word)
-    _check_extra_args = field_validator("extra_args")(rules.sbatch_options)
-    _check_walltime = field_validator("walltime")(rules.optional_walltime)
+    _check_account = field_validator("account")(slurm_rules.slurm_word)
+    _check_extra_args = field_validator("extra_args")(slurm_rules.slurm_options)
+    _check_walltime = field_validator("walltime")(slurm_rules.optional_walltime)
     _check_hostname = field_validator("hostname")(rules.optional_hostname)
     _check_pool_names = field_validator("node_pools")(rules.named_entries("node pool"))
 
@@ -518,7 +520,7 @@ class SlurmComputeConfig(BaseComputeConfig):
         for where, args in [("extra_args", self.extra_args)] + [
             (f"node_pools.{name}.extra_args", pool.extra_args) for name, pool in self.node_pools.items()
         ]:
-            for option in rules.NOT_FOR_HETEROGENEOUS_JOBS:
+            for option in slurm_rules.NOT_FOR_HETEROGENEOUS_JOBS:
                 if option in args:
                     raise error_at(
                         f"{where}.{option}",
@@ -555,6 +557,8 @@ ComputeConfig = Annotated[
     Annotated[SlurmComputeConfig, Tag("slurm")] | Annotated[LocalComputeConfig, Tag("local")],
     Discriminator("type"),
 ]
+# What a validated ``ComputeConfig`` is: the type where the config meets its backend.
+AnyComputeConfig: TypeAlias = SlurmComputeConfig | LocalComputeConfig
 
 
 # --------------------------------------------------------------------------------------------
@@ -571,7 +575,7 @@ class ResumeConfig(_StrictModel):
     max_walltime: str | None = None
 
     _check_retries = field_validator("max_retries")(rules.non_negative)
-    _check_walltime = field_validator("max_walltime")(rules.optional_time_cap)
+    _check_walltime = field_validator("max_walltime")(slurm_rules.optional_time_cap)
 
 
 # Where a benchmark's unchecked_keys may point: its run and prepare mappings.
@@ -848,14 +852,14 @@ class SubmitConfig(_StrictModel):
                     f"{path}.node_pool to one of {', '.join(node_pools)}",
                 )
 
-    def _check_resumable(self, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig) -> None:
+    def _check_resumable(self, compute_name: str, compute: AnyComputeConfig) -> None:
         resumable = [name for name, bench in self.driver.benchmarks.items() if bench.resume_config is not None]
         if not resumable:
             return
         names = ", ".join(f"driver.benchmarks.{name}.resumable" for name in resumable)
-        if isinstance(compute, LocalComputeConfig):
+        if not backend_named(compute.type).supports_resume:
             raise ValueError(
-                f"{names}: compute '{compute_name}' is local, which has no walltime, preemption or node "
+                f"{names}: compute '{compute_name}' is {compute.type}, which has no walltime, preemption or node "
                 f"failure to resume from; drop resumable or submit to a Slurm compute"
             )
         if self.job.deployment == "shared":
@@ -866,7 +870,7 @@ class SubmitConfig(_StrictModel):
 
     # -- placement ---------------------------------------------------------------------------
 
-    def _sole_compute(self) -> tuple[str, SlurmComputeConfig | LocalComputeConfig]:
+    def _sole_compute(self) -> tuple[str, AnyComputeConfig]:
         if not self.compute:
             raise ValueError(
                 "compute: no compute resource is declared; add one, e.g. compute: {cluster: {type: slurm, account: ...}}"
@@ -923,11 +927,11 @@ class SubmitConfig(_StrictModel):
 
     @staticmethod
     def _check_tier_has_a_pool(
-        path: str, tier: VllmPDTierConfig, compute_name: str, compute: SlurmComputeConfig | LocalComputeConfig
+        path: str, tier: VllmPDTierConfig, compute_name: str, compute: AnyComputeConfig
     ) -> None:
         if tier.node_pool is not None:
             return
-        if isinstance(compute, LocalComputeConfig):
+        if isinstance(compute, LocalComputeConfig):  # a question of the config's shape: it declares no pools
             fix = f"compute '{compute_name}' is local, which has no node pools; submit to a Slurm compute"
         elif compute.node_pools:
             pools = ", ".join(compute.node_pools)

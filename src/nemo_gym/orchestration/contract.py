@@ -13,7 +13,7 @@ A run directory::
     <output_path>/<run id>/
       gym-job.json              the submission record
       resolved-config.yaml      the validated config, secrets as references
-      .gym-submitted            one line per sbatch result, written as they happen
+      .gym-submitted            one line per job queued (the submit command's answer), as it happens
       .gym-runner.pid           (local backend) the runner's pid
       run-local.sh              (local backend) runs the jobs one after another
       shared-deployment/        (job.deployment: shared) the one job's own directory
@@ -79,7 +79,7 @@ def job_log(job_id: str) -> str:
 
 
 def job_log_pattern() -> str:
-    """``job_log`` with Slurm's own placeholder, for ``#SBATCH --output``."""
+    """``job_log`` with Slurm's own placeholder for the job id, for the job's output option."""
     return "slurm-%j.out"
 
 
@@ -195,75 +195,6 @@ OUTCOME_TEXT = {
 
 def outcome_text(outcome: str) -> str:
     return OUTCOME_TEXT.get(outcome, "it ended without a record (node lost?)")
-
-
-# -- Slurm's job states ------------------------------------------------------------------------------
-
-SLURM_RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING")
-SLURM_ENDED_STATES = (
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
-)  # fmt: skip
-
-# What an ended Slurm state says about the job, for the resume judge.
-SLURM_STATE_OUTCOMES = {
-    "TIMEOUT": OUTCOME_TIMEOUT,
-    "DEADLINE": OUTCOME_TIMEOUT,
-    "PREEMPTED": OUTCOME_PREEMPTED,
-    "NODE_FAIL": OUTCOME_NODE_FAILURE,
-    "BOOT_FAIL": OUTCOME_NODE_FAILURE,
-    "OUT_OF_MEMORY": OUTCOME_OUT_OF_MEMORY,
-    "CANCELLED": OUTCOME_CANCELLED,
-}
-
-# While a job is being ended, Slurm's word for why (what its TERM was): state -> cause. A walltime
-# also shows as Reason=TimeLimit while the job is still COMPLETING.
-SLURM_ENDING_CAUSES = (
-    ("JobState=TIMEOUT", CAUSE_WALLTIME),
-    ("JobState=DEADLINE", CAUSE_WALLTIME),
-    ("Reason=TimeLimit", CAUSE_WALLTIME),
-    ("JobState=PREEMPTED", CAUSE_PREEMPTED),
-    ("JobState=CANCELLED", CAUSE_CANCELLED),
-)
-
-
-def slurm_ending_groups() -> list[tuple[str, list[str]]]:
-    """``SLURM_ENDING_CAUSES`` grouped by cause, in order: [(cause, [field=value, ...]), ...]."""
-    groups: list[tuple[str, list[str]]] = []
-    for word, cause in SLURM_ENDING_CAUSES:
-        if groups and groups[-1][0] == cause:
-            groups[-1][1].append(word)
-        else:
-            groups.append((cause, [word]))
-    return groups
-
-
-def slurm_state_word(state: str) -> str:
-    """``CANCELLED by 1000`` (sacct) and ``CANCELLED+`` -> ``CANCELLED``."""
-    word = state.split()[0] if state.split() else ""
-    return word.rstrip("+")
-
-
-def slurm_outcome(state: str) -> str | None:
-    """The outcome an ended Slurm state gives, or None when it says nothing conclusive."""
-    return SLURM_STATE_OUTCOMES.get(slurm_state_word(state))
-
-
-def slurm_is_running(state: str) -> bool:
-    return slurm_state_word(state) in SLURM_RUNNING_STATES
-
-
-def slurm_has_ended(state: str) -> bool:
-    return slurm_state_word(state) in SLURM_ENDED_STATES
-
-
-def parse_scontrol_line(line: str) -> dict[str, str]:
-    """``scontrol show job -o`` fields. Values without spaces, which is all we read."""
-    out = {}
-    for item in line.split():
-        key, sep, value = item.partition("=")
-        if sep:
-            out[key] = value
-    return out
 
 
 # -- a resumable benchmark's chain: .gym/chain ------------------------------------------------------
@@ -391,7 +322,7 @@ CHAIN_LIMIT = 100
 
 # -- markers on the standard output of the scripts the submitting machine runs ----------------------
 
-JOB_MARKER = "__GYM_JOB:"  # submission: <benchmark>:<sbatch status>:<sbatch output>
+JOB_MARKER = "__GYM_JOB:"  # submission: <benchmark>:<submit command's status>:<its output>
 MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does not exist>
 RUN_MARKER = "__GYM_RUN:"  # submission of several runs: <run id>, before that run's job markers
 RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists already
@@ -399,7 +330,7 @@ PROBE_MARKER = "__GYM_PROBE:"  # status: J (a job) and B (a benchmark) records, 
 PROBE_RUN_MARKER = "__GYM_PROBE_RUN:"  # status of several runs in one script: <index>, before that run's records
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
 NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
-CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose scancel was refused
+CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose cancel the scheduler refused
 FIELD_SEPARATOR = "\x1f"
 
 # -- the environment of a job's processes --------------------------------------------------------------

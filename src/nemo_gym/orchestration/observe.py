@@ -22,7 +22,7 @@ from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
 from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.orchestration.record import SubmissionRecord
-from nemo_gym.orchestration.render import render_template
+from nemo_gym.orchestration.render import backend_context, render_template
 from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
 STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
@@ -125,8 +125,7 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
     ]
     return render_template(
         "probe.sh.j2",
-        prelude=backend.probe_prelude(record),
-        scheduler_probe=backend.probe_scheduler_shell(),
+        **backend_context(backend),
         accounting=backend.accounting_shell(),
         tail=backend.probe_tail(record),
         probed=probed,
@@ -165,11 +164,12 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
                 text = ""
             answer.benchmarks[bench] = (int(n.strip() or 0), parse_chain(text))
         elif kind == "J":
-            bench, job_id, st, sc, sa = (cols + [""] * 5)[:5]
+            bench, job_id, st = (cols + ["", "", ""])[:3]
+            described = cols[3:]  # the scheduler's answer, as its backend's gym_describe_job printed it
             own = contract.parse_state(st.replace("\t", "\n"))
             by_user = own.pop("cancelled_by_user", "") == "1"
             job_end = own.pop(JOB_END_KEY, None)
-            answer.jobs[(bench, job_id)] = JobProbe(own, backend.read_scheduler(sc, sa), by_user, job_end)
+            answer.jobs[(bench, job_id)] = JobProbe(own, backend.describe(described), by_user, job_end)
         elif kind == "R" and len(cols) >= 2:
             answer.facts[cols[0]] = cols[1]
         elif kind == "C" and len(cols) >= 7:
@@ -260,7 +260,7 @@ def chain_status(
         return "starting", f"resuming in job {successor}: {after}", successor
     if scheduler.cancelled and next_probe.cancelled_by_user:
         return (*CANCELLED_BY_USER, successor)
-    said = scheduler.state or "Slurm forgot it"
+    said = scheduler.word or f"{backend.scheduler_name} forgot it"
     return state, f"{detail}; its resume job {successor} ended without starting ({said})", latest
 
 
@@ -294,7 +294,7 @@ def statuses_from(
     statuses = []
     for job in record.benchmarks:
         if not job.job_id:
-            statuses.append(JobStatus(job.benchmark, None, "failed", f"sbatch refused: {job.error}", 0, job.job_dir))
+            statuses.append(JobStatus(job.benchmark, None, "failed", f"{backend.submit_command} refused: {job.error}", 0, job.job_dir))
             continue
         if answer is None or job.benchmark not in answer.benchmarks:
             statuses.append(JobStatus(job.benchmark, job.job_id, "unknown", "no answer from the cluster", 0,

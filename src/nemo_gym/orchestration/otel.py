@@ -11,7 +11,8 @@ Contract with the job script (what the rendered YAML expects in the collector's 
 * ``GYM_NODE_<i>`` for every node index ``i`` the config scrapes: an address of that node the
   collector's node can reach. An unset one expands to "" and the collector refuses the target,
   so the job exports all of them before starting it.
-* the variables of the plan's env attributes (``GYM_JOB_ID``, ``USER``, under Slurm ``SLURM_JOB_ID``).
+* the variables of the plan's env attributes (``GYM_JOB_ID``, ``USER``, and the backend's own job id
+  variable: ``Backend.job_id_attributes``).
 * ``<otel.token_env>``: the backend token, sent only as ``Authorization: Bearer ...``; the
   collector expands an unset variable to "" silently, so the job checks it is set.
 * ``<job dir>/otel/`` exists before the collector starts (the file exporters write there).

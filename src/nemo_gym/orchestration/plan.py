@@ -5,7 +5,7 @@ how each service is health-checked, where the driver and the collector run, what
 scrapes, what the driver's environment is: all decided here, once, in Python. Rendering prints
 these decisions and decides nothing.
 
-Nodes are indices into the allocation's node list (``scontrol show hostnames``), so node pools are
+Nodes are indices into the allocation's node list (``GYM_NODES``), so node pools are
 contiguous slices of it, in declaration order.
 """
 
@@ -34,9 +34,10 @@ from nemo_gym.orchestration.api import (
     effective_ray_serve,
     env_sources_of,
 )
+from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
 from nemo_gym.orchestration.exporters.spec import CREDENTIALS, ENV_TRACKING_URI, MLFLOW
 from nemo_gym.orchestration.overrides import flatten_overrides
-from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT, pools_differ, walltime_seconds
+from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT, pools_differ
 
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
 # a ray service's own head on the same node.

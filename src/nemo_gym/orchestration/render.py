@@ -20,7 +20,15 @@ from typing import Any
 from nemo_gym.orchestration import contract, exporters
 from nemo_gym.orchestration.api import RUNTIME_ENV_PREFIX
 from nemo_gym.orchestration.backends import Backend, backend_named
-from nemo_gym.orchestration.plan import COLLECTOR_STEP, DRIVER_STEP, EnvVar, JobPlan, RunPlan, VllmGatewayStep
+from nemo_gym.orchestration.plan import (
+    COLLECTOR_STEP,
+    DRIVER_STEP,
+    EnvVar,
+    JobPlan,
+    ResumePlan,
+    RunPlan,
+    VllmGatewayStep,
+)
 from nemo_gym.orchestration.resume import EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
@@ -113,8 +121,27 @@ def render_template(name: str, **context: Any) -> str:
 
 
 def _module_source(name: str) -> str:
-    """A module of this package staged into a job as it is (stdlib-only helpers run on the node)."""
-    return resources.files("nemo_gym.orchestration").joinpath(f"{name}.py").read_text()
+    """A module of this package (``resume``, ``backends.slurm_node``) staged into a job as it is
+    (stdlib-only helpers run on the node)."""
+    *package, module = name.split(".")
+    return resources.files(".".join(["nemo_gym.orchestration", *package])).joinpath(f"{module}.py").read_text()
+
+
+def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str, StagedFile]:
+    """A resumable job's judge: its shell wrapper, ``resume.py`` with the contract beside it, and
+    the backend's node module it talks to its scheduler through (all flat under ``steps/``, where
+    the node's python3 imports them by name)."""
+    if backend.node_scheduler is None:
+        raise ValueError(f"the {backend.name} backend runs no resumable jobs")
+    scheduler = f"{contract.STEPS_DIR}/{backend.node_scheduler}.py"
+    return {
+        contract.step_script("resume"): StagedFile(
+            render_template("resume.sh.j2", run_id=run_id, resume=resume, exit_stop=EXIT_STOP, scheduler=backend.node_scheduler)
+        ),
+        f"{contract.STEPS_DIR}/resume.py": StagedFile(_module_source("resume")),
+        f"{contract.STEPS_DIR}/contract.py": StagedFile(_module_source("contract")),
+        scheduler: StagedFile(_module_source(f"backends.{backend.node_scheduler}")),
+    }
 
 
 def render_run(plan: RunPlan) -> StagedRun:
@@ -127,7 +154,7 @@ def render_run(plan: RunPlan) -> StagedRun:
         for job in plan.jobs:  # each benchmark's driver, run by the shared job
             for rel, staged in {**_driver_files(plan, job), **_export_files(job)}.items():
                 files[f"{job.benchmark}/{rel}"] = staged
-            files[f"{job.benchmark}/{contract.LIBRARY_SCRIPT}"] = _library(plan.run_id)
+            files[f"{job.benchmark}/{contract.LIBRARY_SCRIPT}"] = _library(plan.run_id, backend)
     for rel, text in backend.run_files(plan).items():
         files[rel] = StagedFile(text, EXECUTABLE)
     files[contract.RESOLVED_CONFIG_FILE] = StagedFile(dump_yaml(plan.resolved_config), PRIVATE)
@@ -137,17 +164,13 @@ def render_run(plan: RunPlan) -> StagedRun:
 def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, StagedFile]:
     files = {
         contract.JOB_SCRIPT: StagedFile(_job_script(plan, job, backend), EXECUTABLE),
-        contract.LIBRARY_SCRIPT: _library(plan.run_id),
+        contract.LIBRARY_SCRIPT: _library(plan.run_id, backend),
     }
     if job is not plan.shared:
         files.update(_driver_files(plan, job))
         files.update(_export_files(job))
     if job.resume is not None:
-        files[contract.step_script("resume")] = StagedFile(
-            render_template("resume.sh.j2", run_id=plan.run_id, resume=job.resume, exit_stop=EXIT_STOP)
-        )
-        for module in ("resume", "contract"):
-            files[f"{contract.STEPS_DIR}/{module}.py"] = StagedFile(_module_source(module))
+        files.update(resume_files(plan.run_id, job.resume, backend))
     if job.otel is not None:
         from nemo_gym.orchestration.otel import render_collector_config
 
@@ -179,7 +202,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         run_id=plan.run_id,
         job=job,
         backend_name=backend.name,
-        backend_template=backend.template(),
+        **backend_context(backend),
         runtime=plan.runtime,
         launches={step.name: launch(step.launch) for step in job.steps},
         probe_hosts={step.name: [backend.node_host(n) for n in step.health.nodes] for step in job.steps if step.health},
@@ -213,6 +236,12 @@ def _export_files(job: JobPlan) -> dict[str, StagedFile]:
 
 
 @lru_cache(maxsize=4)
-def _library(run_id: str) -> StagedFile:
+def _library(run_id: str, backend: Backend) -> StagedFile:
     """The shell library is the same for every job of a run: render it once."""
-    return StagedFile(render_template("lib.sh.j2", run_id=run_id))
+    return StagedFile(render_template("lib.sh.j2", run_id=run_id, **backend_context(backend)))
+
+
+def backend_context(backend: Backend) -> dict[str, Any]:
+    """What a template that imports its backend's fragments (``{% import backend_template as
+    backend with context %}``) is given for them."""
+    return {"backend_template": backend.template(), "backend_vars": backend.template_vars()}

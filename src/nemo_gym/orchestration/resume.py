@@ -17,19 +17,24 @@ The rules (the README's table):
 
 The chain also stops when its jobs have run ``max_walltime`` together, and at ``CHAIN_LIMIT`` jobs.
 
+The scheduler is behind ``Scheduler``, a small protocol: what its word for a job says of how the
+job ended, queueing a successor, cancelling one. The backend that runs the chain implements it in
+a module of its own, staged beside this file and named by ``--scheduler`` (Slurm's:
+``backends/slurm_node.py``).
+
 Stdlib only, Python 3.8 syntax: staged into the job as ``steps/resume.py`` beside
-``steps/contract.py`` and run with the node's ``python3``. The decisions are pure functions
-(``outcome_of``, ``resume_action``, ``judge``, ``opening``); ``main`` does the I/O.
+``steps/contract.py`` and the scheduler's module, and run with the node's ``python3``. The
+decisions are pure functions (``outcome_of``, ``resume_action``, ``judge``, ``opening``); ``main``
+does the I/O.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from typing import NamedTuple
+from importlib import import_module
+from typing import NamedTuple, Protocol
 
 if __package__:
     from . import contract as c
@@ -55,16 +60,15 @@ class Judgement(NamedTuple):
 # -- decisions -------------------------------------------------------------------------------------
 
 
-def outcome_of(phase: str | None, cancelled: bool, slurm_state: str, cause: str | None) -> str:
-    """How a job ended: its own success first, then a cancel marker, then Slurm's word, then the
-    cause the job recorded itself; ``unknown`` when nothing tells."""
+def outcome_of(phase: str | None, cancelled: bool, scheduler_outcome: str | None, cause: str | None) -> str:
+    """How a job ended: its own success first, then a cancel marker, then what the scheduler's
+    word says, then the cause the job recorded itself; ``unknown`` when nothing tells."""
     if phase == c.PHASE_SUCCEEDED:
         return c.OUTCOME_SUCCEEDED
     if cancelled:
         return c.OUTCOME_CANCELLED
-    from_slurm = c.slurm_outcome(slurm_state) if slurm_state else None
-    if from_slurm is not None:
-        return from_slurm
+    if scheduler_outcome is not None:
+        return scheduler_outcome
     return cause or c.OUTCOME_UNKNOWN
 
 
@@ -141,14 +145,7 @@ def opening(chain: c.Chain, me: str, prev: str, requeued: int, cancelled: bool) 
     return Opening("start")
 
 
-def successor_id(sbatch_stdout: str) -> str | None:
-    """``sbatch --parsable`` prints ``id[;cluster]`` as its last line; site plugins may say more before."""
-    lines = [line for line in sbatch_stdout.splitlines() if line.strip()]
-    last = lines[-1].strip().split(";")[0] if lines else ""
-    return last if last.isdigit() else None
-
-
-# -- the job directory and Slurm, as the judge sees them --------------------------------------------
+# -- the job directory and the scheduler, as the judge sees them ------------------------------------
 
 
 class JobDirectory:
@@ -203,37 +200,27 @@ class JobDirectory:
         return max(stamps) if stamps else None
 
 
-def _run(argv: Sequence[str]) -> tuple[int, str, str]:
-    try:
-        proc = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except OSError as exc:
-        return 127, "", str(exc)
-    return proc.returncode, proc.stdout, proc.stderr
+class Scheduler(Protocol):
+    """What the judge asks of the scheduler that runs the chain (a backend's node module)."""
 
+    submit_command: str  # its word for queueing a job, for messages
 
-class Slurm:
-    """The few Slurm commands the judge needs."""
-
-    def state(self, job_id: str) -> str:
-        """What Slurm says of a job: scontrol, then sacct where there is accounting; "" when neither knows."""
-        rc, out, _ = _run(["scontrol", "show", "job", "-o", job_id])
-        first = out.splitlines()[0] if rc == 0 and out.strip() else ""  # a heterogeneous job: its leader
-        state = c.parse_scontrol_line(first).get("JobState", "")
-        if not state:
-            rc, out, _ = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
-            first = out.splitlines()[0] if rc == 0 and out.strip() else ""
-            state = c.slurm_state_word(first)
-        return state
+    def outcome(self, job_id: str) -> str | None:
+        """The ``contract.OUTCOME_*`` its word for the job gives; None when it does not know the
+        job or its word says nothing conclusive."""
 
     def queue_successor(self, job_script: str, me: str) -> tuple[str | None, str]:
-        rc, out, err = _run(
-            ["sbatch", "--parsable", f"--dependency=afternotok:{me}", "--kill-on-invalid-dep=yes", job_script, me]
-        )
-        found = successor_id(out) if rc == 0 else None
-        return found, " ".join((out + " " + err).split())
+        """Queue ``job_script`` to run (with ``me`` as its argument) only if job ``me`` ends badly:
+        the new job's id, or None when refused; and what the scheduler said, on one line."""
 
-    def cancel(self, job_id: str) -> None:
-        _run(["scancel", job_id])
+    def cancel(self, job_id: str) -> None: ...
+
+
+def load_scheduler(module: str) -> Scheduler:
+    """The ``NodeScheduler`` of a backend's node module: beside this file on the node, in
+    ``backends/`` of the package."""
+    found = import_module(f"{__package__}.backends.{module}" if __package__ else module)
+    return found.NodeScheduler()
 
 
 # -- the two commands --------------------------------------------------------------------------------
@@ -244,9 +231,9 @@ def announce(message: str) -> None:
 
 
 class Judge:
-    def __init__(self, job: JobDirectory, slurm: Slurm, me: str, caps: Caps, now: int | None = None) -> None:
+    def __init__(self, job: JobDirectory, scheduler: Scheduler, me: str, caps: Caps, now: int | None = None) -> None:
         self.job = job
-        self.slurm = slurm
+        self.scheduler = scheduler
         self.me = me
         self.caps = caps
         self.now = int(time.time()) if now is None else now
@@ -287,7 +274,7 @@ class Judge:
 
     def _outcome(self, job_id: str, state_dir: str) -> str:
         return outcome_of(
-            self.job.phase(state_dir), self.job.cancelled(job_id), self.slurm.state(job_id), self.job.cause(state_dir)
+            self.job.phase(state_dir), self.job.cancelled(job_id), self.scheduler.outcome(job_id), self.job.cause(state_dir)
         )
 
     def _elapsed(self, chain: c.Chain, job_id: str, state_dir: str) -> int:
@@ -304,23 +291,31 @@ class Judge:
         announce(f"the chain ends ({state}): {why}")
         pending = self.job.chain().successors.get(self.me)
         if pending:
-            self.slurm.cancel(pending)
+            self.scheduler.cancel(pending)
 
     def _queue_successor(self) -> None:
         if self.job.chain().successors.get(self.me):
             return  # a requeued job keeps the successor it queued the first time
-        found, output = self.slurm.queue_successor(self.job.file(c.JOB_SCRIPT), self.me)
+        found, output = self.scheduler.queue_successor(self.job.file(c.JOB_SCRIPT), self.me)
         if found:
             self.job.append(c.RECORD_SUCCESSOR, found, self.me)
             announce(f"job {found} is queued to resume this one if it is cut short")
         else:
-            self.job.append(c.RECORD_NO_SUCCESSOR, self.me, f"sbatch refused the resume job: {output}")
+            self.job.append(c.RECORD_NO_SUCCESSOR, self.me, f"{self.scheduler.submit_command} refused the resume job: {output}")
             announce(f"WARNING: could not queue the resume job, this job will not be resumed: {output}")
 
 
-def _caps(args: list[str]) -> tuple[Caps, list[str]]:
-    """``--max-retries N --max-walltime T --max-walltime-seconds S --chain-limit L`` then the rest."""
-    values = {"--max-retries": "3", "--max-walltime": "", "--max-walltime-seconds": "0", "--chain-limit": str(c.CHAIN_LIMIT)}
+class Arguments(NamedTuple):
+    caps: Caps
+    scheduler: str  # the backend's node module (``load_scheduler``)
+    rest: list[str]
+
+
+def _arguments(args: list[str]) -> Arguments:
+    """``--max-retries N --max-walltime T --max-walltime-seconds S --chain-limit L --scheduler M``
+    anywhere, and the rest in order."""
+    values = {"--max-retries": "3", "--max-walltime": "", "--max-walltime-seconds": "0", "--chain-limit": str(c.CHAIN_LIMIT),
+              "--scheduler": ""}  # fmt: skip
     rest = []
     i = 0
     while i < len(args):
@@ -332,7 +327,7 @@ def _caps(args: list[str]) -> tuple[Caps, list[str]]:
             i += 1
     caps = Caps(int(values["--max-retries"]), values["--max-walltime"], int(values["--max-walltime-seconds"]),
                 int(values["--chain-limit"]))  # fmt: skip
-    return caps, rest
+    return Arguments(caps, values["--scheduler"], rest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     directory and this job's id come from GYM_JOB_DIR and GYM_JOB_ID."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args.pop(0) if args else ""
-    caps, rest = _caps(args)
-    judge_ = Judge(JobDirectory(os.environ[c.ENV_JOB_DIR]), Slurm(), os.environ[c.ENV_JOB_ID], caps)
+    caps, scheduler, rest = _arguments(args)
+    judge_ = Judge(JobDirectory(os.environ[c.ENV_JOB_DIR]), load_scheduler(scheduler), os.environ[c.ENV_JOB_ID], caps)
     if command == "begin" and len(rest) == 2:
         requeued = int(rest[1]) if rest[1].isdigit() else 0
         return judge_.begin(rest[0], requeued)

@@ -13,12 +13,7 @@ from typing import Any
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 BENCHMARK_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-SBATCH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Slurm's --time grammar: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-# \Z, not $: "$" would let a trailing line break through into #SBATCH lines and comments.
-WALLTIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})\Z")
-UNLIMITED_WALLTIMES = ("UNLIMITED", "INFINITE")
 # A host as it goes between ``http://`` and ``:port``: a name or IPv4 address, or [IPv6].
 # ``${oc.env:VAR}``, OmegaConf's read of the environment, as NeMo Gym 0.7.0 writes policy_host.
 OC_ENV_RE = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -78,24 +73,6 @@ def single_line_nonempty(cls: Any, v: str) -> str:
     return v
 
 
-def slurm_word(cls: Any, v: str) -> str:
-    """Account and partition names go into ``#SBATCH`` lines: one word, nothing else."""
-    if not v or any(c.isspace() for c in v):
-        raise ValueError(f"{v!r} is not a Slurm name; use one word without spaces")
-    return v
-
-
-def sbatch_options(cls: Any, v: dict[str, str]) -> dict[str, str]:
-    for key, value in v.items():
-        if key.startswith("-"):
-            raise ValueError(f"key {key!r}: write the option without dashes, e.g. {key.lstrip('-')!r}")
-        if not SBATCH_OPTION_RE.match(key):
-            raise ValueError(f"key {key!r} is not an sbatch option name (letters, digits, dashes)")
-        if "\n" in value or "\r" in value:
-            raise ValueError(f"{key}: the value contains a line break; write it on one line")
-    return v
-
-
 def shell_words(cls: Any, v: str) -> str:
     """Extra arguments are split like a shell command line, then passed as separate arguments."""
     try:
@@ -122,44 +99,6 @@ def disagreement(pools: dict[str, Any]) -> str:
         if len({repr(v) for v in values.values()}) > 1:
             return f"{field} ({', '.join(f'{n}={v!r}' for n, v in values.items())})"
     return "nothing"
-
-
-# sbatch options a heterogeneous job cannot take (Slurm refuses job arrays of heterogeneous jobs).
-NOT_FOR_HETEROGENEOUS_JOBS = ("array",)
-
-
-def optional_walltime(cls: Any, v: str | None) -> str | None:
-    if v is None or v.upper() in UNLIMITED_WALLTIMES or WALLTIME_RE.match(v):
-        return v
-    raise ValueError(
-        f"{v!r} is not a Slurm time; write it like '30' (minutes), '04:00:00' or '2-00:00:00'"
-    )
-
-
-def walltime_seconds(v: str) -> int:
-    """Seconds in a Slurm time ('MM', 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS')."""
-    if not WALLTIME_RE.match(v):
-        raise ValueError(f"{v!r} is not a Slurm time")
-    days, _, clock = v.rpartition("-")
-    parts = [int(p) for p in clock.split(":")]
-    if days:
-        hours, minutes, seconds = (parts + [0, 0])[:3]
-    elif len(parts) == 3:
-        hours, minutes, seconds = parts
-    else:
-        hours, (minutes, seconds) = 0, (parts + [0])[:2]
-    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
-def optional_time_cap(cls: Any, v: str | None) -> str | None:
-    """A finite, non-zero Slurm time (a cap cannot be 'UNLIMITED': leave it unset instead)."""
-    if v is None:
-        return v
-    if not WALLTIME_RE.match(v):
-        raise ValueError(f"{v!r} is not a Slurm time; write it like '30' (minutes), '48:00:00' or '2-00:00:00'")
-    if walltime_seconds(v) == 0:
-        raise ValueError(f"{v!r} is zero; give a positive time, or leave it unset for no cap")
-    return v
 
 
 def non_negative(cls: Any, v: int) -> int:

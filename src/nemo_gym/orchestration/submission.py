@@ -21,14 +21,13 @@ import tarfile
 from dataclasses import dataclass
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import run_marker_line
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import RunPlan
 from nemo_gym.orchestration.render import StagedRun
 
-NO_RESULT = "sbatch produced no result for this benchmark"
 EXIT_MISSING_MOUNTS = 3
 EXIT_RUN_DIR_EXISTS = 4
 EXIT_RUN_DIR_UNWRITABLE = 5
@@ -150,9 +149,13 @@ def split_by_run(stdout: str, run_ids: list[str]) -> dict[str, str]:
     return {run_id: "\n".join(lines) for run_id, lines in parts.items()}
 
 
-def parse_submission_output(stdout: str, benchmarks: list[str], job_id_pattern: str = r"\d+") -> list[QueuedJob]:
+def no_result(backend: Backend) -> str:
+    return f"{backend.submit_command} produced no result for this benchmark"
+
+
+def parse_submission_output(stdout: str, benchmarks: list[str], backend: Backend) -> list[QueuedJob]:
     """Each benchmark's marker line: ``<benchmark>:<status>:<output>``, the id the last word of the output."""
-    job_id = re.compile(rf"^({job_id_pattern})(;\S+)?$")
+    job_id = re.compile(rf"^({backend.job_id_pattern})(;\S+)?$")
     seen: dict[str, QueuedJob] = {}
     for line in stdout.splitlines():
         if not line.startswith(contract.JOB_MARKER):
@@ -164,15 +167,15 @@ def parse_submission_output(stdout: str, benchmarks: list[str], job_id_pattern: 
         if status == "0" and match:
             seen[bench] = QueuedJob(bench, match.group(1), None)
         elif status == "0":
-            seen[bench] = QueuedJob(bench, None, payload or "sbatch exited 0 with no job id")
+            seen[bench] = QueuedJob(bench, None, payload or f"{backend.submit_command} exited 0 with no job id")
         else:
-            seen[bench] = QueuedJob(bench, None, payload or f"sbatch exited {status}")
-    return [seen.get(b, QueuedJob(b, None, NO_RESULT)) for b in benchmarks]
+            seen[bench] = QueuedJob(bench, None, payload or f"{backend.submit_command} exited {status}")
+    return [seen.get(b, QueuedJob(b, None, no_result(backend))) for b in benchmarks]
 
 
 def _parse(plan: RunPlan, stdout: str) -> list[QueuedJob]:
-    pattern = backend_named(plan.backend).job_id_pattern
-    return per_benchmark(plan, parse_submission_output(stdout, [j.benchmark for j in plan.submitted_jobs], pattern))
+    backend = backend_named(plan.backend)
+    return per_benchmark(plan, parse_submission_output(stdout, [j.benchmark for j in plan.submitted_jobs], backend))
 
 
 def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[QueuedJob]]:
@@ -221,14 +224,15 @@ def recover_results(conn: Connection, runs: list[StagedRun]) -> list[list[Queued
     for plan in plans:
         lines += [run_marker_line(plan), f"cat {shlex.quote(f'{plan.run_dir}/{contract.SUBMITTED_LOG}')} 2>/dev/null"]
     parts = split_by_run(conn.run_script("\n".join(lines) + "\ntrue\n").stdout, [plan.run_id for plan in plans])
-    return [
-        [
-            r if r.job_id or r.error != NO_RESULT
-            else QueuedJob(r.benchmark, None, "not submitted: the connection was lost before its sbatch ran")
-            for r in _parse(plan, parts[plan.run_id])
-        ]
-        for plan in plans
-    ]  # fmt: skip
+    return [[_lost_unless_queued(plan, r) for r in _parse(plan, parts[plan.run_id])] for plan in plans]
+
+
+def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:
+    """A job the submission log has no word of was never queued: the connection went first."""
+    backend = backend_named(plan.backend)
+    if queued.job_id or queued.error != no_result(backend):
+        return queued
+    return QueuedJob(queued.benchmark, None, f"not submitted: the connection was lost before its {backend.submit_command} ran")
 
 
 def write_remote_files(conn: Connection, files: dict[str, str], mode: int = 0o644) -> None:

@@ -2,7 +2,8 @@
 
 Two sources, the better first, decided per job:
 
-- the scheduler's accounting (``sacct``: elapsed seconds and the GPUs in the allocation's TRES),
+- the scheduler's accounting (its backend's ``accounting_shell``: elapsed seconds and the GPUs
+  in the allocation, Slurm's TRES),
   where the cluster keeps accounts; every run of a requeued job is a row, and they add up;
 - otherwise the job's own record: ``job-start`` to ``job-end`` in ``.gym/<id>/events`` (and in
   ``.gym/<id>.attempt-N/events`` for earlier runs of a requeued job), times the GPUs the plan gave
@@ -22,14 +23,14 @@ from dataclasses import dataclass
 
 from nemo_gym.orchestration import facts
 
-SOURCE_ACCOUNTING = "sacct"
+SOURCE_ACCOUNTING = "accounting"
 SOURCE_JOB_RECORD = "job record"
 SOURCE_NONE = "none"
 
 
 @dataclass(frozen=True)
 class AccountingRow:
-    """One ``sacct -X -D`` line: one run of a job, or of one component of a heterogeneous job."""
+    """One row of the scheduler's accounts: one run of a job, or of one component of a heterogeneous job."""
 
     job_id: str
     elapsed_seconds: int

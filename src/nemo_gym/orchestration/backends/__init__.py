@@ -1,16 +1,20 @@
 """Backends: what runs a plan's jobs (Slurm, this machine). Each one is a module here with a
 ``Backend`` subclass, registered below by the compute ``type`` it runs.
 
-Adding one means a module (and, when its jobs need shell text of their own, a template
-``templates/backend-<name>.sh.j2``) plus one line in ``_REGISTRY``.
+Adding one means a module, its template of shell fragments ``templates/backend-<name>.sh.j2`` (the
+macros ``Backend.template`` lists) and one line in ``_REGISTRY``; and, since the compute models are
+the config spec, its compute model in ``api.ComputeConfig``.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.backends.base import Backend, SchedulerView
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.api import AnyComputeConfig
 
 __all__ = ["Backend", "SchedulerView", "backend_for", "backend_named", "backend_names"]
 
@@ -36,6 +40,6 @@ def backend_named(name: str) -> Backend:
     return _LOADED[name]
 
 
-def backend_for(compute: Any) -> Backend:
+def backend_for(compute: AnyComputeConfig) -> Backend:
     """The backend that runs a validated compute config (by its ``type``)."""
     return backend_named(compute.type)

@@ -11,36 +11,30 @@ from __future__ import annotations
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
 
 if TYPE_CHECKING:
+    from nemo_gym.orchestration.api import AnyComputeConfig
     from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
     from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
 @dataclass(frozen=True)
 class SchedulerView:
-    """What a scheduler says of one job; empty when it does not know the job (or has no scheduler)."""
+    """What a scheduler says of one job, in neutral terms: its backend's ``describe`` reads the
+    scheduler's own answer into it. Empty when the scheduler does not know the job (or there is
+    no scheduler)."""
 
-    state: str = ""  # the scheduler's own word (Slurm's JobState), or ""
-    reason: str = ""
-    restarts: int = 0
+    word: str = ""  # the scheduler's own word for the job's state, as shown to the user; "" unknown
+    waiting: bool = False  # queued, not started yet
+    running: bool = False  # holds its allocation: starting, running or being ended
+    cancelled: bool = False  # ended by a cancel (by the user or an administrator)
+    reason: str = ""  # why it waits or ended, in the scheduler's words
+    restarts: int = 0  # how often the scheduler started it again (a requeue)
     exit_code: str = ""
     time_limit: str = ""
-
-    @property
-    def waiting(self) -> bool:
-        return contract.slurm_state_word(self.state) == "PENDING"
-
-    @property
-    def running(self) -> bool:
-        return contract.slurm_is_running(self.state)
-
-    @property
-    def cancelled(self) -> bool:
-        return contract.slurm_state_word(self.state) == "CANCELLED"
 
 
 @dataclass(frozen=True)
@@ -86,15 +80,30 @@ class Backend(ABC):
     name: ClassVar[str]  # the compute ``type`` it runs; the record's ``executor``
     job_kind: ClassVar[str]  # how its jobs are called to the user: "Slurm job", "local job"
     job_id_pattern: ClassVar[str]  # a regex matching its job ids exactly
-    supports_resume: ClassVar[bool] = False
+    # Its own words, for messages about what it did or refused: what queues a job, what cancels
+    # one, who keeps its jobs ("sbatch", "scancel", "Slurm" under Slurm).
+    submit_command: ClassVar[str]
+    cancel_command: ClassVar[str]
+    scheduler_name: ClassVar[str]
+    # Where its jobs' costs come from when it keeps accounts (usage.SOURCE_ACCOUNTING), for the
+    # total's line; None when it keeps none.
+    accounting_text: ClassVar[str | None] = None
+    # Its module in ``backends/`` that the resume judge talks to its scheduler through on the node
+    # (``resume.Scheduler``; stdlib, Python 3.8), or None: then it runs no resumable benchmark.
+    node_scheduler: ClassVar[str | None] = None
+
+    @property
+    def supports_resume(self) -> bool:
+        return self.node_scheduler is not None
 
     # -- planning ---------------------------------------------------------------------------------
 
     def directives(
-        self, compute: Any, benchmark: str, job_dir: str
+        self, compute: AnyComputeConfig, benchmark: str, job_dir: str
     ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
         """The scheduler options of one job, one tuple per component (several make a heterogeneous
-        job), each of (option, value) pairs; value None for a bare flag."""
+        job), each of (option, value) pairs; value None for a bare flag. Data in the plan: its
+        template's ``directives`` macro prints them into the job script."""
         return ()
 
     def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
@@ -112,8 +121,14 @@ class Backend(ABC):
         """A shell word for allocation node ``node``'s name, as the job script's shell can use it."""
 
     def template(self) -> str:
-        """Its job fragments (Jinja macros ``identity`` and ``term_handling``)."""
+        """Its shell fragments, as Jinja macros: of the job script ``directives`` (its header),
+        ``identity``, ``ending_cause`` and ``term_handling``; of the step library ``this_node``; of
+        the status probe ``describe_job`` (below)."""
         return f"backend-{self.name}.sh.j2"
+
+    def template_vars(self) -> dict[str, object]:
+        """What its template's macros read besides the contract ``c`` (its own tables)."""
+        return {}
 
     def run_files(self, plan: RunPlan) -> dict[str, str]:
         """Files it adds to the run directory (relative path -> text)."""
@@ -138,20 +153,19 @@ class Backend(ABC):
 
     # -- status and cancel ------------------------------------------------------------------------
 
-    def probe_prelude(self, record: SubmissionRecord) -> list[str]:
-        """Bash run once before the jobs are probed."""
-        return []
+    # The status probe asks the scheduler of each job as TorchX's ``describe`` does, in two
+    # halves: its template's ``describe_job`` macro defines the bash function
+    # ``gym_describe_job ID``, which prints the scheduler's answer about job ID on one line
+    # (fields separated by ``contract.FIELD_SEPARATOR``; nothing when it has no scheduler), and
+    # ``describe`` reads those fields back into a neutral ``SchedulerView``.
 
-    def probe_scheduler_shell(self) -> str:
-        """Bash that sets ``sc`` and ``sa`` (two opaque fields) to what the scheduler says of ``$id``."""
-        return "sc=''; sa=''"
+    def describe(self, answer: list[str]) -> SchedulerView:
+        """A job's ``SchedulerView`` from the fields its ``gym_describe_job`` printed."""
+        return SchedulerView()
 
     def probe_tail(self, record: SubmissionRecord) -> list[str]:
         """Bash run after the jobs were probed; may print ``PROBE_MARKER`` R<sep>fact<sep>value lines."""
         return []
-
-    def read_scheduler(self, sc: str, sa: str) -> SchedulerView:
-        return SchedulerView()
 
     def accounting_shell(self) -> list[str]:
         """Bash run once after the jobs were probed, with every job id of the run (resume chains

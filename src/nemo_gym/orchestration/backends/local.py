@@ -33,6 +33,9 @@ class LocalBackend(Backend):
     name: ClassVar[str] = "local"
     job_kind: ClassVar[str] = "local job"
     job_id_pattern: ClassVar[str] = r"local-[0-9a-f]+-\d+"
+    submit_command: ClassVar[str] = "the local runner"
+    cancel_command: ClassVar[str] = "kill"
+    scheduler_name: ClassVar[str] = "the local runner"
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         # Its own process group, so the job can stop everything the step started.

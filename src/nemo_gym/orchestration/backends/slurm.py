@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeConfig
+from nemo_gym.orchestration.backends import slurm_node
 from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     Backend,
@@ -30,7 +32,7 @@ def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:
 _SHARING_OPTIONS = ("exclusive", "oversubscribe", "share")
 
 
-def _allocation(pool: Any, nodes: int, extra: dict[str, str], whole_nodes: bool) -> list[tuple[str, str | None]]:
+def _allocation(pool: NodePool, nodes: int, extra: dict[str, str], whole_nodes: bool) -> list[tuple[str, str | None]]:
     """What one component allocates: the pool's partition, nodes, tasks and GPUs a node, its options."""
     out: list[tuple[str, str | None]] = [
         ("partition", pool.partition), ("nodes", str(nodes)), ("ntasks-per-node", str(pool.ntasks_per_node)),
@@ -52,15 +54,21 @@ class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
     job_kind: ClassVar[str] = "Slurm job"
     job_id_pattern: ClassVar[str] = r"\d+"
-    supports_resume: ClassVar[bool] = True
+    submit_command: ClassVar[str] = "sbatch"
+    cancel_command: ClassVar[str] = "scancel"
+    scheduler_name: ClassVar[str] = "Slurm"
+    accounting_text: ClassVar[str | None] = "from Slurm's accounting"
+    node_scheduler: ClassVar[str | None] = "slurm_node"
 
     # -- planning ---------------------------------------------------------------------------------
 
     def directives(
-        self, compute: Any, benchmark: str, job_dir: str
+        self, compute: AnyComputeConfig, benchmark: str, job_dir: str
     ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
         """One component, or one per pool when the pools differ (a heterogeneous job: Slurm takes the
         job-wide options, name, account, time, directory and log, from the first)."""
+        if not isinstance(compute, SlurmComputeConfig):
+            raise TypeError(f"the Slurm backend runs slurm computes, not {compute.type}")
         job_wide: list[tuple[str, str | None]] = [("job-name", f"gym-{benchmark}"), ("account", compute.account)]
         if compute.walltime:
             job_wide.append(("time", compute.walltime))
@@ -84,6 +92,9 @@ class SlurmBackend(Backend):
         return (("slurm_job_id", "SLURM_JOB_ID"),)
 
     # -- rendering --------------------------------------------------------------------------------
+
+    def template_vars(self) -> dict[str, object]:
+        return {"ending_groups": slurm_node.ending_groups}
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         nodes = launch.nodes
@@ -137,16 +148,6 @@ class SlurmBackend(Backend):
 
     # -- status -----------------------------------------------------------------------------------
 
-    def probe_prelude(self, record: SubmissionRecord) -> list[str]:
-        return ["have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1"]
-
-    def probe_scheduler_shell(self) -> str:
-        return (
-            # A heterogeneous job prints a line per component: the first (offset 0) is the job's.
-            "sc=$(scontrol show job -o \"$id\" 2>/dev/null | head -n 1); sa=''; "
-            '[ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$id" -o State,ExitCode 2>/dev/null | head -1)'
-        )
-
     def accounting_shell(self) -> list[str]:
         # One sacct for the whole run; -D lists every run of a requeued job, which all used GPUs.
         marker = shlex.quote(contract.PROBE_MARKER)
@@ -157,18 +158,24 @@ class SlurmBackend(Backend):
             "fi",
         ]
 
-    def read_scheduler(self, sc: str, sa: str) -> SchedulerView:
-        fields = contract.parse_scontrol_line(sc)
+    def describe(self, answer: list[str]) -> SchedulerView:
+        """scontrol's line and sacct's ``State|ExitCode`` (``describe_job`` in its template)."""
+        scontrol, sacct = (answer + ["", ""])[:2]
+        fields = slurm_node.parse_scontrol_line(scontrol)
         state = fields.get("JobState", "")
         exit_code = fields.get("ExitCode", "")
-        if not state and sa.strip():
+        if not state and sacct.strip():
             # sacct remembers what scontrol forgot (MinJobAge), where there is accounting.
-            cols = sa.strip().split("|")
-            state = contract.slurm_state_word(cols[0])
+            cols = sacct.strip().split("|")
+            state = slurm_node.state_word(cols[0])
             exit_code = cols[1] if len(cols) > 1 else ""
         restarts = fields.get("Restarts", "")
+        word = slurm_node.state_word(state)
         return SchedulerView(
-            state=state,
+            word=state,
+            waiting=word == slurm_node.PENDING,
+            running=slurm_node.is_running(state),
+            cancelled=word == slurm_node.CANCELLED,
             reason=fields.get("Reason", ""),
             restarts=int(restarts) if restarts.isdigit() else 0,
             exit_code=exit_code,
@@ -177,7 +184,7 @@ class SlurmBackend(Backend):
 
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
         view = probe.scheduler
-        state = contract.slurm_state_word(view.state)
+        state = slurm_node.state_word(view.word)
         attempt = probe.own.get("attempt", "")
         if view.restarts > (int(attempt) if attempt.isdigit() else 0) and probe.phase is not None:
             # Written by an earlier run of a job Slurm has requeued since: not this run's state.
@@ -238,7 +245,7 @@ class SlurmBackend(Backend):
         # both go, and the chain-wide marker stops any job of it that starts regardless.
         job_dir = shlex.quote(job.job_dir)
         chain = shlex.quote(f"{job.job_dir}/{contract.CHAIN_FILE}")
-        ended = " | ".join(f"JobState={state}" for state in contract.SLURM_ENDED_STATES)
+        ended = " | ".join(f"JobState={state}" for state in slurm_node.ENDED_STATES)
         return [
             f"date -u +%Y-%m-%dT%H:%M:%SZ >{job_dir}/{contract.CHAIN_CANCELLED_FILE}",
             f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {contract.chain_ids_awk()} {chain} 2>/dev/null; }} "
@@ -258,5 +265,5 @@ def contradiction(job_id: str, probe: JobProbe) -> str:
     """The flag of a Slurm answer that contradicts the job's own job-end record."""
     return (
         f"the job's own job-end record (exit status {probe.job_end}) wins over Slurm, which says "
-        f"{contract.slurm_state_word(probe.scheduler.state)} of job {job_id}: another job of this id?"
+        f"{slurm_node.state_word(probe.scheduler.word)} of job {job_id}: another job of this id?"
     )

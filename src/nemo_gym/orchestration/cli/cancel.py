@@ -17,7 +17,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_cancel(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import cancel, looks_like_a_directory
+    from nemo_gym.orchestration.library import cancel, cancel_command, looks_like_a_directory
 
     if args.run is not None and not args.last and looks_like_a_directory(args.run):
         # A copied run's job ids may name other jobs by now: only a run of your index is cancelled.
@@ -25,11 +25,11 @@ def run_cancel(args: argparse.Namespace) -> int:
     selection = selected(args)
     reports = cancel(selection.records, after_run(args, args.benchmarks))
     ok = True
-    for where, report in zip(run_prefix(selection), reports):
+    for where, record, report in zip(run_prefix(selection), selection.records, reports):
         for job in report.already_ended:
             echo(f"  {where}{job.benchmark}: already {job.state}, nothing to cancel")
         for job in report.refused:
-            echo(f"  {where}{job.benchmark}: scancel {job.job_id} failed", err=True)
+            echo(f"  {where}{job.benchmark}: {cancel_command(record)} {job.job_id} failed", err=True)
         for job in report.cancelled:
             echo(f"  {where}cancelled {job.benchmark} (job {' -> '.join(job.chain) or job.job_id})")
         ok = ok and report.ok

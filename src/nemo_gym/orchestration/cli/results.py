@@ -71,7 +71,7 @@ def run_text(run: RunResults) -> str:
     lines.append(table(["BENCHMARK", "STATE", "SAMPLES", metric, "GPU-HOURS", "WALL", "METRICS"], rows))
     for r in run.benchmarks:
         lines += [f"  {r.benchmark}: {line}" for line in notes(r)]
-    lines.append(total_line(run.usage))
+    lines.append(total_line(run.usage, run.record.executor))
     for r in run.benchmarks:
         lines += [f"  {r.benchmark}: {path}" for path in r.files]
     return "\n".join(lines)
@@ -97,16 +97,14 @@ def named(items: list[str], where_all: str) -> str:
     return ", ".join(items[:MISSING_NAMED]) + (f", and {more} more ({where_all})" if more > 0 else "")
 
 
-def total_line(total: Usage) -> str:
-    """The run's GPU-hours and wall time, and where they come from."""
-    from nemo_gym.orchestration.library import SOURCE_NONE, hours_text, wall_text
+def total_line(total: Usage, executor: str) -> str:
+    """The run's GPU-hours and wall time, and where they come from (the ``executor`` backend's
+    accounts, or the jobs' own records)."""
+    from nemo_gym.orchestration.library import SOURCE_NONE, hours_text, usage_source_text, wall_text
 
     if total.source == SOURCE_NONE:
         return "Total: no job has started yet"
-    where = {
-        "sacct": "from Slurm's accounting",
-        "job record": "from the jobs' own start/end records x the GPUs each job was given",
-    }.get(total.source, "from Slurm's accounting where it has the job, else the jobs' own records")
+    where = usage_source_text(total, executor)
     guessed = "; ~: a job ended without its end record, counted to its last sign of life" if total.approximate else ""
     return f"Total: {hours_text(total)} GPU-hours, {wall_text(total)} wall ({where}{guessed})"
 

@@ -100,11 +100,11 @@ def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list
     where = f"{first.executor}{' on ' + first.hostname if first.hostname else ''}"
     if selection.sweep is None:
         [run] = runs
-        return f"Run {first.gym_job_id} ({where})", HEADERS, status_rows(run.jobs), total_line(run.usage)
+        return f"Run {first.gym_job_id} ({where})", HEADERS, status_rows(run.jobs), total_line(run.usage, first.executor)
     labels = run_labels(selection.records)
     rows = [[label, *row] for label, run in zip(labels.labels, runs) for row in status_rows(run.jobs)]
     title = f"Sweep {selection.name} ({where}): {len(runs)} runs"
-    return title, [labels.header, *HEADERS], rows, total_line(total_usage(run.usage for run in runs))
+    return title, [labels.header, *HEADERS], rows, total_line(total_usage(run.usage for run in runs), first.executor)
 
 
 def status_text(selection: Selection, runs: list[RunStatus]) -> str:

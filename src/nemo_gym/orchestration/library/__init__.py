@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.orchestration.library.cancel import CancelReport, cancel
+from nemo_gym.orchestration.library.cancel import CancelReport, cancel, cancel_command
 from nemo_gym.orchestration.library.export import ExportResult, export
 from nemo_gym.orchestration.library.logs import LogRequest, RunLog, follow_logs, logs
 from nemo_gym.orchestration.library.observe import (
@@ -36,6 +36,7 @@ from nemo_gym.orchestration.library.present import (
     run_labels,
     status_json,
     total_usage,
+    usage_source_text,
     values_label,
     wall_text,
     without_credentials,
@@ -104,6 +105,7 @@ __all__ = [
     "LogRequest",
     "RunLog",
     "cancel",
+    "cancel_command",
     "export",
     "follow_logs",
     "logs",
@@ -119,6 +121,7 @@ __all__ = [
     "run_labels",
     "status_json",
     "total_usage",
+    "usage_source_text",
     "values_label",
     "wall_text",
     "without_credentials",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.library.hosts import each_over_its_host
 from nemo_gym.orchestration.manage import cancel_script, cancellable, refused_cancels, select_jobs
@@ -29,6 +30,11 @@ def cancel(
     over one connection per host. Every name is checked in every run before anything is cancelled."""
     jobs = [select_jobs(record, benchmarks or []) for record in records]
     return each_over_its_host(records, connect, lambda conn, i: _cancel_over(conn, records[i], jobs[i]))
+
+
+def cancel_command(record: SubmissionRecord) -> str:
+    """The run's backend's word for what cancels one of its jobs, for messages."""
+    return backend_named(record.executor).cancel_command
 
 
 def _cancel_over(conn: Connection, record: SubmissionRecord, jobs: list[BenchmarkJob]) -> CancelReport:

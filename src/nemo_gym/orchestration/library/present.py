@@ -3,11 +3,12 @@ the text of usage figures, the labels of runs, the JSON documents, a line withou
 
 from __future__ import annotations
 
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.observe import statuses_json as status_json
 from nemo_gym.orchestration.record import last_observed, values_label
 from nemo_gym.orchestration.results import DEFAULT_METRIC, UNSCOREABLE_LISTED, headline, results_json
 from nemo_gym.orchestration.sweep import run_labels
-from nemo_gym.orchestration.usage import SOURCE_NONE, hours_text, wall_text
+from nemo_gym.orchestration.usage import SOURCE_ACCOUNTING, SOURCE_JOB_RECORD, SOURCE_NONE, Usage, hours_text, wall_text
 from nemo_gym.orchestration.usage import total as total_usage
 
 __all__ = [
@@ -21,10 +22,21 @@ __all__ = [
     "run_labels",
     "status_json",
     "total_usage",
+    "usage_source_text",
     "values_label",
     "wall_text",
     "without_credentials",
 ]
+
+
+def usage_source_text(usage: Usage, executor: str) -> str:
+    """Where a usage figure comes from, in words: the accounts are those of the run's backend
+    (``executor``), which says whose they are."""
+    accounts = backend_named(executor).accounting_text or "from the scheduler's accounting"
+    return {
+        SOURCE_ACCOUNTING: accounts,
+        SOURCE_JOB_RECORD: "from the jobs' own start/end records x the GPUs each job was given",
+    }.get(usage.source, f"{accounts} where it has the job, else the jobs' own records")
 
 
 def without_credentials(text: str) -> str:

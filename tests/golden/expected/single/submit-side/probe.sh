@@ -1,11 +1,20 @@
+# What Slurm says of job $1: scontrol's line, then sacct's State|ExitCode where there is accounting
+# (it remembers what scontrol forgot, MinJobAge). A heterogeneous job prints a line per component:
+# the first (offset 0) is the job's.
 have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
+gym_describe_job() {
+    local sc sa=''
+    sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
+    [ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
+    printf '%s\x1f%s' "$sc" "$sa"
+}
 gym_all_ids=''
 
 # A file's text, nothing when it is missing (`cmd <file` would not run cmd at all then).
 gym_read() { cat "$1" 2>/dev/null; }
 gym_chain_ids() { { echo "$1"; awk -F'\t' '$1 == "start" || $1 == "successor" {print $2}'; } | awk '!seen[$0]++' | tail -n 4; }
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st sc sa n
+    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st answer n
     for _ in 1 2 3; do
         ids=$(gym_read "$d/.gym/chain" | gym_chain_ids "$first")
         out=""
@@ -14,8 +23,8 @@ gym_probe() {
             en=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$d/.gym/$id/events" 2>/dev/null)
             [ -n "$en" ] && st="$st"$'\t'"job_end=$en"
             { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
-            sc=$(scontrol show job -o "$id" 2>/dev/null | head -n 1); sa=''; [ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$id" -o State,ExitCode 2>/dev/null | head -1)
-            out+="$(printf '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$sc" "$sa")"$'\n'
+            answer=$(gym_describe_job "$id")
+            out+="$(printf '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer")"$'\n'
         done
         ch=$(base64 -w0 "$d/.gym/chain" 2>/dev/null)
         now=$(printf '%s' "$ch" | base64 -d 2>/dev/null | gym_chain_ids "$first")

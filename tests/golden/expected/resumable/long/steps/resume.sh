@@ -7,7 +7,7 @@
 gym_resume() {
     python3 -E -s "$GYM_JOB_DIR/steps/resume.py" "$1" --max-retries 2 \
         --max-walltime 1-00:00:00 --max-walltime-seconds 86400 \
-        --chain-limit 100 "${@:2}"
+        --chain-limit 100 --scheduler slurm_node "${@:2}"
 }
 
 # The chain's bookkeeping before any work. $1: the job this one resumes (empty for the first);

@@ -1,0 +1,133 @@
+"""Slurm's words, and the few Slurm commands a job runs on its node: the one place they are spelled.
+
+Read by the Slurm backend on the submitting machine (status, cancel, the job's TERM handling) and
+by the resume judge on the node (``NodeScheduler``: what Slurm says of a job, queue a successor,
+cancel one). Stdlib only, Python 3.8 syntax: staged into resumable jobs as ``steps/slurm_node.py``
+beside ``resume.py`` and ``contract.py``, and imported there by the node's ``python3``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+if __package__:
+    from .. import contract as c
+else:  # staged into a job: the contract sits beside this file
+    import contract as c  # type: ignore[no-redef,import-not-found]
+
+# -- Slurm's job states ------------------------------------------------------------------------------
+
+PENDING = "PENDING"
+CANCELLED = "CANCELLED"
+RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING")
+ENDED_STATES = (
+    "COMPLETED", "FAILED", CANCELLED, "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+)  # fmt: skip
+
+# What an ended Slurm state says about the job, for the resume judge.
+STATE_OUTCOMES = {
+    "TIMEOUT": c.OUTCOME_TIMEOUT,
+    "DEADLINE": c.OUTCOME_TIMEOUT,
+    "PREEMPTED": c.OUTCOME_PREEMPTED,
+    "NODE_FAIL": c.OUTCOME_NODE_FAILURE,
+    "BOOT_FAIL": c.OUTCOME_NODE_FAILURE,
+    "OUT_OF_MEMORY": c.OUTCOME_OUT_OF_MEMORY,
+    CANCELLED: c.OUTCOME_CANCELLED,
+}
+
+# While a job is being ended, Slurm's word for why (what its TERM was): state -> cause. A walltime
+# also shows as Reason=TimeLimit while the job is still COMPLETING.
+ENDING_CAUSES = (
+    ("JobState=TIMEOUT", c.CAUSE_WALLTIME),
+    ("JobState=DEADLINE", c.CAUSE_WALLTIME),
+    ("Reason=TimeLimit", c.CAUSE_WALLTIME),
+    ("JobState=PREEMPTED", c.CAUSE_PREEMPTED),
+    ("JobState=CANCELLED", c.CAUSE_CANCELLED),
+)
+
+
+def ending_groups() -> list[tuple[str, list[str]]]:
+    """``ENDING_CAUSES`` grouped by cause, in order: [(cause, [field=value, ...]), ...]."""
+    groups: list[tuple[str, list[str]]] = []
+    for word, cause in ENDING_CAUSES:
+        if groups and groups[-1][0] == cause:
+            groups[-1][1].append(word)
+        else:
+            groups.append((cause, [word]))
+    return groups
+
+
+def state_word(state: str) -> str:
+    """``CANCELLED by 1000`` (sacct) and ``CANCELLED+`` -> ``CANCELLED``."""
+    word = state.split()[0] if state.split() else ""
+    return word.rstrip("+")
+
+
+def outcome(state: str) -> str | None:
+    """The outcome an ended Slurm state gives, or None when it says nothing conclusive."""
+    return STATE_OUTCOMES.get(state_word(state))
+
+
+def is_running(state: str) -> bool:
+    return state_word(state) in RUNNING_STATES
+
+
+def parse_scontrol_line(line: str) -> dict[str, str]:
+    """``scontrol show job -o`` fields. Values without spaces, which is all we read."""
+    out = {}
+    for item in line.split():
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def successor_id(sbatch_stdout: str) -> str | None:
+    """``sbatch --parsable`` prints ``id[;cluster]`` as its last line; site plugins may say more before."""
+    lines = [line for line in sbatch_stdout.splitlines() if line.strip()]
+    last = lines[-1].strip().split(";")[0] if lines else ""
+    return last if last.isdigit() else None
+
+
+# -- the resume judge's scheduler, on the node --------------------------------------------------------
+
+
+def _run(argv: Sequence[str]) -> tuple[int, str, str]:
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True)
+    except OSError as exc:
+        return 127, "", str(exc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _first_line(argv: Sequence[str]) -> str:
+    """The first line a command printed, "" when it failed or printed nothing."""
+    rc, out, _ = _run(argv)
+    return out.splitlines()[0] if rc == 0 and out.strip() else ""
+
+
+class NodeScheduler:
+    """Slurm as the resume judge (``resume.Scheduler``) needs it."""
+
+    submit_command = "sbatch"
+
+    def outcome(self, job_id: str) -> str | None:
+        """What Slurm's word for a job says of its end: scontrol, then sacct where there is
+        accounting; None when neither knows or the word is not conclusive."""
+        # A heterogeneous job prints a line per component: the first is its leader's.
+        state = parse_scontrol_line(_first_line(["scontrol", "show", "job", "-o", job_id])).get("JobState", "")
+        if not state:
+            state = state_word(_first_line(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"]))
+        return outcome(state) if state else None
+
+    def queue_successor(self, job_script: str, me: str) -> tuple[str | None, str]:
+        """Queue ``job_script`` to run only if job ``me`` ends badly: (its id or None, what sbatch said)."""
+        rc, out, err = _run(
+            ["sbatch", "--parsable", f"--dependency=afternotok:{me}", "--kill-on-invalid-dep=yes", job_script, me]
+        )
+        found = successor_id(out) if rc == 0 else None
+        return found, " ".join((out + " " + err).split())
+
+    def cancel(self, job_id: str) -> None:
+        _run(["scancel", job_id])
