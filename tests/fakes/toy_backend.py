@@ -1,0 +1,65 @@
+"""A third backend, for tests only: ``toyq``, an imaginary batch queue with three commands
+(``toyq submit SCRIPT`` prints a job id, ``toyq show ID`` prints ``waiting``, ``running`` or
+``done``, ``toyq kill ID``). It is what a new scheduler takes: this module, its template
+(``templates/backend-toy.sh.j2`` beside it) and one line in the registry (test_seam.py)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, ClassVar
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.backends.base import Backend, JobProbe, SchedulerView, recorded_outcome
+from nemo_gym.orchestration.shellquote import bash_quote
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.api import AnyComputeConfig
+    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+
+
+class ToyBackend(Backend):
+    name: ClassVar[str] = "toy"
+    job_kind: ClassVar[str] = "toyq job"
+    job_id_pattern: ClassVar[str] = r"toy-\d+"
+    submit_command: ClassVar[str] = "toyq submit"
+    cancel_command: ClassVar[str] = "toyq kill"
+    scheduler_name: ClassVar[str] = "toyq"
+
+    def directives(
+        self, compute: AnyComputeConfig, benchmark: str, job_dir: str
+    ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
+        return ((("name", f"gym-{benchmark}"), ("dir", job_dir)),)
+
+    def launch_line(self, launch: Launch, runtime: str) -> str:
+        log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
+        return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
+
+    def node_host(self, node: int) -> str:
+        return "localhost"
+
+    def submit_lines(self, plan: RunPlan) -> list[str]:
+        lines = []
+        for job in plan.submitted_jobs:
+            script = shlex.quote(f"{job.job_dir}/{contract.JOB_SCRIPT}")
+            marker = shlex.quote(f"{contract.JOB_MARKER}{job.benchmark}")
+            lines.append(f"out=$(toyq submit {script} 2>&1); printf '%s:%s:%s\\n' {marker} \"$?\" \"$out\"")
+        return lines
+
+    def describe(self, answer: list[str]) -> SchedulerView:
+        word = answer[0] if answer else ""
+        return SchedulerView(word=word, waiting=word == "waiting", running=word == "running")
+
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+        recorded = recorded_outcome(probe)
+        if recorded is not None:
+            return recorded
+        if probe.scheduler.waiting:
+            return "queued", "waiting in toyq"
+        if probe.scheduler.running:
+            return "running", f"{rollouts} rollout(s) written"
+        return "unknown", f"toyq says {probe.scheduler.word or 'nothing'} of job {job_id}"
+
+    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
+        marker = shlex.quote(f"{contract.CANCEL_FAILED_MARKER}{job.benchmark}")
+        return [f"toyq kill {shlex.quote(job.job_id or '')} || echo {marker}"]
