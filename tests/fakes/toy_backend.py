@@ -9,7 +9,8 @@ import shlex
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.backends.base import Backend, JobProbe, SchedulerView, recorded_outcome
+from nemo_gym.orchestration.backends.base import Backend, JobProbe, JobState, SchedulerView, recorded_outcome
+from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
@@ -50,15 +51,15 @@ class ToyBackend(Backend):
         word = answer[0] if answer else ""
         return SchedulerView(word=word, waiting=word == "waiting", running=word == "running")
 
-    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
         recorded = recorded_outcome(probe)
         if recorded is not None:
             return recorded
         if probe.scheduler.waiting:
-            return "queued", "waiting in toyq"
+            return JobState(Status.QUEUED, "waiting in toyq")
         if probe.scheduler.running:
-            return "running", f"{rollouts} rollout(s) written"
-        return "unknown", f"toyq says {probe.scheduler.word or 'nothing'} of job {job_id}"
+            return JobState(Status.RUNNING, f"{rollouts} rollout(s) written")
+        return JobState(Status.UNKNOWN, f"toyq says {probe.scheduler.word or 'nothing'} of job {job_id}")
 
     def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
         marker = shlex.quote(f"{contract.CANCEL_FAILED_MARKER}{job.benchmark}")

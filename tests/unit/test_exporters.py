@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 import nemo_gym.orchestration.exporters as exporters_pkg
 from nemo_gym.orchestration import contract, facts, untrusted, usage
+from nemo_gym.orchestration.contract import Phase, Status
 from nemo_gym.orchestration.exporters import jobfiles, mlflow_rest, receipts, spec, table, wandb_export
 from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError, export_to_mlflow
@@ -292,7 +293,8 @@ def test_driver_exit_plain_and_shared(text: str, exit_status: int | None) -> Non
     (None, None, None, 0, "unknown"),
 ])  # fmt: skip
 def test_benchmark_state(explicit, phase, exit_status, written, state) -> None:
-    assert jobfiles.benchmark_state(explicit, phase, exit_status, written, 12) == state
+    explicit, phase = Status.from_word(explicit), Phase.from_word(phase)
+    assert jobfiles.benchmark_state(explicit, phase, exit_status, written, 12) is Status(state)
 
 
 def test_a_shared_job_is_timed_by_the_shared_deployments_events(tmp_path: Path) -> None:
@@ -799,8 +801,8 @@ def test_wandb_export_resumes_the_run_of_its_key(tmp_path: Path) -> None:
 
 # -- what the node must have ---------------------------------------------------------------------------
 
-NODE_SIDE_STDLIB = {"__future__", "base64", "csv", "errno", "fcntl", "glob", "hashlib", "http", "io", "json", "math", "os",
-                    "re", "socket", "ssl", "sys", "time", "typing", "collections", "urllib"}  # fmt: skip
+NODE_SIDE_STDLIB = {"__future__", "base64", "csv", "enum", "errno", "fcntl", "glob", "hashlib", "http", "io", "json", "math",
+                    "os", "re", "socket", "ssl", "sys", "time", "typing", "collections", "urllib"}  # fmt: skip
 SIBLINGS = set(exporters_pkg.NODE_MODULES) | set(exporters_pkg.SHARED_MODULES) | {"wandb"}
 PACKAGE_DIR = Path(exporters_pkg.__file__).parent.parent
 

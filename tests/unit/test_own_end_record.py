@@ -4,6 +4,7 @@ read where the scheduler knows another job of the same id stays as it ended, fla
 from __future__ import annotations
 
 import warnings
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from fakes import FakeCluster, FakeConnection
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.backends import backend_named
-from nemo_gym.orchestration.backends.base import JobProbe
+from nemo_gym.orchestration.backends.base import JobProbe, JobState
+from nemo_gym.orchestration.contract import StateFile, Status
 from nemo_gym.orchestration.record import SubmissionRecord
 
 SLURM = backend_named("slurm")
@@ -21,42 +23,42 @@ HOST = "login.fake"
 
 def probe(phase: str, job_end: str | None, fields: str, attempt: str = "0") -> JobProbe:
     own = {"phase": phase, "detail": "driver finished", "attempt": attempt}
-    return JobProbe(own, SLURM.describe([fields, ""]), False, job_end)
+    return JobProbe(StateFile.from_fields(own), SLURM.describe([fields, ""]), False, job_end)
 
 
 @pytest.mark.parametrize("fields", ["JobState=PENDING Reason=Priority", "JobState=CANCELLED", "JobState=TIMEOUT",
                                     "JobState=NODE_FAIL"])  # fmt: skip
 def test_a_job_that_ended_0_by_its_own_record_succeeded_whatever_slurm_says_of_its_id(fields) -> None:
-    state, detail = SLURM.job_state("100", probe("succeeded", "0", fields), 12, {})
+    state, detail = astuple(SLURM.job_state("100", probe("succeeded", "0", fields), 12, {}))
     word = fields.split()[0].split("=")[1]
     assert state == "succeeded" and detail.startswith("driver finished (the job's own job-end record (exit status 0)")
     assert f"Slurm, which says {word} of job 100: another job of this id?" in detail
 
 
 def test_a_job_that_failed_by_its_own_record_is_not_queued() -> None:
-    state, detail = SLURM.job_state("100", probe("failed", "1", "JobState=PENDING"), 0, {})
+    state, detail = astuple(SLURM.job_state("100", probe("failed", "1", "JobState=PENDING"), 0, {}))
     assert state == "failed" and "wins over Slurm, which says PENDING" in detail
 
 
 def test_slurm_still_explains_a_failure_the_job_recorded() -> None:
-    assert SLURM.job_state("100", probe("failed", "143", "JobState=TIMEOUT"), 0, {})[0] == "timed out"
-    assert SLURM.job_state("100", probe("failed", "143", "JobState=CANCELLED"), 0, {})[0] == "cancelled"
+    assert SLURM.job_state("100", probe("failed", "143", "JobState=TIMEOUT"), 0, {}).status == "timed out"
+    assert SLURM.job_state("100", probe("failed", "143", "JobState=CANCELLED"), 0, {}).status == "cancelled"
 
 
 def test_without_its_job_end_record_or_with_one_that_disagrees_slurm_decides_as_before() -> None:
-    assert SLURM.job_state("100", probe("succeeded", None, "JobState=PENDING"), 0, {})[0] == "queued"
-    assert SLURM.job_state("100", probe("succeeded", "1", "JobState=PENDING"), 0, {})[0] == "queued"
-    assert SLURM.job_state("100", probe("failed", "0", "JobState=CANCELLED"), 0, {})[0] == "cancelled"
+    assert SLURM.job_state("100", probe("succeeded", None, "JobState=PENDING"), 0, {}).status == "queued"
+    assert SLURM.job_state("100", probe("succeeded", "1", "JobState=PENDING"), 0, {}).status == "queued"
+    assert SLURM.job_state("100", probe("failed", "0", "JobState=CANCELLED"), 0, {}).status == "cancelled"
 
 
 def test_a_job_slurm_requeued_since_is_queued_not_its_earlier_runs_end() -> None:
     requeued = probe("succeeded", "0", "JobState=PENDING Restarts=1 Reason=BeginTime")
-    assert SLURM.job_state("100", requeued, 0, {})[0] == "queued"
+    assert SLURM.job_state("100", requeued, 0, {}).status == "queued"
 
 
 def test_agreeing_answers_carry_no_flag() -> None:
     for fields in ("JobState=COMPLETED", "JobState=COMPLETING", ""):
-        assert SLURM.job_state("100", probe("succeeded", "0", fields), 0, {}) == ("succeeded", "driver finished")
+        assert SLURM.job_state("100", probe("succeeded", "0", fields), 0, {}) == JobState(Status.SUCCEEDED, "driver finished")
 
 
 # -- through the probe, against the fake cluster -----------------------------------------------------

@@ -29,14 +29,14 @@ def first_job_ran(rollouts_at_start: int = 0) -> c.Chain:
 
 @pytest.mark.parametrize("outcome", ["timeout", "preempted", "walltime", "requeued"])
 def test_row_1_cut_short_after_new_rollouts_resumes_for_free(outcome) -> None:
-    ruling = judge(first_job_ran(10), "100", outcome, elapsed=60, rollouts_now=25, caps=CAPS)
+    ruling = judge(first_job_ran(10), "100", c.Outcome(outcome), elapsed=60, rollouts_now=25, caps=CAPS)
     assert ruling.verdict.action == "free" and ruling.end is None
     assert ruling.verdict.why.endswith("after 60s, 15 new rollout(s)")
 
 
 @pytest.mark.parametrize("outcome", ["timeout", "preempted", "walltime", "requeued"])
 def test_row_2_cut_short_without_new_rollouts_spends_a_retry(outcome) -> None:
-    ruling = judge(first_job_ran(10), "100", outcome, elapsed=60, rollouts_now=10, caps=CAPS)
+    ruling = judge(first_job_ran(10), "100", c.Outcome(outcome), elapsed=60, rollouts_now=10, caps=CAPS)
     assert ruling.verdict.action == "retry" and ruling.end is None
 
 
@@ -44,14 +44,14 @@ def test_row_2_cut_short_without_new_rollouts_spends_a_retry(outcome) -> None:
     "outcome", ["node-failure", "out-of-memory", "service-died", "driver-killed", "signal", "unknown"]
 )
 def test_row_2_failures_a_rerun_may_not_repeat_spend_a_retry_even_after_progress(outcome) -> None:
-    ruling = judge(first_job_ran(0), "100", outcome, elapsed=5, rollouts_now=50, caps=CAPS)
+    ruling = judge(first_job_ran(0), "100", c.Outcome(outcome), elapsed=5, rollouts_now=50, caps=CAPS)
     assert ruling.verdict.action == "retry" and ruling.end is None
 
 
 @pytest.mark.parametrize(("outcome", "text"), [("startup-failed", "a service did not start"),
                                                ("driver-failed", "the driver failed")])  # fmt: skip
 def test_row_3_a_failure_a_rerun_would_repeat_stops(outcome, text) -> None:
-    ruling = judge(first_job_ran(0), "100", outcome, elapsed=5, rollouts_now=50, caps=CAPS)
+    ruling = judge(first_job_ran(0), "100", c.Outcome(outcome), elapsed=5, rollouts_now=50, caps=CAPS)
     assert ruling.verdict.action == "stop"
     assert ruling.end == ("failed", f"not resumed: {text} in job 100, and a rerun would fail the same way")
 
@@ -59,7 +59,7 @@ def test_row_3_a_failure_a_rerun_would_repeat_stops(outcome, text) -> None:
 @pytest.mark.parametrize(("outcome", "end"), [("cancelled", ("cancelled", "job 100 was cancelled")),
                                               ("succeeded", ("succeeded", "job 100 finished"))])  # fmt: skip
 def test_row_4_cancelled_or_succeeded_stops(outcome, end) -> None:
-    ruling = judge(first_job_ran(0), "100", outcome, elapsed=5, rollouts_now=50, caps=CAPS)
+    ruling = judge(first_job_ran(0), "100", c.Outcome(outcome), elapsed=5, rollouts_now=50, caps=CAPS)
     assert ruling.verdict.action == "stop" and ruling.end == end
 
 
@@ -68,30 +68,30 @@ def test_row_4_cancelled_or_succeeded_stops(outcome, end) -> None:
 
 def test_retries_are_counted_over_the_chain_and_the_one_past_the_cap_gives_up() -> None:
     earlier = [("verdict", str(90 + i), "node-failure", 10, 0, "retry", "x") for i in range(3)]
-    past_cap = judge(chain(*earlier, ("start", "100", 0, 0)), "100", "node-failure", 10, 0, CAPS)
+    past_cap = judge(chain(*earlier, ("start", "100", 0, 0)), "100", c.Outcome.NODE_FAILURE, 10, 0, CAPS)
     assert past_cap.end is not None and past_cap.end[0] == "failed"
     assert past_cap.end[1].startswith("gave up: 4 resumes without progress or after failures (max_retries 3)")
-    at_cap = judge(chain(*earlier[:2], ("start", "100", 0, 0)), "100", "node-failure", 10, 0, CAPS)
+    at_cap = judge(chain(*earlier[:2], ("start", "100", 0, 0)), "100", c.Outcome.NODE_FAILURE, 10, 0, CAPS)
     assert at_cap.end is None
 
 
 def test_free_resumes_never_spend_retries() -> None:
     earlier = [("verdict", str(90 + i), "timeout", 10, i + 1, "free", "x") for i in range(10)]
-    ruling = judge(chain(*earlier, ("start", "100", 0, 10)), "100", "timeout", 10, 11, Caps(0, "", 0))
+    ruling = judge(chain(*earlier, ("start", "100", 0, 10)), "100", c.Outcome.TIMEOUT, 10, 11, Caps(0, "", 0))
     assert ruling.verdict.action == "free" and ruling.end is None
 
 
 def test_max_walltime_is_summed_over_the_chain_this_job_included() -> None:
     caps = Caps(3, "0:30", 30)
     earlier = chain(("verdict", "99", "timeout", 20, 2, "free", "x"), ("start", "100", 0, 2))
-    assert judge(earlier, "100", "timeout", 9, 4, caps).end is None
-    ended = judge(earlier, "100", "timeout", 10, 4, caps).end
+    assert judge(earlier, "100", c.Outcome.TIMEOUT, 9, 4, caps).end is None
+    ended = judge(earlier, "100", c.Outcome.TIMEOUT, 10, 4, caps).end
     assert ended == ("timed out", "max_walltime 0:30 reached: the chain's jobs ran 30s together")
 
 
 def test_the_chain_limit_holds_whatever_the_caps() -> None:
     starts = [("start", str(i), 0, i) for i in range(c.CHAIN_LIMIT)]
-    ruling = judge(chain(*starts), str(c.CHAIN_LIMIT - 1), "timeout", 10, 10**6, Caps(10**6, "", 0))
+    ruling = judge(chain(*starts), str(c.CHAIN_LIMIT - 1), c.Outcome.TIMEOUT, 10, 10**6, Caps(10**6, "", 0))
     assert ruling.end == ("failed", f"gave up: the chain reached {c.CHAIN_LIMIT} jobs")
 
 
@@ -114,13 +114,14 @@ def test_the_chain_limit_holds_whatever_the_caps() -> None:
 )
 def test_outcome_precedence(phase, cancelled, slurm, cause, outcome) -> None:
     # Slurm's word reaches the rules as the outcome it gives (backends/slurm_node.py, on the node).
-    assert outcome_of(phase, cancelled, slurm_node.outcome(slurm) if slurm else None, cause) == outcome
+    from_slurm = slurm_node.outcome(slurm) if slurm else None
+    assert outcome_of(c.Phase.from_word(phase), cancelled, from_slurm, c.Cause.from_word(cause)) is c.Outcome(outcome)
 
 
 def test_every_cause_a_job_records_has_a_rule_and_words() -> None:
     for cause in c.CAUSES:
-        assert resume_action(cause, 1) in ("free", "retry", "stop")
-        assert c.outcome_text(cause) != c.outcome_text("no-such-outcome"), cause
+        assert resume_action(c.Outcome.of(cause), 1) in ("free", "retry", "stop")
+        assert c.Outcome.of(cause).text == cause.text != c.Outcome.UNKNOWN.text, cause
 
 
 # -- what a starting job does first ---------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_every_cause_a_job_records_has_a_rule_and_words() -> None:
 def test_opening_of_each_kind_of_start() -> None:
     running = first_job_ran()
     assert opening(c.Chain(), "100", "", 0, False).kind == "start"
-    assert opening(running, "101", "100", 0, False)[:4] == ("judge", "", "100", "")
+    assert opening(running, "101", "100", 0, False)[:4] == ("judge", "", "100", None)
     assert opening(running, "555", "100", 0, False).kind == "stop"  # not the recorded successor
     assert opening(running, "100", "", 1, False)[:5] == ("judge", "", "100", "requeued", ".gym/100.attempt-1")
     assert opening(running, "101", "100", 0, True).kind == "end"  # the user's cancel marker

@@ -97,7 +97,7 @@ def test_it_is_python_3_8_and_stdlib_only() -> None:
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert imported <= {"base64", "hashlib", "json", "math", "os", "re", "sys", "zlib", "contract", "untrusted"}
     froms = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
-    assert froms <= {"__future__", "typing"}
+    assert froms <= {"__future__", "enum", "typing"}
 
 
 def test_run_by_python3_c_it_imports_nothing_from_the_directory_it_runs_in(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import JobProbe
-from nemo_gym.orchestration.contract import parse_chain
+from nemo_gym.orchestration.contract import StateFile, parse_chain
 from nemo_gym.orchestration.observe import chain_status
 
 SLURM = backend_named("slurm")
@@ -15,7 +15,8 @@ def probe_of(own: dict[str, str], fields: dict[str, str], sacct: str = "") -> Jo
     """A job as the probe finds it: its state file, and Slurm's scontrol fields (and sacct line)."""
     own = dict(own)
     by_user = own.pop("cancelled_by_user", "") == "1"
-    return JobProbe(own, SLURM.describe([" ".join(f"{k}={v}" for k, v in fields.items()), sacct]), by_user)
+    described = [" ".join(f"{k}={v}" for k, v in fields.items()), sacct]
+    return JobProbe(StateFile.from_fields(own), SLURM.describe(described), by_user)
 
 
 def chain(*records: tuple) -> str:
@@ -31,7 +32,8 @@ def own(phase: str, detail: str = "", state: str = "", **more: str) -> JobProbe:
 
 
 def status(text: str, probe: dict, rollouts: int = 0) -> tuple[str, str, str]:
-    return chain_status("100", parse_chain(text), probe, rollouts, SLURM, {})
+    shown, current = chain_status("100", parse_chain(text), probe, rollouts, SLURM, {})
+    return shown.status, shown.detail, current
 
 
 def test_before_the_first_job_starts_it_is_the_submitted_job() -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from nemo_gym.orchestration.contract import PHASE_QUEUED, PHASE_STARTING
+from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.stats import REGRESSED, PairedComparison, paired_comparison
 
@@ -160,7 +160,7 @@ def compare_benchmark(
 
 def side_blockers(result: BenchmarkResult, role: str) -> tuple[Uncomparable, ...]:
     """Why one run's side of a benchmark cannot decide a gate: not started, or not complete."""
-    if result.state in (PHASE_QUEUED, PHASE_STARTING):
+    if result.state in (Status.QUEUED, Status.STARTING):
         return (Uncomparable(result.benchmark, Blocker.NOT_STARTED, f"the {role} run has not started ({result.state})"),)
     if result.complete is not True:
         why = result.completeness_reason or result.state

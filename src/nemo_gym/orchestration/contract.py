@@ -33,7 +33,8 @@ A run directory::
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from enum import Enum
+from typing import NamedTuple, TypeVar
 
 # -- run directory -------------------------------------------------------------------------------
 
@@ -44,6 +45,31 @@ SUBMITTED_LOG = ".gym-submitted"
 RUNNER_PID_FILE = ".gym-runner.pid"
 LOCAL_RUNNER_SCRIPT = "run-local.sh"
 SHARED_DEPLOYMENT_DIR = "shared-deployment"
+
+
+# -- words ---------------------------------------------------------------------------------------
+
+_W = TypeVar("_W", bound="Word")
+
+
+class Word(str, Enum):
+    """A word of the contract. A ``str`` enum whose values are exactly the words the job scripts
+    write and print, so JSON, records, templates and bash all see the same string."""
+
+    def __str__(self) -> str:
+        # Templates and f-strings print the word itself, on every Python from 3.8.
+        return str(self.value)
+
+    @classmethod
+    def from_word(cls: type[_W], word: object) -> _W | None:
+        """The member a word read back names (a job's file, a record: untrusted); None for any
+        other word, which the caller maps to its safe member."""
+        if not isinstance(word, str):
+            return None
+        try:
+            return cls(word)
+        except ValueError:
+            return None
 
 
 def job_dir(run_dir: str, benchmark: str) -> str:
@@ -117,23 +143,62 @@ ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a r
 
 # The state file: key=value lines, replaced atomically by the job as it goes.
 STATE_KEYS = ("phase", "detail", "time", "attempt")
-PHASE_QUEUED = "queued"
-PHASE_STARTING = "starting"
-PHASE_RUNNING = "running"
-PHASE_SUCCEEDED = "succeeded"
-PHASE_FAILED = "failed"
-PHASE_CANCELLED = "cancelled"
-PHASES = (PHASE_QUEUED, PHASE_STARTING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED, PHASE_CANCELLED)
+
+
+class Phase(Word):
+    """What a job's own state file says it is doing."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
 
 
 def parse_state(text: str) -> dict[str, str]:
-    """The state file's keys (unknown lines ignored, so that fields can be added)."""
+    """The state file's key=value lines (unknown lines ignored, so that fields can be added)."""
     out = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep:
             out[key.strip()] = value.strip()
     return out
+
+
+class StateFile(NamedTuple):
+    """A job's own state file, read back: every reader takes it from ``StateFile.parse``."""
+
+    phase: Phase | None = None  # None: no phase written, or a word this version does not know
+    phase_word: str = ""  # the phase as written, for messages ("" when none was)
+    detail: str = ""
+    time: str = ""
+    attempt: int = 0  # the job's run that wrote it (0 the first; Slurm's requeues count up)
+
+    @classmethod
+    def parse(cls, text: str) -> StateFile:
+        return cls.from_fields(parse_state(text))
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, str]) -> StateFile:
+        word = fields.get(STATE_KEYS[0])
+        attempt = fields.get(STATE_KEYS[3], "")
+        return cls(
+            phase=Phase.from_word(word),
+            phase_word=word or "",
+            detail=fields.get(STATE_KEYS[1], ""),
+            time=fields.get(STATE_KEYS[2], ""),
+            attempt=int(attempt) if attempt.isdigit() and attempt.isascii() else 0,
+        )
+
+    @property
+    def written(self) -> bool:
+        """Whether the job wrote a phase at all (one this version cannot read included)."""
+        return self.phase_word != ""
 
 
 # Events, one per line ``<epoch seconds> <event> [<arg>]``: for benchmarks and post-mortems.
@@ -148,53 +213,120 @@ EVENT_JOB_END = "job-end"  # + exit status
 
 # -- why a job ended -------------------------------------------------------------------------------
 
-# Causes a job records itself (in .gym/<id>/cause) when it fails.
-CAUSE_STARTUP_FAILED = "startup-failed"  # a service never became healthy
-CAUSE_SERVICE_DIED = "service-died"  # a service died while the driver ran
-CAUSE_DRIVER_FAILED = "driver-failed"  # the driver exited with an error
-CAUSE_DRIVER_KILLED = "driver-killed"  # the driver was killed by a signal (OOM killer, node going down)
-CAUSE_WALLTIME = "walltime"  # Slurm's TERM at the time limit
-CAUSE_PREEMPTED = "preempted"
-CAUSE_CANCELLED = "cancelled"
-CAUSE_SIGNAL = "signal"  # a TERM nobody explains
-CAUSES = (
-    CAUSE_STARTUP_FAILED, CAUSE_SERVICE_DIED, CAUSE_DRIVER_FAILED, CAUSE_DRIVER_KILLED,
-    CAUSE_WALLTIME, CAUSE_PREEMPTED, CAUSE_CANCELLED, CAUSE_SIGNAL,
-)  # fmt: skip
-# Causes that a rerun would repeat.
-CAUSES_A_RERUN_REPEATS = (CAUSE_STARTUP_FAILED, CAUSE_DRIVER_FAILED)
+class Cause(Word):
+    """Why a job ended badly, as it records itself in ``.gym/<id>/cause``; each cause carries what
+    follows from it: whether a rerun would repeat it (the resume judge then stops the chain),
+    whether the job still exports its results (what its driver wrote is worth sending), and the
+    words that tell it."""
+
+    repeats_on_rerun: bool
+    exports: bool
+    text: str
+
+    def __new__(cls, word: str, repeats_on_rerun: bool, exports: bool, text: str) -> Cause:
+        member = str.__new__(cls, word)
+        member._value_ = word
+        member.repeats_on_rerun = repeats_on_rerun
+        member.exports = exports
+        member.text = text
+        return member
+
+    STARTUP_FAILED = ("startup-failed", True, False, "a service did not start")  # never became healthy
+    SERVICE_DIED = ("service-died", False, True, "a service died while the driver ran")
+    DRIVER_FAILED = ("driver-failed", True, True, "the driver failed")  # exited with an error
+    # Killed by a signal: the OOM killer, a node going down.
+    DRIVER_KILLED = ("driver-killed", False, True, "the driver was killed by a signal (out of memory?)")
+    WALLTIME = ("walltime", False, False, "it reached its walltime")  # Slurm's TERM at the time limit
+    PREEMPTED = ("preempted", False, False, "it was preempted")
+    CANCELLED = ("cancelled", False, False, "it was cancelled")
+    SIGNAL = ("signal", False, False, "it was killed by a signal")  # a TERM nobody explains
+
+    @classmethod
+    def exporting(cls) -> list[Cause]:
+        """The causes after which a job still exports, by word (as the job script's case lists them)."""
+        return sorted((cause for cause in cls if cause.exports), key=lambda cause: cause.value)
+
+
+CAUSES = tuple(Cause)
 # Causes that may come from Slurm's own TERM arriving first (the job then asks what the TERM was).
-CAUSES_MAYBE_FROM_A_TERM = (CAUSE_STARTUP_FAILED, CAUSE_SERVICE_DIED, CAUSE_DRIVER_FAILED, CAUSE_DRIVER_KILLED)
-
-# Outcomes the resume judge gives a job: a cause above, or what Slurm says.
-OUTCOME_SUCCEEDED = "succeeded"
-OUTCOME_CANCELLED = "cancelled"
-OUTCOME_TIMEOUT = "timeout"
-OUTCOME_PREEMPTED = "preempted"
-OUTCOME_NODE_FAILURE = "node-failure"
-OUTCOME_OUT_OF_MEMORY = "out-of-memory"
-OUTCOME_REQUEUED = "requeued"
-OUTCOME_UNKNOWN = "unknown"
-
-OUTCOME_TEXT = {
-    OUTCOME_SUCCEEDED: "it succeeded",
-    OUTCOME_CANCELLED: "it was cancelled",
-    OUTCOME_TIMEOUT: "it reached its walltime",
-    CAUSE_WALLTIME: "it reached its walltime",
-    OUTCOME_PREEMPTED: "it was preempted",
-    OUTCOME_REQUEUED: "Slurm requeued it (node failure or preemption)",
-    OUTCOME_NODE_FAILURE: "a node failed",
-    OUTCOME_OUT_OF_MEMORY: "it ran out of memory",
-    CAUSE_SERVICE_DIED: "a service died while the driver ran",
-    CAUSE_STARTUP_FAILED: "a service did not start",
-    CAUSE_DRIVER_FAILED: "the driver failed",
-    CAUSE_SIGNAL: "it was killed by a signal",
-    CAUSE_DRIVER_KILLED: "the driver was killed by a signal (out of memory?)",
-}
+CAUSES_MAYBE_FROM_A_TERM = (Cause.STARTUP_FAILED, Cause.SERVICE_DIED, Cause.DRIVER_FAILED, Cause.DRIVER_KILLED)
 
 
-def outcome_text(outcome: str) -> str:
-    return OUTCOME_TEXT.get(outcome, "it ended without a record (node lost?)")
+class Outcome(Word):
+    """How the resume judge finds a job ended: a cause the job recorded, or what Slurm says. Each
+    carries whether it cut the job short (a resume is free after progress) and its words; an
+    outcome of a cause's word takes the cause's."""
+
+    cut_short: bool
+    _text: str
+
+    def __new__(cls, word: str, cut_short: bool = False, text: str = "") -> Outcome:
+        member = str.__new__(cls, word)
+        member._value_ = word
+        member.cut_short = cut_short
+        member._text = text
+        return member
+
+    SUCCEEDED = ("succeeded", False, "it succeeded")
+    TIMEOUT = ("timeout", True, "it reached its walltime")
+    NODE_FAILURE = ("node-failure", False, "a node failed")
+    OUT_OF_MEMORY = ("out-of-memory", False, "it ran out of memory")
+    REQUEUED = ("requeued", True, "Slurm requeued it (node failure or preemption)")
+    UNKNOWN = ("unknown", False, "it ended without a record (node lost?)")
+    STARTUP_FAILED = (Cause.STARTUP_FAILED.value,)
+    SERVICE_DIED = (Cause.SERVICE_DIED.value,)
+    DRIVER_FAILED = (Cause.DRIVER_FAILED.value,)
+    DRIVER_KILLED = (Cause.DRIVER_KILLED.value,)
+    WALLTIME = (Cause.WALLTIME.value, True)
+    PREEMPTED = (Cause.PREEMPTED.value, True)
+    CANCELLED = (Cause.CANCELLED.value,)
+    SIGNAL = (Cause.SIGNAL.value,)
+
+    @classmethod
+    def of(cls, cause: Cause) -> Outcome:
+        return cls(cause.value)
+
+    @property
+    def cause(self) -> Cause | None:
+        return Cause.from_word(self.value)
+
+    @property
+    def text(self) -> str:
+        cause = self.cause
+        return cause.text if cause is not None else self._text
+
+    @property
+    def stops_the_chain(self) -> bool:
+        """Nothing is left to resume (it succeeded, the user cancelled it), or a rerun would fail the same way."""
+        cause = self.cause
+        return self in (Outcome.SUCCEEDED, Outcome.CANCELLED) or cause is not None and cause.repeats_on_rerun
+
+
+# -- how a job is shown -------------------------------------------------------------------------------
+
+
+class Status(Word):
+    """The state a job, a benchmark or a run is shown in: status, results, the exports' records."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    INCOMPLETE = "incomplete"  # its driver finished but left expected samples unwritten
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed out"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def of(cls, phase: Phase) -> Status:
+        """The status a job's own phase shows as: the same word."""
+        return cls(phase.value)
+
+    @property
+    def final(self) -> bool:
+        """Nothing will change it any more (``unknown`` included: nothing is left to ask)."""
+        return self not in (Status.QUEUED, Status.STARTING, Status.RUNNING)
 
 
 # -- a resumable benchmark's chain: .gym/chain ------------------------------------------------------
@@ -212,24 +344,29 @@ RECORD_NO_SUCCESSOR = "nosuccessor"
 RECORD_VERDICT = "verdict"
 RECORD_END = "end"
 
-ACTION_FREE = "free"  # resume, free of charge
-ACTION_RETRY = "retry"  # resume, spending one of max_retries
-ACTION_STOP = "stop"
 
-# The states an ``end`` record may give, as status words.
-END_SUCCEEDED = "succeeded"
-END_FAILED = "failed"
-END_CANCELLED = "cancelled"
-END_TIMED_OUT = "timed out"
-END_STATES = (END_SUCCEEDED, END_FAILED, END_CANCELLED, END_TIMED_OUT)
+class Action(Word):
+    """What the chain does after a verdict."""
+
+    FREE = "free"  # resume, free of charge
+    RETRY = "retry"  # resume, spending one of max_retries
+    STOP = "stop"
+
+    @property
+    def resumes(self) -> bool:
+        return self in (Action.FREE, Action.RETRY)
+
+
+# The states an ``end`` record may give; any other word read back is ``unknown``.
+CHAIN_END_STATES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
 
 
 class Verdict(NamedTuple):
     job_id: str
-    outcome: str
+    outcome: Outcome
     elapsed: int
     rollouts: int
-    action: str
+    action: Action
     why: str
 
 
@@ -243,7 +380,7 @@ class Chain:
         self.successors: dict[str, str] = {}  # job id -> the job queued to resume it
         self.no_successor: dict[str, str] = {}  # job id -> why none was queued
         self.verdicts: list[Verdict] = []
-        self.end: tuple[str, str] | None = None  # (state, why)
+        self.end: tuple[Status, str] | None = None  # (state, why)
 
     @property
     def latest(self) -> str | None:
@@ -261,17 +398,17 @@ class Chain:
         return ids
 
     def retries(self) -> int:
-        return sum(1 for v in self.verdicts if v.action == ACTION_RETRY)
+        return sum(1 for v in self.verdicts if v.action == Action.RETRY)
 
     def seconds_used(self) -> int:
         return sum(v.elapsed for v in self.verdicts)
 
     def summary(self) -> str:
         """``resumed 2 time(s), 1 of them retries; 130s used by earlier jobs`` for status."""
-        resumes = [v for v in self.verdicts if v.action in (ACTION_FREE, ACTION_RETRY)]
+        resumes = [v for v in self.verdicts if v.action.resumes]
         if not resumes:
             return ""
-        retries = sum(1 for v in resumes if v.action == ACTION_RETRY)
+        retries = sum(1 for v in resumes if v.action == Action.RETRY)
         return f"resumed {len(resumes)} time(s), {retries} of them retries; {self.seconds_used()}s used by earlier jobs"
 
 
@@ -296,15 +433,28 @@ def parse_chain(text: str) -> Chain:
         elif kind == RECORD_NO_SUCCESSOR and len(rest) >= 2:
             chain.no_successor[rest[0]] = rest[1]
         elif kind == RECORD_VERDICT and len(rest) >= 6:
-            job_id, outcome, elapsed, rollouts, action, why = rest[:6]
-            chain.verdicts.append(Verdict(job_id, outcome, _int(elapsed), _int(rollouts), action, why))
+            chain.verdicts.append(_verdict(*rest[:6]))
         elif kind == RECORD_END and len(rest) >= 2:
-            chain.end = (rest[0], rest[1])
+            chain.end = (_end_state(rest[0]), rest[1])
     return chain
 
 
+def _verdict(job_id: str, outcome: str, elapsed: str, rollouts: str, action: str, why: str) -> Verdict:
+    """A verdict read back: a word this version does not know is no outcome it can tell (unknown)
+    and no resume (stop), so that it spends nothing and counts as nothing."""
+    return Verdict(job_id, Outcome.from_word(outcome) or Outcome.UNKNOWN, _int(elapsed), _int(rollouts),
+                   Action.from_word(action) or Action.STOP, why)  # fmt: skip
+
+
+def _end_state(word: str) -> Status:
+    state = Status.from_word(word)
+    return state if state in CHAIN_END_STATES else Status.UNKNOWN
+
+
 def _int(text: str) -> int:
-    return int(text) if text.strip().isdigit() else 0
+    """A count read back; 0 for anything but ASCII digits (``int`` refuses other digits)."""
+    text = text.strip()
+    return int(text) if text.isdigit() and text.isascii() else 0
 
 
 def chain_ids_awk() -> str:
@@ -356,5 +506,3 @@ ROLLOUTS_PART = "rollouts"
 EXPECTED_PART = "expected"
 ENCODING_PROJECTED = "z"
 ENCODING_RAW = "raw"
-# The state of a benchmark whose driver finished but left expected samples unwritten.
-STATE_INCOMPLETE = "incomplete"

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+from enum import Enum
 from typing import Any, NamedTuple
 
 if __package__:
@@ -390,14 +391,21 @@ def mtimes_of(paths: list) -> list:
 
 # -- receipts ----------------------------------------------------------------------------------------
 
-RECEIPT_RUNNING = "running"
-RECEIPT_DONE = "done"
-RECEIPT_FAILED = "failed"
-RECEIPT_STATES = (RECEIPT_RUNNING, RECEIPT_DONE, RECEIPT_FAILED)
+
+class ReceiptState(str, Enum):
+    """Where an exporter's receipt says its export is. Its own ``str`` enum rather than one of
+    ``contract.Word``: the rollout projection runs this module without the contract beside it."""
+
+    RUNNING = "running"  # written before the export starts: left so, the export was cut short
+    DONE = "done"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 class Receipt(NamedTuple):
-    state: str
+    state: ReceiptState
     backend_run_id: str
     detail: str
     time: str
@@ -408,6 +416,9 @@ class Receipt(NamedTuple):
         return dict(self._asdict())
 
 
+_RECEIPT_WORDS = frozenset(state.value for state in ReceiptState)
+
+
 def parse_receipt(data: Any, what: str = "receipt") -> Receipt | None:
     """A receipt as an exporter wrote it, or None for anything else (then the export runs again,
     which its backend's idempotence makes safe; status shows none)."""
@@ -415,11 +426,12 @@ def parse_receipt(data: Any, what: str = "receipt") -> Receipt | None:
         doc = u.loads_object(data, what)
     except u.Unreadable:
         return None
-    if doc.get("state") not in RECEIPT_STATES:
+    state = doc.get("state")
+    if state not in _RECEIPT_WORDS:
         return None
     attempts = doc.get("attempts")
     return Receipt(
-        state=doc["state"],
+        state=ReceiptState(state),
         backend_run_id=str(doc.get("backend_run_id") or ""),
         detail=str(doc.get("detail") or ""),
         time=str(doc.get("time") or ""),

@@ -7,7 +7,7 @@ import shlex
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.observe import FINAL, JobStatus
+from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.plan import DRIVER_STEP
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
@@ -111,6 +111,6 @@ def refused_cancels(stdout: str) -> set[str]:
 
 def cancellable(statuses: list[JobStatus], jobs: list[BenchmarkJob]) -> tuple[list[BenchmarkJob], list[JobStatus]]:
     by_name = {s.benchmark: s for s in statuses}
-    live = [j for j in jobs if j.job_id and by_name[j.benchmark].state not in FINAL]
+    live = [j for j in jobs if j.job_id and not by_name[j.benchmark].state.final]
     done = [by_name[j.benchmark] for j in jobs if j not in live]
     return live, done

@@ -17,18 +17,18 @@ from dataclasses import asdict, dataclass, field
 
 from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
-from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe
+from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe, JobState
 from nemo_gym.orchestration.connection import Connection
-from nemo_gym.orchestration.contract import STATE_INCOMPLETE, Chain, parse_chain
-from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.orchestration.contract import Chain, StateFile, Status, parse_chain
+from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, ReceiptState
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import backend_context, render_template
 from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
-STATES = ("queued", "starting", "running", "succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown")
-FINAL = frozenset({"succeeded", STATE_INCOMPLETE, "failed", "cancelled", "timed out", "unknown"})
 # The probe's name for the exit status of a job's own job-end event, beside its state file's keys.
 JOB_END_KEY = "job_end"
+# Its name for a cancel marker of the job's (or its chain's), beside them.
+CANCELLED_BY_USER_KEY = "cancelled_by_user"
 # How many missing (task, rollout) pairs status names; results names them all.
 MISSING_NAMED = 5
 
@@ -55,7 +55,7 @@ class SampleCheck:
 class JobStatus:
     benchmark: str
     job_id: str | None
-    state: str  # one of STATES
+    state: Status
     detail: str
     rollouts: int
     job_dir: str
@@ -91,7 +91,7 @@ def _rounded(value: float | None, digits: int) -> float | None:
 
 
 def all_final(statuses: list[JobStatus]) -> bool:
-    return all(s.state in FINAL for s in statuses)
+    return all(s.state.final for s in statuses)
 
 
 # -- the probe -----------------------------------------------------------------------------------
@@ -131,6 +131,7 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
         probed=probed,
         shared_dir=contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR),
         job_end_key=JOB_END_KEY,
+        cancelled_key=CANCELLED_BY_USER_KEY,
         **_scan_constants(),
     )
 
@@ -166,10 +167,11 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
         elif kind == "J":
             bench, job_id, st = (cols + ["", "", ""])[:3]
             described = cols[3:]  # the scheduler's answer, as its backend's gym_describe_job printed it
-            own = contract.parse_state(st.replace("\t", "\n"))
-            by_user = own.pop("cancelled_by_user", "") == "1"
-            job_end = own.pop(JOB_END_KEY, None)
-            answer.jobs[(bench, job_id)] = JobProbe(own, backend.describe(described), by_user, job_end)
+            # The job's state file, and what the probe adds to it as keys of its own.
+            fields = contract.parse_state(st.replace("\t", "\n"))
+            by_user = fields.get(CANCELLED_BY_USER_KEY) == "1"
+            job_end = fields.get(JOB_END_KEY)
+            answer.jobs[(bench, job_id)] = JobProbe(StateFile.from_fields(fields), backend.describe(described), by_user, job_end)
         elif kind == "R" and len(cols) >= 2:
             answer.facts[cols[0]] = cols[1]
         elif kind == "C" and len(cols) >= 7:
@@ -227,41 +229,46 @@ def _sample_check(cols: list[str]) -> SampleCheck | None:
 _NO_PROBE = JobProbe()  # a job the probe did not reach
 
 
+# A job that ended so is one a resumable chain may have resumed.
+_RESUMABLE_ENDS = (Status.FAILED, Status.TIMED_OUT, Status.UNKNOWN, Status.CANCELLED)
+
+
 def chain_status(
     first_id: str, chain: Chain, probe: dict[str, JobProbe], rollouts: int, backend: Backend, facts: dict[str, str]
-) -> tuple[str, str, str]:
-    """(state, detail, current job id) of a benchmark, following its resume chain."""
+) -> tuple[JobState, str]:
+    """The state of a benchmark and its current job's id, following its resume chain."""
 
-    def state_of(job_id: str) -> tuple[str, str]:
+    def state_of(job_id: str) -> JobState:
         return backend.job_state(job_id, probe.get(job_id, _NO_PROBE), rollouts, facts)
 
     latest = chain.latest
     if latest is None:  # not resumable, or its first job has not started yet
-        return (*state_of(first_id), first_id)
+        return state_of(first_id), first_id
     history = chain.summary()
     if chain.end is not None:
         end_state, why = chain.end
-        state = end_state if end_state in contract.END_STATES else "unknown"
-        return state, why + (f" ({history})" if history else ""), latest
-    state, detail = state_of(latest)
+        return JobState(end_state, why + (f" ({history})" if history else "")), latest
+    latest_state = state_of(latest)
+    state, detail = latest_state.status, latest_state.detail
     by_user = probe.get(latest, _NO_PROBE).cancelled_by_user
-    if state not in ("failed", "timed out", "unknown", "cancelled") or state == "cancelled" and by_user:
-        return state, detail + (f" ({history})" if history and state != "queued" else ""), latest
+    if state not in _RESUMABLE_ENDS or state == Status.CANCELLED and by_user:
+        return JobState(state, detail + (f" ({history})" if history and state != Status.QUEUED else "")), latest
     successor = chain.successors.get(latest)
     if successor is None:
         refused = chain.no_successor.get(latest)
-        return state, detail + (f"; not resumed: {refused}" if refused else ""), latest
+        return JobState(state, detail + (f"; not resumed: {refused}" if refused else "")), latest
     after = f"job {latest} {state} ({detail})"
     next_probe = probe.get(successor, _NO_PROBE)
     scheduler = next_probe.scheduler
     if scheduler.waiting:
-        return "queued", f"resuming: {after}; job {successor} waits in the queue ({scheduler.reason or 'no reason given'})", successor
+        waits = f"job {successor} waits in the queue ({scheduler.reason or 'no reason given'})"
+        return JobState(Status.QUEUED, f"resuming: {after}; {waits}"), successor
     if scheduler.running:
-        return "starting", f"resuming in job {successor}: {after}", successor
+        return JobState(Status.STARTING, f"resuming in job {successor}: {after}"), successor
     if scheduler.cancelled and next_probe.cancelled_by_user:
-        return (*CANCELLED_BY_USER, successor)
+        return CANCELLED_BY_USER, successor
     said = scheduler.word or f"{backend.scheduler_name} forgot it"
-    return state, f"{detail}; its resume job {successor} ended without starting ({said})", latest
+    return JobState(state, f"{detail}; its resume job {successor} ended without starting ({said})"), latest
 
 
 def _receipt(encoded: str) -> dict | None:
@@ -281,9 +288,9 @@ def exports_text(exports: dict[str, dict]) -> str:
     export, one under way); the benchmark's own state never changes for an export."""
     notes = []
     for name, receipt in exports.items():
-        if receipt.get("state") == "failed":
+        if receipt.get("state") == ReceiptState.FAILED:
             notes.append(f"export {name} failed: {receipt.get('detail') or 'no detail'} (gym eval export retries)")
-        elif receipt.get("state") == "running":
+        elif receipt.get("state") == ReceiptState.RUNNING:
             notes.append(f"exporting to {name}")
     return "".join(f"; {note}" for note in notes)
 
@@ -294,25 +301,26 @@ def statuses_from(
     statuses = []
     for job in record.benchmarks:
         if not job.job_id:
-            statuses.append(JobStatus(job.benchmark, None, "failed", f"{backend.submit_command} refused: {job.error}", 0, job.job_dir))
+            statuses.append(JobStatus(job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir))
             continue
         if answer is None or job.benchmark not in answer.benchmarks:
-            statuses.append(JobStatus(job.benchmark, job.job_id, "unknown", "no answer from the cluster", 0,
+            statuses.append(JobStatus(job.benchmark, job.job_id, Status.UNKNOWN, "no answer from the cluster", 0,
                                       job.job_dir, [job.job_id]))  # fmt: skip
             continue
         rollouts, chain = answer.benchmarks[job.benchmark]
         probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
-        state, detail, current = chain_status(job.job_id, chain, probe, rollouts, backend, answer.facts)
+        shown, current = chain_status(job.job_id, chain, probe, rollouts, backend, answer.facts)
+        state, detail = shown.status, shown.detail
         # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
-        ids = chain.job_ids(with_successor=state != "succeeded") or [job.job_id]
+        ids = chain.job_ids(with_successor=state != Status.SUCCEEDED) or [job.job_id]
         check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
-        if state not in FINAL:
+        if not state.final:
             check = None  # counted while a job of the chain still runs: not the final count
-        if state == "succeeded" and check is not None and check.missing:
-            state, detail = STATE_INCOMPLETE, f"{detail}, but {missing_text(check)}"
-        elif check is not None and check.duplicates and state == "succeeded":
+        if state == Status.SUCCEEDED and check is not None and check.missing:
+            state, detail = Status.INCOMPLETE, f"{detail}, but {missing_text(check)}"
+        elif check is not None and check.duplicates and state == Status.SUCCEEDED:
             detail += f" ({check.duplicates} duplicate row(s) counted once)"
-        job_usage = _usage(job.benchmark, job.gpus, ids, current if state not in FINAL else None, answer)
+        job_usage = _usage(job.benchmark, job.gpus, ids, current if not state.final else None, answer)
         exports = answer.exports.get(job.benchmark, {})
         statuses.append(JobStatus(job.benchmark, current, state, detail + exports_text(exports), rollouts, job.job_dir,
                                   ids, job_usage, check, exports))  # fmt: skip

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.display import matplotlib as shown
 from nemo_gym.orchestration.display import terminal_text
 from nemo_gym.orchestration.errors import UserError
@@ -223,7 +224,7 @@ def _partial_because(result: BenchmarkResult) -> list[str]:
     """What the cell says of a partial value: ``incomplete``, ``6 unscored``, ``completeness unknown``."""
     if result.complete:
         return []
-    why = [] if result.state == "succeeded" else [result.state]
+    why: list[str] = [] if result.state == Status.SUCCEEDED else [result.state]
     if result.unscoreable:
         why.append(f"{len(result.unscoreable)} unscored")
     if result.complete is None:

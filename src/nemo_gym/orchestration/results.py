@@ -27,7 +27,7 @@ from typing import Any
 
 from nemo_gym.orchestration import contract, facts, untrusted
 from nemo_gym.orchestration.connection import Connection
-from nemo_gym.orchestration.contract import STATE_INCOMPLETE
+from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.facts import MAX_ROW_BYTES
 from nemo_gym.orchestration.observe import JobStatus, run_usage
@@ -77,7 +77,7 @@ class Unscoreable:
 @dataclass
 class BenchmarkResult:
     benchmark: str
-    state: str  # the job's state; ``incomplete`` when it succeeded but left samples missing
+    state: Status  # the job's; ``incomplete`` when it succeeded but left samples missing
     samples: int  # expected (task, rollout) pairs written, each counted once (all written when unknown)
     expected_samples: int | None = None  # None: gym wrote no list of what it meant to write
     missing: list[TaskRollout] = field(default_factory=list)
@@ -145,7 +145,7 @@ class RunResults:
     benchmarks: list[BenchmarkResult]
 
     @property
-    def states(self) -> dict[str, str]:
+    def states(self) -> dict[str, Status]:
         return {r.benchmark: r.state for r in self.benchmarks}
 
     @property
@@ -299,14 +299,14 @@ def collect_results(
 
 def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric: str) -> BenchmarkResult:
     """One benchmark's result from its job's state and its files, decided on the exact rows."""
-    state = status.state if status is not None else "unknown"
+    state = status.state if status is not None else Status.UNKNOWN
     rollouts = parse_rollouts(found.rollout_lines or [], metric)
     expected, expected_problem = _expected_pairs(found.expected_lines)
     check = completeness(expected, rollouts)
     metrics = facts.benchmark_metrics(found.documents)
-    if state in ("succeeded", STATE_INCOMPLETE):
+    if state in (Status.SUCCEEDED, Status.INCOMPLETE):
         # The exact count decides; status's scan on the cluster only approximates it.
-        state = STATE_INCOMPLETE if check.complete is False else "succeeded"
+        state = Status.INCOMPLETE if check.complete is False else Status.SUCCEEDED
     means = per_task_means(rollouts, only=expected)
     counted = rollouts.written if expected is None else rollouts.written & expected
     unscoreable = [Unscoreable(t, r, why) for (t, r), why in sorted(rollouts.no_score.items()) if (t, r) in counted]
@@ -342,9 +342,9 @@ def _completeness(
 ) -> tuple[bool | None, str | None]:
     """(complete, why not): False for the first thing known to be missing; None when nothing is,
     but there is no readable list of what the driver meant to write."""
-    if result.state == STATE_INCOMPLETE:
+    if result.state == Status.INCOMPLETE:
         return False, f"the job is incomplete: {len(check.missing)} of {check.expected} samples missing"
-    if result.state != "succeeded":
+    if result.state != Status.SUCCEEDED:
         return False, f"the job is {result.state}" + (f" ({untrusted.one_line(detail)})" if detail else "")
     if found.unreadable_file:
         return False, f"unreadable metrics file {found.unreadable_file}"
@@ -372,14 +372,14 @@ def _note(
     """Why the numbers are partial or not to be trusted, most important first; None when they are."""
     parts = []
     state = result.state
-    if state == STATE_INCOMPLETE:
+    if state == Status.INCOMPLETE:
         parts.append(f"incomplete: {len(check.missing)} of {check.expected} samples missing")
-    elif state != "succeeded":
+    elif state != Status.SUCCEEDED:
         parts.append(f"partial: the job {state}; {result.samples_text()} samples on disk")
     if found.unreadable_file:
         parts.append(f"unreadable metrics file {found.unreadable_file}")
     elif not found.files:
-        parts.append("the job wrote no aggregate metrics" if state == "succeeded" else "no aggregate metrics")
+        parts.append("the job wrote no aggregate metrics" if state == Status.SUCCEEDED else "no aggregate metrics")
     if expected_problem or (check.expected is None and found.rollout_lines is not None):
         parts.append(f"completeness unknown: {expected_problem or NO_EXPECTED_LIST}")
     if rollouts.unreadable:

@@ -54,63 +54,64 @@ class Caps(NamedTuple):
 
 class Judgement(NamedTuple):
     verdict: c.Verdict
-    end: tuple[str, str] | None  # (end state, why) when the chain stops
+    end: tuple[c.Status, str] | None  # (end state, why) when the chain stops
 
 
 # -- decisions -------------------------------------------------------------------------------------
 
 
-def outcome_of(phase: str | None, cancelled: bool, scheduler_outcome: str | None, cause: str | None) -> str:
+def outcome_of(
+    phase: c.Phase | None, cancelled: bool, scheduler_outcome: c.Outcome | None, cause: c.Cause | None
+) -> c.Outcome:
     """How a job ended: its own success first, then a cancel marker, then what the scheduler's
     word says, then the cause the job recorded itself; ``unknown`` when nothing tells."""
-    if phase == c.PHASE_SUCCEEDED:
-        return c.OUTCOME_SUCCEEDED
+    if phase == c.Phase.SUCCEEDED:
+        return c.Outcome.SUCCEEDED
     if cancelled:
-        return c.OUTCOME_CANCELLED
+        return c.Outcome.CANCELLED
     if scheduler_outcome is not None:
         return scheduler_outcome
-    return cause or c.OUTCOME_UNKNOWN
+    return c.Outcome.of(cause) if cause is not None else c.Outcome.UNKNOWN
 
 
-def resume_action(outcome: str, progress: int) -> str:
+def resume_action(outcome: c.Outcome, progress: int) -> c.Action:
     """free (resume), retry (resume, spending a retry) or stop."""
-    if outcome in (c.OUTCOME_SUCCEEDED, c.OUTCOME_CANCELLED) or outcome in c.CAUSES_A_RERUN_REPEATS:
-        return c.ACTION_STOP
-    cut_short = (c.OUTCOME_TIMEOUT, c.OUTCOME_PREEMPTED, c.CAUSE_WALLTIME, c.OUTCOME_REQUEUED)
-    if outcome in cut_short:
-        return c.ACTION_FREE if progress > 0 else c.ACTION_RETRY
-    return c.ACTION_RETRY
+    if outcome.stops_the_chain:
+        return c.Action.STOP
+    if outcome.cut_short:
+        return c.Action.FREE if progress > 0 else c.Action.RETRY
+    return c.Action.RETRY
 
 
-def judge(chain: c.Chain, job_id: str, outcome: str, elapsed: int, rollouts_now: int, caps: Caps) -> Judgement:
+def judge(chain: c.Chain, job_id: str, outcome: c.Outcome, elapsed: int, rollouts_now: int, caps: Caps) -> Judgement:
     """The verdict on job ``job_id`` and, when the chain must stop, its end record."""
     progress = rollouts_now - chain.start_rollouts.get(job_id, 0)
     action = resume_action(outcome, progress)
-    why = f"{c.outcome_text(outcome)} after {elapsed}s, {progress} new rollout(s)"
+    why = f"{outcome.text} after {elapsed}s, {progress} new rollout(s)"
     verdict = c.Verdict(job_id, outcome, elapsed, rollouts_now, action, why)
     return Judgement(verdict, _end_after(chain, verdict, caps))
 
 
-def _end_after(chain: c.Chain, verdict: c.Verdict, caps: Caps) -> tuple[str, str] | None:
+def _end_after(chain: c.Chain, verdict: c.Verdict, caps: Caps) -> tuple[c.Status, str] | None:
     job = verdict.job_id
-    if verdict.action == c.ACTION_STOP:
-        if verdict.outcome == c.OUTCOME_SUCCEEDED:
-            return c.END_SUCCEEDED, f"job {job} finished"
-        if verdict.outcome == c.OUTCOME_CANCELLED:
-            return c.END_CANCELLED, f"job {job} was cancelled"
-        text = c.outcome_text(verdict.outcome)
-        return c.END_FAILED, f"not resumed: {text} in job {job}, and a rerun would fail the same way"
-    retries = chain.retries() + (1 if verdict.action == c.ACTION_RETRY else 0)
+    if verdict.action == c.Action.STOP:
+        if verdict.outcome == c.Outcome.SUCCEEDED:
+            return c.Status.SUCCEEDED, f"job {job} finished"
+        if verdict.outcome == c.Outcome.CANCELLED:
+            return c.Status.CANCELLED, f"job {job} was cancelled"
+        text = verdict.outcome.text
+        return c.Status.FAILED, f"not resumed: {text} in job {job}, and a rerun would fail the same way"
+    retries = chain.retries() + (1 if verdict.action == c.Action.RETRY else 0)
     if retries > caps.max_retries:
-        return c.END_FAILED, (
+        return c.Status.FAILED, (
             f"gave up: {retries} resumes without progress or after failures (max_retries {caps.max_retries}); "
             f"last: {verdict.why}"
         )
     spent = chain.seconds_used() + verdict.elapsed
     if caps.max_walltime_seconds > 0 and spent >= caps.max_walltime_seconds:
-        return c.END_TIMED_OUT, f"max_walltime {caps.max_walltime} reached: the chain's jobs ran {spent}s together"
+        return c.Status.TIMED_OUT, f"max_walltime {caps.max_walltime} reached: the chain's jobs ran {spent}s together"
     if len(chain.started) >= caps.chain_limit:
-        return c.END_FAILED, f"gave up: the chain reached {caps.chain_limit} jobs"
+        return c.Status.FAILED, f"gave up: the chain reached {caps.chain_limit} jobs"
     return None
 
 
@@ -121,7 +122,7 @@ class Opening(NamedTuple):
     kind: str  # "stop" | "end" | "judge" | "start"
     why: str = ""
     judged: str = ""  # the job to judge
-    outcome: str = ""  # its outcome when known already (a requeue)
+    outcome: c.Outcome | None = None  # its outcome when known already (a requeue)
     state_dir: str = ""  # its state directory, relative to the job directory
 
 
@@ -137,7 +138,7 @@ def opening(chain: c.Chain, me: str, prev: str, requeued: int, cancelled: bool) 
         # chain's current job owns the directory.
         return Opening("stop", f"job {me} was requeued, but job {chain.latest} has resumed it already; not running twice")
     if requeued > 0:
-        return Opening("judge", judged=me, outcome=c.OUTCOME_REQUEUED, state_dir=f"{c.state_dir(me)}{c.ATTEMPT_SUFFIX}{requeued}")
+        return Opening("judge", judged=me, outcome=c.Outcome.REQUEUED, state_dir=f"{c.state_dir(me)}{c.ATTEMPT_SUFFIX}{requeued}")
     if prev:
         if chain.successors.get(prev) != me:
             return Opening("stop", f"job {me} is not the recorded successor of job {prev}; not running twice")
@@ -183,12 +184,12 @@ class JobDirectory:
     def cancelled(self, job_id: str) -> bool:
         return self.exists(c.CHAIN_CANCELLED_FILE) or self.exists(f"{c.state_dir(job_id)}/{c.CANCELLED_FILE}")
 
-    def phase(self, state_dir: str) -> str | None:
-        return c.parse_state(self.read(f"{state_dir}/{c.STATE_FILE}") or "").get("phase")
+    def phase(self, state_dir: str) -> c.Phase | None:
+        return c.StateFile.parse(self.read(f"{state_dir}/{c.STATE_FILE}") or "").phase
 
-    def cause(self, state_dir: str) -> str | None:
-        text = (self.read(f"{state_dir}/{c.CAUSE_FILE}") or "").strip()
-        return text or None
+    def cause(self, state_dir: str) -> c.Cause | None:
+        """The cause the job recorded; None without one, or for a word this version does not know."""
+        return c.Cause.from_word((self.read(f"{state_dir}/{c.CAUSE_FILE}") or "").strip())
 
     def last_sign_of_life(self, state_dir: str) -> int | None:
         stamps = []
@@ -205,8 +206,8 @@ class Scheduler(Protocol):
 
     submit_command: str  # its word for queueing a job, for messages
 
-    def outcome(self, job_id: str) -> str | None:
-        """The ``contract.OUTCOME_*`` its word for the job gives; None when it does not know the
+    def outcome(self, job_id: str) -> c.Outcome | None:
+        """The ``contract.Outcome`` its word for the job gives; None when it does not know the
         job or its word says nothing conclusive."""
 
     def queue_successor(self, job_script: str, me: str) -> tuple[str | None, str]:
@@ -245,7 +246,7 @@ class Judge:
             announce(step.why)
             return EXIT_STOP
         if step.kind == "end":
-            self._end(c.END_CANCELLED, step.why)
+            self._end(c.Status.CANCELLED, step.why)
             return EXIT_STOP
         if step.kind == "judge":
             outcome = step.outcome or self._outcome(step.judged, step.state_dir)
@@ -260,19 +261,19 @@ class Judge:
         self._queue_successor()
         return EXIT_GO
 
-    def finish(self, cause: str, detail: str) -> int:
+    def finish(self, cause: c.Cause | None, detail: str) -> int:
         """This job failed in a way a rerun would repeat: end the chain now, so that the successor
         does not wait in the queue (and then take an allocation) only to stop."""
-        if cause not in c.CAUSES_A_RERUN_REPEATS:
+        if cause is None or not cause.repeats_on_rerun:
             return EXIT_GO
         chain = self.job.chain()
         started = chain.start_times.get(self.me, self.now)
-        self.job.append(c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), c.ACTION_STOP,
-                        c.outcome_text(cause))  # fmt: skip
-        self._end(c.END_FAILED, f"{detail}; not resumed: a rerun would fail the same way")
+        self.job.append(c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), c.Action.STOP,
+                        cause.text)  # fmt: skip
+        self._end(c.Status.FAILED, f"{detail}; not resumed: a rerun would fail the same way")
         return EXIT_STOP
 
-    def _outcome(self, job_id: str, state_dir: str) -> str:
+    def _outcome(self, job_id: str, state_dir: str) -> c.Outcome:
         return outcome_of(
             self.job.phase(state_dir), self.job.cancelled(job_id), self.scheduler.outcome(job_id), self.job.cause(state_dir)
         )
@@ -285,7 +286,7 @@ class Judge:
             return 0
         return last - started
 
-    def _end(self, state: str, why: str) -> None:
+    def _end(self, state: c.Status, why: str) -> None:
         """Stop the chain: record why, and take back a successor queued already (a requeued job has one)."""
         self.job.append(c.RECORD_END, state, why)
         announce(f"the chain ends ({state}): {why}")
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         requeued = int(rest[1]) if rest[1].isdigit() else 0
         return judge_.begin(rest[0], requeued)
     if command == "finish" and len(rest) == 2:
-        return judge_.finish(rest[0], rest[1])
+        return judge_.finish(c.Cause.from_word(rest[0]), rest[1])
     print(f"usage: {sys.argv[0]} begin|finish [caps] ARG ARG", file=sys.stderr)
     return 2
 

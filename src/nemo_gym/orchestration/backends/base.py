@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.contract import Phase, StateFile, Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
@@ -41,39 +42,56 @@ class SchedulerView:
 class JobProbe:
     """One job as the status probe found it: its own state file and what the scheduler says."""
 
-    own: dict[str, str] = field(default_factory=dict)
+    own: StateFile = StateFile()
     scheduler: SchedulerView = SchedulerView()
     cancelled_by_user: bool = False
     job_end: str | None = None  # the exit status of the job's own job-end event, if it wrote one
 
     @property
-    def phase(self) -> str | None:
-        return self.own.get("phase")
+    def phase(self) -> Phase | None:
+        return self.own.phase
 
     @property
     def detail(self) -> str:
-        return self.own.get("detail", "")
+        return self.own.detail
 
 
-def recorded_outcome(probe: JobProbe) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class JobState:
+    """How one job is shown: its status, and the words that say why."""
+
+    status: Status
+    detail: str
+
+
+def recorded_outcome(probe: JobProbe) -> JobState | None:
     """The end a job recorded itself (succeeded, failed, cancelled), if it did."""
-    if probe.phase in (contract.PHASE_SUCCEEDED, contract.PHASE_FAILED, contract.PHASE_CANCELLED):
-        return probe.phase, probe.detail
+    if probe.phase is not None and probe.phase.ended:
+        return JobState(Status.of(probe.phase), probe.detail)
     return None
 
 
-def self_recorded_end(probe: JobProbe) -> tuple[str, str] | None:
+def self_recorded_end(probe: JobProbe) -> JobState | None:
     """The end a job recorded itself and confirmed with its job-end event: the job's own word that it
     has ended, which no answer of the scheduler about a job of the same id can undo."""
     recorded = recorded_outcome(probe)
     if recorded is None or probe.job_end is None:
         return None
-    if (recorded[0] == contract.PHASE_SUCCEEDED) != (probe.job_end == "0"):
+    if (recorded.status == Status.SUCCEEDED) != (probe.job_end == "0"):
         return None  # the two records disagree: neither is the job's settled word
     return recorded
 
 
-CANCELLED_BY_USER = ("cancelled", "cancelled by the user (gym eval cancel)")
+CANCELLED_BY_USER = JobState(Status.CANCELLED, "cancelled by the user (gym eval cancel)")
+
+
+def running_state(probe: JobProbe, rollouts: int) -> JobState:
+    """A job whose scheduler (or runner) still runs it, as far as its own phase tells."""
+    if probe.phase == Phase.RUNNING:
+        return JobState(Status.RUNNING, f"driver running, {rollouts} rollout(s) written")
+    if probe.phase == Phase.QUEUED:
+        return JobState(Status.QUEUED, probe.detail or "waiting for the jobs before it")
+    return JobState(Status.STARTING, probe.detail or "starting")
 
 
 class Backend(ABC):
@@ -180,8 +198,8 @@ class Backend(ABC):
         return {job.benchmark: (shared.gpus if shared is not None else job.gpus) for job in plan.jobs}
 
     @abstractmethod
-    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
-        """(state, detail) of one job from its own state file and its scheduler's word.
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
+        """The state of one job from its own state file and its scheduler's word.
 
         ``facts`` are the run-wide facts its ``probe_tail`` printed."""
 

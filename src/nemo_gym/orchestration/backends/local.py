@@ -14,9 +14,12 @@ from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     Backend,
     JobProbe,
+    JobState,
     recorded_outcome,
     run_marker_line,
+    running_state,
 )
+from nemo_gym.orchestration.contract import Phase, Status
 from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
@@ -86,23 +89,19 @@ class LocalBackend(Backend):
             f"else printf %s\\\\n {shlex.quote(alive + 'gone')}; fi"
         ]
 
-    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
         runner_alive = facts.get(RUNNER_FACT) == "alive"
-        still_going = runner_alive and probe.phase in (contract.PHASE_STARTING, contract.PHASE_RUNNING)
-        if probe.cancelled_by_user and probe.phase != contract.PHASE_SUCCEEDED and not still_going:
+        still_going = runner_alive and probe.phase in (Phase.STARTING, Phase.RUNNING)
+        if probe.cancelled_by_user and probe.phase != Phase.SUCCEEDED and not still_going:
             return CANCELLED_BY_USER
         recorded = recorded_outcome(probe)
         if recorded is not None:
             return recorded
         if runner_alive:
-            if probe.phase == contract.PHASE_RUNNING:
-                return "running", f"driver running, {rollouts} rollout(s) written"
-            if probe.phase == contract.PHASE_QUEUED:
-                return "queued", probe.detail or "waiting for the jobs before it"
-            return "starting", probe.detail or "starting"
-        if probe.phase is not None:
-            return "unknown", "the local runner is gone but the job recorded no outcome (machine restarted?)"
-        return "unknown", "the job has not started and the local runner is gone"
+            return running_state(probe, rollouts)
+        if probe.own.written:
+            return JobState(Status.UNKNOWN, "the local runner is gone but the job recorded no outcome (machine restarted?)")
+        return JobState(Status.UNKNOWN, "the job has not started and the local runner is gone")
 
     def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
         # No allocation: a local job holds this machine, so its GPU-hours count what it shows at submit.
@@ -127,7 +126,7 @@ def _queued_behind_lines(plan: RunPlan) -> list[str]:
     lines = []
     for job in plan.submitted_jobs:
         state_dir = f"{job.job_dir}/{contract.state_dir(job.local_job_id)}"
-        state = f"{contract.STATE_KEYS[0]}={contract.PHASE_QUEUED}\\n{contract.STATE_KEYS[1]}=waiting for the runs before it"
+        state = f"{contract.STATE_KEYS[0]}={Phase.QUEUED}\\n{contract.STATE_KEYS[1]}=waiting for the runs before it"
         lines.append(f"mkdir -p {shlex.quote(state_dir)} && printf '{state}\\n' >{shlex.quote(state_dir + '/' + contract.STATE_FILE)}")
     return lines
 

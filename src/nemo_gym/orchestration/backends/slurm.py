@@ -12,10 +12,13 @@ from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     Backend,
     JobProbe,
+    JobState,
     SchedulerView,
     recorded_outcome,
+    running_state,
     self_recorded_end,
 )
+from nemo_gym.orchestration.contract import Phase, StateFile, Status
 from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
 
@@ -182,60 +185,55 @@ class SlurmBackend(Backend):
             time_limit=fields.get("TimeLimit", ""),
         )
 
-    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> tuple[str, str]:
+    def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
         view = probe.scheduler
         state = slurm_node.state_word(view.word)
-        attempt = probe.own.get("attempt", "")
-        if view.restarts > (int(attempt) if attempt.isdigit() else 0) and probe.phase is not None:
+        if view.restarts > probe.own.attempt and probe.own.written:
             # Written by an earlier run of a job Slurm has requeued since: not this run's state.
-            probe = JobProbe({}, view, probe.cancelled_by_user)
+            probe = JobProbe(StateFile(), view, probe.cancelled_by_user)
         reason = view.reason or "no reason given"
-        if probe.cancelled_by_user and probe.phase != contract.PHASE_SUCCEEDED and not view.running:
+        if probe.cancelled_by_user and probe.phase != Phase.SUCCEEDED and not view.running:
             return CANCELLED_BY_USER
-        if view.restarts and (state in ("PENDING", "COMPLETING") and probe.phase is None or state.startswith("REQUEUE")):
-            return "queued", (
+        if view.restarts and (state in ("PENDING", "COMPLETING") and not probe.own.written or state.startswith("REQUEUE")):
+            return JobState(Status.QUEUED, (
                 f"requeued by Slurm after a node failure or preemption (attempt {view.restarts + 1}); "
                 f"waiting in the queue ({reason})"
-            )
+            ))  # fmt: skip
         by_slurm = self._ended_by_slurm(state, view)
         own_end = self_recorded_end(probe)
-        if own_end is not None and (state == "PENDING" or by_slurm is not None and own_end[0] == contract.PHASE_SUCCEEDED):
+        if own_end is not None and (state == "PENDING" or by_slurm is not None and own_end.status == Status.SUCCEEDED):
             # A job that ended by itself is neither queued nor ended by Slurm: Slurm speaks of another
             # job of this id (a copied run's ids name other jobs on another cluster, or after a reset).
-            return own_end[0], f"{own_end[1]} ({contradiction(job_id, probe)})"
+            return JobState(own_end.status, f"{own_end.detail} ({contradiction(job_id, probe)})")
         if by_slurm is not None:
             return by_slurm
         recorded = recorded_outcome(probe)
         if recorded is not None:
             return recorded
         if state == "FAILED":
-            return "failed", f"the job failed (exit code {view.exit_code or '?'}) before it recorded a reason"
+            return JobState(Status.FAILED, f"the job failed (exit code {view.exit_code or '?'}) before it recorded a reason")
         if state == "COMPLETED":
-            return "unknown", "Slurm says COMPLETED but the job recorded no outcome"
+            return JobState(Status.UNKNOWN, "Slurm says COMPLETED but the job recorded no outcome")
         if view.running:
-            if probe.phase == contract.PHASE_RUNNING:
-                return "running", f"driver running, {rollouts} rollout(s) written"
-            if probe.phase == contract.PHASE_QUEUED:
-                return "queued", probe.detail or "waiting for the jobs before it"
-            return "starting", probe.detail or "starting"
-        last = f" (last phase: {probe.phase})" if probe.phase else ""
-        return "unknown", f"Slurm no longer knows job {job_id} and the job recorded no outcome{last}"
+            return running_state(probe, rollouts)
+        last = f" (last phase: {probe.own.phase_word})" if probe.own.written else ""
+        return JobState(Status.UNKNOWN, f"Slurm no longer knows job {job_id} and the job recorded no outcome{last}")
 
     @staticmethod
-    def _ended_by_slurm(state: str, view: SchedulerView) -> tuple[str, str] | None:
+    def _ended_by_slurm(state: str, view: SchedulerView) -> JobState | None:
         """States in which Slurm's word beats whatever the job wrote."""
         if state == "PENDING":
-            return "queued", f"waiting in the Slurm queue ({view.reason or 'no reason given'})"
+            return JobState(Status.QUEUED, f"waiting in the Slurm queue ({view.reason or 'no reason given'})")
         if state == "CANCELLED":
-            return "cancelled", "cancelled (scancel, by the user or an administrator)"
+            return JobState(Status.CANCELLED, "cancelled (scancel, by the user or an administrator)")
         if state == "TIMEOUT":
-            return "timed out", f"walltime reached ({view.time_limit or 'its limit'})"
+            return JobState(Status.TIMED_OUT, f"walltime reached ({view.time_limit or 'its limit'})")
         if state in ("NODE_FAIL", "BOOT_FAIL"):
-            return "failed", f"a node failed ({state})"
+            return JobState(Status.FAILED, f"a node failed ({state})")
         if state == "OUT_OF_MEMORY":
-            return "failed", "out of memory"
+            return JobState(Status.FAILED, "out of memory")
         if state == "PREEMPTED":
-            return "failed", "preempted by Slurm (PREEMPTED)"
+            return JobState(Status.FAILED, "preempted by Slurm (PREEMPTED)")
         return None
 
     # -- cancel -----------------------------------------------------------------------------------

@@ -27,29 +27,29 @@ ENDED_STATES = (
 
 # What an ended Slurm state says about the job, for the resume judge.
 STATE_OUTCOMES = {
-    "TIMEOUT": c.OUTCOME_TIMEOUT,
-    "DEADLINE": c.OUTCOME_TIMEOUT,
-    "PREEMPTED": c.OUTCOME_PREEMPTED,
-    "NODE_FAIL": c.OUTCOME_NODE_FAILURE,
-    "BOOT_FAIL": c.OUTCOME_NODE_FAILURE,
-    "OUT_OF_MEMORY": c.OUTCOME_OUT_OF_MEMORY,
-    CANCELLED: c.OUTCOME_CANCELLED,
+    "TIMEOUT": c.Outcome.TIMEOUT,
+    "DEADLINE": c.Outcome.TIMEOUT,
+    "PREEMPTED": c.Outcome.PREEMPTED,
+    "NODE_FAIL": c.Outcome.NODE_FAILURE,
+    "BOOT_FAIL": c.Outcome.NODE_FAILURE,
+    "OUT_OF_MEMORY": c.Outcome.OUT_OF_MEMORY,
+    CANCELLED: c.Outcome.CANCELLED,
 }
 
 # While a job is being ended, Slurm's word for why (what its TERM was): state -> cause. A walltime
 # also shows as Reason=TimeLimit while the job is still COMPLETING.
 ENDING_CAUSES = (
-    ("JobState=TIMEOUT", c.CAUSE_WALLTIME),
-    ("JobState=DEADLINE", c.CAUSE_WALLTIME),
-    ("Reason=TimeLimit", c.CAUSE_WALLTIME),
-    ("JobState=PREEMPTED", c.CAUSE_PREEMPTED),
-    ("JobState=CANCELLED", c.CAUSE_CANCELLED),
+    ("JobState=TIMEOUT", c.Cause.WALLTIME),
+    ("JobState=DEADLINE", c.Cause.WALLTIME),
+    ("Reason=TimeLimit", c.Cause.WALLTIME),
+    ("JobState=PREEMPTED", c.Cause.PREEMPTED),
+    ("JobState=CANCELLED", c.Cause.CANCELLED),
 )
 
 
-def ending_groups() -> list[tuple[str, list[str]]]:
+def ending_groups() -> list[tuple[c.Cause, list[str]]]:
     """``ENDING_CAUSES`` grouped by cause, in order: [(cause, [field=value, ...]), ...]."""
-    groups: list[tuple[str, list[str]]] = []
+    groups: list[tuple[c.Cause, list[str]]] = []
     for word, cause in ENDING_CAUSES:
         if groups and groups[-1][0] == cause:
             groups[-1][1].append(word)
@@ -64,7 +64,7 @@ def state_word(state: str) -> str:
     return word.rstrip("+")
 
 
-def outcome(state: str) -> str | None:
+def outcome(state: str) -> c.Outcome | None:
     """The outcome an ended Slurm state gives, or None when it says nothing conclusive."""
     return STATE_OUTCOMES.get(state_word(state))
 
@@ -112,7 +112,7 @@ class NodeScheduler:
 
     submit_command = "sbatch"
 
-    def outcome(self, job_id: str) -> str | None:
+    def outcome(self, job_id: str) -> c.Outcome | None:
         """What Slurm's word for a job says of its end: scontrol, then sacct where there is
         accounting; None when neither knows or the word is not conclusive."""
         # A heterogeneous job prints a line per component: the first is its leader's.

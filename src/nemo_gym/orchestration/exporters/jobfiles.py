@@ -36,8 +36,6 @@ else:  # staged into a job: contract.py, facts.py, untrusted.py and the exporter
     import spec as s  # type: ignore[no-redef,import-not-found]
     import untrusted as u  # type: ignore[no-redef,import-not-found]
 
-FINAL_PHASES = (c.PHASE_SUCCEEDED, c.PHASE_FAILED, c.PHASE_CANCELLED)
-STATE_UNKNOWN = "unknown"
 
 
 # -- metrics -----------------------------------------------------------------------------------------
@@ -139,18 +137,18 @@ def driver_exit(events_text: str, benchmark: str) -> int | None:
     return int(found) if found is not None and found.lstrip("-").isdigit() else None
 
 
-def benchmark_state(explicit: str | None, phase: str | None, exit_status: int | None, written: int,
-                    expected: int | None) -> str:  # fmt: skip
-    if explicit:
+def benchmark_state(explicit: c.Status | None, phase: c.Phase | None, exit_status: int | None, written: int,
+                    expected: int | None) -> c.Status:  # fmt: skip
+    if explicit is not None:
         state = explicit
-    elif phase in FINAL_PHASES:
-        state = phase
+    elif phase is not None and phase.ended:
+        state = c.Status.of(phase)
     elif exit_status is not None:
-        state = c.PHASE_SUCCEEDED if exit_status == 0 else c.PHASE_FAILED
+        state = c.Status.SUCCEEDED if exit_status == 0 else c.Status.FAILED
     else:
-        state = phase or STATE_UNKNOWN
-    if state == c.PHASE_SUCCEEDED and expected is not None and written < expected:
-        return c.STATE_INCOMPLETE
+        state = c.Status.of(phase) if phase is not None else c.Status.UNKNOWN
+    if state == c.Status.SUCCEEDED and expected is not None and written < expected:
+        return c.Status.INCOMPLETE
     return state
 
 
@@ -180,7 +178,7 @@ def _latest(dirs: dict[str, str]) -> str | None:
 # -- the record ----------------------------------------------------------------------------------------
 
 
-def read_record(job_dir: str, spec: s.ExportSpec, job_id: str | None = None, state: str | None = None,
+def read_record(job_dir: str, spec: s.ExportSpec, job_id: str | None = None, state: c.Status | None = None,
                 now: float | None = None) -> r.ExportRecord:  # fmt: skip
     """The export record of the job directory's benchmark.
 
@@ -196,7 +194,7 @@ def read_record(job_dir: str, spec: s.ExportSpec, job_id: str | None = None, sta
     wall, started, ended = job_times(usage_dir, usage_dirs, events, job_id, now)
     own_dirs = state_dirs(job_dir)
     current = job_id if job_id in own_dirs else _latest(own_dirs)
-    phase = c.parse_state(_read(os.path.join(own_dirs[current], c.STATE_FILE))).get("phase") if current else None
+    phase = c.StateFile.parse(_read(os.path.join(own_dirs[current], c.STATE_FILE))).phase if current else None
     usage_current = job_id if job_id in usage_dirs else _latest(usage_dirs)
     exit_status = driver_exit(events[usage_current], spec.benchmark) if usage_current else None
     rollouts = os.path.join(job_dir, c.ROLLOUTS_FILE)

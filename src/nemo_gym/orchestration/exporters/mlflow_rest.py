@@ -49,9 +49,11 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:
+    from .. import contract as c
     from . import record as r
     from .spec import tracking_uri_problem
-else:  # staged into a job: the exporters' modules sit side by side
+else:  # staged into a job: contract.py and the exporters' modules sit side by side
+    import contract as c  # type: ignore[no-redef,import-not-found]
     import record as r  # type: ignore[no-redef,import-not-found]
     from spec import tracking_uri_problem  # type: ignore[no-redef,import-not-found]
 
@@ -79,7 +81,7 @@ UPLOAD_TIMEOUT_SECONDS = 600.0
 ERROR_TEXT_LIMIT = 200
 
 # A benchmark's state -> the MLflow run's status.
-RUN_STATUS = {"failed": "FAILED", "cancelled": "KILLED"}
+RUN_STATUS = {c.Status.FAILED: "FAILED", c.Status.CANCELLED: "KILLED"}
 DEFAULT_RUN_STATUS = "FINISHED"
 
 

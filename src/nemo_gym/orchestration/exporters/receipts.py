@@ -39,10 +39,7 @@ SPEC_FILE = f"{STAGED_DIR}/export-spec.json"
 RUNNER = f"{STAGED_DIR}/run_exports.py"
 
 # A receipt and its states are ``facts``' (status reads them too).
-STATE_RUNNING = f.RECEIPT_RUNNING
-STATE_DONE = f.RECEIPT_DONE
-STATE_FAILED = f.RECEIPT_FAILED
-STATES = f.RECEIPT_STATES
+ReceiptState = f.ReceiptState
 Receipt = f.Receipt
 
 
@@ -81,9 +78,9 @@ def decide(receipt: Receipt | None, fingerprint: str, force: bool) -> str | None
         return "forced"
     if receipt is None:
         return "first export"
-    if receipt.state == STATE_RUNNING:
+    if receipt.state == ReceiptState.RUNNING:
         return "retrying an export that was cut short"
-    if receipt.state == STATE_FAILED:
+    if receipt.state == ReceiptState.FAILED:
         return "retrying after a failure"
     if receipt.fingerprint and receipt.fingerprint != fingerprint:
         return "the results changed since the last export"

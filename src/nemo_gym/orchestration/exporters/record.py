@@ -22,8 +22,10 @@ import re
 from typing import Any, NamedTuple
 
 if __package__:
+    from .. import contract as c
     from .. import facts as f
-else:  # staged into a job: facts.py sits beside the exporters
+else:  # staged into a job: contract.py and facts.py sit beside the exporters
+    import contract as c  # type: ignore[no-redef,import-not-found]
     import facts as f  # type: ignore[no-redef,import-not-found]
 
 PARAM_VALUE_LIMIT = 500
@@ -31,8 +33,6 @@ KEY_LIMIT = f.KEY_LIMIT
 CUT_MARK = "...[cut]"
 # The keys a note names before it just counts: a note is one line in a job's log.
 NOTE_EXAMPLES = 3
-
-STATE_SUCCEEDED = "succeeded"
 
 
 class ExportError(Exception):
@@ -98,7 +98,7 @@ class ExportRecord(NamedTuple):
     expected: int | None  # pairs gym meant to write; None when it wrote no list of them
     gpu_hours: float | None
     wall_seconds: float | None
-    state: str  # succeeded | incomplete | failed | cancelled | running | unknown
+    state: c.Status
     rollouts_path: str | None  # None: the job wrote no rollouts file
     started_at: float | None = None  # epoch seconds of the first job's start
     ended_at: float | None = None  # epoch seconds of the last job's end (or of the export)
@@ -111,7 +111,7 @@ class ExportRecord(NamedTuple):
 
     @property
     def complete(self) -> bool:
-        return self.state == STATE_SUCCEEDED and self.expected is not None and self.written >= self.expected
+        return self.state == c.Status.SUCCEEDED and self.expected is not None and self.written >= self.expected
 
     def summary_metrics(self) -> dict[str, float]:
         """Completeness and cost as numbers a dashboard can plot beside the benchmark's metrics."""

@@ -52,9 +52,19 @@ else:  # staged into a job: contract.py and the exporters' modules sit side by s
     import wandb_export  # type: ignore[no-redef,import-not-found]
 
 EXIT_USAGE = 2
-STATE_REFUSED = "refused"  # its destination is not one the user chose; nothing was sent
 # Environment variables whose values must never reach a file or a log line.
 SECRET_ENV = s.SECRETS
+
+
+
+class ExportResult(c.Word):
+    """What one exporter did in this run: the state its receipt was left in, or why nothing was done."""
+
+    DONE = receipts.ReceiptState.DONE.value
+    FAILED = receipts.ReceiptState.FAILED.value
+    SKIPPED = "skipped"  # done already for these results, or another process is exporting it now
+    REFUSED = "refused"  # its destination is not one the user chose; nothing was sent
+
 
 Exporter = Callable[[r.ExportRecord, "dict[str, Any]", Callable[[str], None], str], r.ExportOutcome]
 
@@ -141,8 +151,8 @@ class Runner:
         self.report = report
         self.chosen = chosen  # None: every destination is the spec's, as staged (in the job)
 
-    def run(self, record: r.ExportRecord, only: list[str] | None = None, force: bool = False) -> dict[str, str]:
-        """Each wanted exporter once; exporter -> its receipt's state (or ``skipped``)."""
+    def run(self, record: r.ExportRecord, only: list[str] | None = None, force: bool = False) -> dict[str, ExportResult]:
+        """Each wanted exporter once; exporter -> what it did."""
         outcome = {}
         for name, settings in self.spec.exporters.items():
             if only and name not in only:
@@ -151,48 +161,48 @@ class Runner:
         for name in only or []:
             if name not in self.spec.exporters:
                 self.report(name, f"not configured for this benchmark (configured: {', '.join(self.spec.exporters) or 'none'})")
-                outcome[name] = "skipped"
+                outcome[name] = ExportResult.SKIPPED
         return outcome
 
-    def run_one(self, name: str, settings: dict[str, Any], record: r.ExportRecord, force: bool) -> str:
+    def run_one(self, name: str, settings: dict[str, Any], record: r.ExportRecord, force: bool) -> ExportResult:
         refused = self.chosen.problem(name, settings) if self.chosen else None
         if refused:  # before the lock and the receipt: the run directory may well be someone else's
             self.report(name, f"FAILED: {refused}")
-            return STATE_REFUSED
+            return ExportResult.REFUSED
         lock = receipts.ExporterLock(self.job_dir, name)
         try:
             if not lock.acquire():
                 self.report(name, "another process is exporting this benchmark right now; skipped")
-                return "skipped"
+                return ExportResult.SKIPPED
             # Read under the lock: a process that just finished this export has written its receipt.
             fingerprint = record.fingerprint()
             earlier = receipts.read_receipt(self.job_dir, name)
             why = receipts.decide(earlier, fingerprint, force)
             if why is None and earlier is not None:
                 self.report(name, f"done already ({earlier.backend_run_id or 'no id'}, {earlier.time}); skipped")
-                return "skipped"
+                return ExportResult.SKIPPED
             return self._export(name, settings, record, earlier, why or "", fingerprint)
         except OSError as exc:  # the receipt or its lock cannot be written (a read-only job directory)
             self.report(name, f"FAILED: cannot keep its receipt in {receipts.EXPORTS_DIR}: {exc.strerror or exc}")
-            return receipts.STATE_FAILED
+            return ExportResult.FAILED
         finally:
             lock.release()
 
     def _export(self, name: str, settings: dict[str, Any], record: r.ExportRecord, earlier: receipts.Receipt | None,
-                why: str, fingerprint: str) -> str:  # fmt: skip
+                why: str, fingerprint: str) -> ExportResult:  # fmt: skip
         attempts = (earlier.attempts if earlier else 0) + 1
         backend_id = [earlier.backend_run_id if earlier else ""]
 
-        def write(state: str, detail: str) -> None:
+        def write(state: receipts.ReceiptState, detail: str) -> None:
             receipt = receipts.Receipt(state, backend_id[0], scrub(detail), receipts.now_text(), fingerprint, attempts)
             receipts.write_receipt(self.job_dir, name, receipt)
 
         def on_run_id(run_id: str) -> None:
             # Known before the export ends: a receipt left running still says which run to look at.
             backend_id[0] = run_id
-            write(receipts.STATE_RUNNING, why)
+            write(receipts.ReceiptState.RUNNING, why)
 
-        write(receipts.STATE_RUNNING, why)
+        write(receipts.ReceiptState.RUNNING, why)
         exporter = self.exporters.get(name)
         try:
             if exporter is None:
@@ -206,14 +216,14 @@ class Runner:
         except Exception as exc:  # a bug or a backend's surprise must not cost the job its other exports
             return self._failed(name, write, f"{type(exc).__name__}: {exc}")
         backend_id[0] = result.backend_run_id or backend_id[0]
-        write(receipts.STATE_DONE, result.detail)
+        write(receipts.ReceiptState.DONE, result.detail)
         self.report(name, f"done ({why}): {result.detail}")
-        return receipts.STATE_DONE
+        return ExportResult.DONE
 
-    def _failed(self, name: str, write: Callable[[str, str], None], reason: str) -> str:
-        write(receipts.STATE_FAILED, reason)
+    def _failed(self, name: str, write: Callable[[receipts.ReceiptState, str], None], reason: str) -> ExportResult:
+        write(receipts.ReceiptState.FAILED, reason)
         self.report(name, f"FAILED: {scrub(reason)} (the benchmark's state is unchanged; rerun with gym eval export)")
-        return receipts.STATE_FAILED
+        return ExportResult.FAILED
 
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
@@ -242,7 +252,16 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
         i += 1
     if not out["job_dir"]:
         raise ValueError("the job directory is missing")
+    if out["state"] is not None:
+        out["state"] = _state(out["state"])
     return out
+
+
+def _state(word: str) -> c.Status:
+    state = c.Status.from_word(word)
+    if state is None:
+        raise ValueError(f"--state {word!r} is not a state ({', '.join(c.Status)})")
+    return state
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.manage import log_patterns, logs_script, one_job
-from nemo_gym.orchestration.observe import FINAL, probe_runs
+from nemo_gym.orchestration.observe import probe_runs
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
@@ -88,7 +88,7 @@ def follow_logs(
             while not done.is_set():
                 [statuses] = probe_runs([record], conn)
                 [current] = [s for s in statuses if s.benchmark == job.benchmark]
-                if current.state in FINAL:
+                if current.state.final:
                     time.sleep(1.5)
                     proc.terminate()
                     return

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.connection import Connect, Connection, connect
+from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.library.hosts import over_their_hosts
-from nemo_gym.orchestration.observe import FINAL, JobStatus, SampleCheck, probe_runs, run_usage, was_queued
+from nemo_gym.orchestration.observe import JobStatus, SampleCheck, probe_runs, run_usage, was_queued
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, all_records, all_sweeps, write_observation
 from nemo_gym.orchestration.results import DEFAULT_METRIC, RunResults, collect_results, require_metric
 from nemo_gym.orchestration.usage import Usage
@@ -37,11 +38,11 @@ class RunStatus:
 
     @property
     def final(self) -> bool:
-        return all(job.state in FINAL for job in self.jobs)
+        return all(job.state.final for job in self.jobs)
 
     @property
     def succeeded(self) -> bool:
-        return all(job.state == "succeeded" for job in self.jobs)
+        return all(job.state == Status.SUCCEEDED for job in self.jobs)
 
     @property
     def usage(self) -> Usage:
@@ -92,7 +93,7 @@ def _observed(run: RunStatus) -> RunStatus:
 
 
 def _known_checks(previous: RunStatus) -> dict[str, SampleCheck]:
-    return {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state in FINAL}
+    return {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state.final}
 
 
 def results(records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect) -> list[RunResults]:
