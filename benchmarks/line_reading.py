@@ -1,6 +1,6 @@
 """The rollout reader's line splitter on one huge row: the old way (the growing line re-copied for
 every block read) against ``rollout_projection.lines_of`` (each block split once, a line joined
-once at its end, a line over ``MAX_ROW_BYTES`` dropped as it grows), and the whole projection of a
+once at its end, a line over ``facts.MAX_ROW_BYTES`` dropped as it grows), and the whole projection of a
 file holding one row over the bound.
 
     .venv/bin/python benchmarks/line_reading.py [--row-mb 60] [--over-mb 200]
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from nemo_gym.orchestration import rollout_projection  # noqa: E402
+from nemo_gym.orchestration import facts, rollout_projection  # noqa: E402
 
 
 def old_lines(fh: io.BufferedIOBase) -> Iterator[bytes]:
@@ -75,7 +75,7 @@ def main() -> int:
         _names, packed = rollout_projection.project_file(str(over), "reward")
         seconds, peak = time.perf_counter() - started, tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"one {args.over_mb} MB row (over the {rollout_projection.MAX_ROW_BYTES // 2**20} MiB bound):")
+        print(f"one {args.over_mb} MB row (over the {facts.MAX_ROW_BYTES // 2**20} MiB bound):")
         print(f"  old split alone: {old_over[0]:7.3f} s, peak {old_over[1] / 2**20:7.1f} MiB")
         print(f"  new projection:  {seconds:7.3f} s, peak {peak / 2**20:7.1f} MiB (the row refused unread; "
               f"{len(packed)} bytes sent back)")

@@ -192,7 +192,7 @@ class StateFile(NamedTuple):
             phase_word=word or "",
             detail=fields.get(STATE_KEYS[1], ""),
             time=fields.get(STATE_KEYS[2], ""),
-            attempt=int(attempt) if attempt.isdigit() and attempt.isascii() else 0,
+            attempt=read_count(attempt),
         )
 
     @property
@@ -426,8 +426,8 @@ def parse_chain(text: str) -> Chain:
         if kind == RECORD_START and rest:
             chain.started.append(rest[0])
             if len(rest) >= 3:
-                chain.start_times[rest[0]] = _int(rest[1])
-                chain.start_rollouts[rest[0]] = _int(rest[2])
+                chain.start_times[rest[0]] = read_count(rest[1])
+                chain.start_rollouts[rest[0]] = read_count(rest[2])
         elif kind == RECORD_SUCCESSOR and len(rest) >= 2:
             chain.successors[rest[1]] = rest[0]
         elif kind == RECORD_NO_SUCCESSOR and len(rest) >= 2:
@@ -442,7 +442,7 @@ def parse_chain(text: str) -> Chain:
 def _verdict(job_id: str, outcome: str, elapsed: str, rollouts: str, action: str, why: str) -> Verdict:
     """A verdict read back: a word this version does not know is no outcome it can tell (unknown)
     and no resume (stop), so that it spends nothing and counts as nothing."""
-    return Verdict(job_id, Outcome.from_word(outcome) or Outcome.UNKNOWN, _int(elapsed), _int(rollouts),
+    return Verdict(job_id, Outcome.from_word(outcome) or Outcome.UNKNOWN, read_count(elapsed), read_count(rollouts),
                    Action.from_word(action) or Action.STOP, why)  # fmt: skip
 
 
@@ -451,10 +451,15 @@ def _end_state(word: str) -> Status:
     return state if state in CHAIN_END_STATES else Status.UNKNOWN
 
 
-def _int(text: str) -> int:
+def read_count(text: str) -> int:
     """A count read back; 0 for anything but ASCII digits (``int`` refuses other digits)."""
     text = text.strip()
-    return int(text) if text.isdigit() and text.isascii() else 0
+    return int(text) if is_count(text) else 0
+
+
+def is_count(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes '²', which ``int`` and ``float`` refuse."""
+    return text.isdigit() and text.isascii()
 
 
 def chain_ids_awk() -> str:

@@ -90,10 +90,6 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def all_final(statuses: list[JobStatus]) -> bool:
-    return all(s.state.final for s in statuses)
-
-
 # -- the probe -----------------------------------------------------------------------------------
 
 # Bytes at each end of a line where the sample scan looks for the indices.
@@ -190,7 +186,7 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
             receipt = _receipt(cols[2])
             if receipt is not None:
                 answer.exports.setdefault(cols[0], {})[cols[1]] = receipt
-        elif kind == "T" and cols and cols[0].strip().isdigit():
+        elif kind == "T" and cols and contract.is_count(cols[0].strip()):
             answer.now = float(cols[0])
     for bench, state_dir, start, end, last in events:
         record = usage.own_record(state_dir, start, end, last, mtimes.get((bench, state_dir), []), contract.ATTEMPT_SUFFIX)
@@ -200,7 +196,7 @@ def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
 
 def _add_mtime(mtimes: dict[tuple[str, str], list[float]], bench: str, parent: str, name: str, mtime: str) -> None:
     """A file's mtime, for the state directory it speaks of: ``.gym/<dir>/state`` or ``slurm-<id>.out``."""
-    if not mtime.strip().isdigit():
+    if not contract.is_count(mtime.strip()):
         return
     log_prefix, log_suffix = contract.job_log("\0").split("\0")
     if name.startswith(log_prefix) and name.endswith(log_suffix):
@@ -210,7 +206,7 @@ def _add_mtime(mtimes: dict[tuple[str, str], list[float]], bench: str, parent: s
 
 def _sample_check(cols: list[str]) -> SampleCheck | None:
     numbers = [c.strip() for c in cols[:5]]
-    if not all(n.isdigit() for n in numbers):
+    if not all(contract.is_count(n) for n in numbers):
         return None
     expected, written, duplicates, extra, missing = (int(n) for n in numbers)
     named = []
@@ -221,7 +217,7 @@ def _sample_check(cols: list[str]) -> SampleCheck | None:
         except ValueError:
             continue
     unreadable = cols[6].strip() if len(cols) > 6 else ""
-    return SampleCheck(expected, written, duplicates, extra, missing, tuple(named), int(unreadable) if unreadable.isdigit() else 0)
+    return SampleCheck(expected, written, duplicates, extra, missing, tuple(named), contract.read_count(unreadable))
 
 
 # -- from what the probe found to a state ----------------------------------------------------------
@@ -367,7 +363,8 @@ def probe_runs(
     queued = {i for i, r in enumerate(records) if was_queued(r)}
     outputs: dict[int, str] = {}
     if queued:
-        assert conn is not None, "a queued run is probed over a connection"
+        if conn is None:
+            raise ValueError("a queued run is probed over a connection")
         parts = []
         for i in sorted(queued):
             parts.append(f"printf '%s\\n' {shlex.quote(f'{contract.PROBE_RUN_MARKER}{i}')}")
@@ -389,7 +386,7 @@ def _outputs_by_run(out: str) -> dict[int, str]:
     outputs: dict[int, list[str]] = {}
     current: list[str] | None = None
     for line in out.splitlines():
-        if line.startswith(contract.PROBE_RUN_MARKER) and line[len(contract.PROBE_RUN_MARKER) :].isdigit():
+        if line.startswith(contract.PROBE_RUN_MARKER) and contract.is_count(line[len(contract.PROBE_RUN_MARKER) :]):
             current = outputs.setdefault(int(line[len(contract.PROBE_RUN_MARKER) :]), [])
         elif current is not None:
             current.append(line)

@@ -34,7 +34,7 @@ import os
 import sys
 import time
 from importlib import import_module
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple
 
 if __package__:
     from . import contract as c
@@ -201,6 +201,12 @@ class JobDirectory:
         return max(stamps) if stamps else None
 
 
+if TYPE_CHECKING:  # the judge may meet a node's python3 older than typing.Protocol (3.8)
+    from typing import Protocol
+else:
+    Protocol = object
+
+
 class Scheduler(Protocol):
     """What the judge asks of the scheduler that runs the chain (a backend's node module)."""
 
@@ -337,14 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = args.pop(0) if args else ""
     caps, scheduler, rest = _arguments(args)
+    if command not in ("begin", "finish") or len(rest) != 2 or not scheduler:
+        print(f"usage: {sys.argv[0]} begin|finish --scheduler MODULE [caps] ARG ARG", file=sys.stderr)
+        return 2
     judge_ = Judge(JobDirectory(os.environ[c.ENV_JOB_DIR]), load_scheduler(scheduler), os.environ[c.ENV_JOB_ID], caps)
-    if command == "begin" and len(rest) == 2:
-        requeued = int(rest[1]) if rest[1].isdigit() else 0
-        return judge_.begin(rest[0], requeued)
-    if command == "finish" and len(rest) == 2:
-        return judge_.finish(c.Cause.from_word(rest[0]), rest[1])
-    print(f"usage: {sys.argv[0]} begin|finish [caps] ARG ARG", file=sys.stderr)
-    return 2
+    if command == "begin":
+        return judge_.begin(rest[0], c.read_count(rest[1]))
+    return judge_.finish(c.Cause.from_word(rest[0]), rest[1])
 
 
 if __name__ == "__main__":

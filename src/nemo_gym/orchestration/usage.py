@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from nemo_gym.orchestration import facts
+from nemo_gym.orchestration import contract, facts
 
 SOURCE_ACCOUNTING = "accounting"
 SOURCE_JOB_RECORD = "job record"
@@ -72,7 +72,7 @@ def gpus_in_tres(tres: str) -> int:
     typed = 0
     for item in tres.split(","):
         key, _, value = item.strip().partition("=")
-        if not value.isdigit():
+        if not contract.is_count(value):
             continue
         if key == "gres/gpu":
             total = int(value)
@@ -87,10 +87,10 @@ def parse_accounting_row(cols: list[str]) -> AccountingRow | None:
     if len(cols) < 3:
         return None
     job_id, plus, component = cols[0].strip().partition("+")
-    if not job_id.isdigit() or (plus and not component.isdigit()):
+    if not contract.is_count(job_id) or (plus and not contract.is_count(component)):
         return None
     elapsed = cols[1].strip()
-    return AccountingRow(job_id, int(elapsed) if elapsed.isdigit() else 0, gpus_in_tres(cols[2]), int(component or 0))
+    return AccountingRow(job_id, contract.read_count(elapsed), gpus_in_tres(cols[2]), int(component or 0))
 
 
 def own_record(state_dir_name: str, start: str, end: str, last_event: str, mtimes: Iterable[float],

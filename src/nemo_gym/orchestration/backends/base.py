@@ -18,7 +18,7 @@ from nemo_gym.orchestration.contract import Phase, StateFile, Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
-    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.plan import Launch, RunPlan
     from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
@@ -206,9 +206,6 @@ class Backend(ABC):
     @abstractmethod
     def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
         """Bash that stops one benchmark's job(s); prints ``CANCEL_FAILED_MARKER<benchmark>`` when refused."""
-
-    def job_label(self, job: JobPlan) -> str:
-        return job.benchmark
 
 
 def run_marker_line(plan: RunPlan) -> str:

@@ -36,7 +36,7 @@ class LocalBackend(Backend):
     name: ClassVar[str] = "local"
     job_kind: ClassVar[str] = "local job"
     job_id_pattern: ClassVar[str] = r"local-[0-9a-f]+-\d+"
-    submit_command: ClassVar[str] = "the local runner"
+    submit_command: ClassVar[str] = contract.LOCAL_RUNNER_SCRIPT  # a command word: messages say "<it> refused"
     cancel_command: ClassVar[str] = "kill"
     scheduler_name: ClassVar[str] = "the local runner"
 

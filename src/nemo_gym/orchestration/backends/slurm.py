@@ -53,11 +53,17 @@ def _apptainer_image(image: str) -> str:
     return "docker://" + image.replace("#", "/")
 
 
+# What the probe brings back is the node's text, untrusted: a field is read from its first 4 KiB,
+# and a word shown to the user is cut where no real scheduler word reaches.
+_ANSWER_FIELD_CAP = 4096
+_SHOWN_CAP = 200
+
+
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
     job_kind: ClassVar[str] = "Slurm job"
     job_id_pattern: ClassVar[str] = r"\d+"
-    submit_command: ClassVar[str] = "sbatch"
+    submit_command: ClassVar[str] = slurm_node.NodeScheduler.submit_command
     cancel_command: ClassVar[str] = "scancel"
     scheduler_name: ClassVar[str] = "Slurm"
     accounting_text: ClassVar[str | None] = "from Slurm's accounting"
@@ -163,7 +169,7 @@ class SlurmBackend(Backend):
 
     def describe(self, answer: list[str]) -> SchedulerView:
         """scontrol's line and sacct's ``State|ExitCode`` (``describe_job`` in its template)."""
-        scontrol, sacct = (answer + ["", ""])[:2]
+        scontrol, sacct = (field[:_ANSWER_FIELD_CAP] for field in (answer + ["", ""])[:2])
         fields = slurm_node.parse_scontrol_line(scontrol)
         state = fields.get("JobState", "")
         exit_code = fields.get("ExitCode", "")
@@ -175,14 +181,14 @@ class SlurmBackend(Backend):
         restarts = fields.get("Restarts", "")
         word = slurm_node.state_word(state)
         return SchedulerView(
-            word=state,
+            word=state[:_SHOWN_CAP],
             waiting=word == slurm_node.PENDING,
             running=slurm_node.is_running(state),
             cancelled=word == slurm_node.CANCELLED,
-            reason=fields.get("Reason", ""),
-            restarts=int(restarts) if restarts.isdigit() else 0,
-            exit_code=exit_code,
-            time_limit=fields.get("TimeLimit", ""),
+            reason=fields.get("Reason", "")[:_SHOWN_CAP],
+            restarts=contract.read_count(restarts),
+            exit_code=exit_code[:_SHOWN_CAP],
+            time_limit=fields.get("TimeLimit", "")[:_SHOWN_CAP],
         )
 
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:

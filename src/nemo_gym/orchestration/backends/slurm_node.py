@@ -87,7 +87,7 @@ def successor_id(sbatch_stdout: str) -> str | None:
     """``sbatch --parsable`` prints ``id[;cluster]`` as its last line; site plugins may say more before."""
     lines = [line for line in sbatch_stdout.splitlines() if line.strip()]
     last = lines[-1].strip().split(";")[0] if lines else ""
-    return last if last.isdigit() else None
+    return last if c.is_count(last) else None
 
 
 # -- the resume judge's scheduler, on the node --------------------------------------------------------

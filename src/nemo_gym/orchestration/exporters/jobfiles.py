@@ -134,7 +134,7 @@ def driver_exit(events_text: str, benchmark: str) -> int | None:
             found = args[0]
         elif len(args) == 2 and args[0] == benchmark:
             found = args[1]
-    return int(found) if found is not None and found.lstrip("-").isdigit() else None
+    return int(found) if found is not None and c.is_count(found.lstrip("-")) else None
 
 
 def benchmark_state(explicit: c.Status | None, phase: c.Phase | None, exit_status: int | None, written: int,

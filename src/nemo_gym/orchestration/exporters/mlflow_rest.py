@@ -325,7 +325,7 @@ class MlflowClient:
         for entry in answer.get("files") or []:
             if entry.get("path") == name and not entry.get("is_dir"):
                 size = entry.get("file_size")
-                return int(size) if size is not None and str(size).isdigit() else None
+                return int(size) if size is not None and str(size).isdigit() and str(size).isascii() else None
         return None
 
     def upload_artifact(self, directory: str, local_path: str, name: str) -> None:
