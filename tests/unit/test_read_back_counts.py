@@ -4,6 +4,9 @@ an exception that turns a whole status into an internal error."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,3 +55,23 @@ def test_the_judge_without_its_scheduler_prints_its_usage(monkeypatch, capsys) -
     monkeypatch.setenv(contract.ENV_JOB_ID, "1")
     assert resume.main(["begin", "", "0"]) == 2
     assert "--scheduler MODULE" in capsys.readouterr().err
+
+
+def test_every_probe_record_kind_has_its_reader_and_the_probe_prints_only_those() -> None:
+    from nemo_gym.orchestration.observe import _RECORD_READERS
+
+    assert set(_RECORD_READERS) == set(contract.ProbeRecord)
+    golden = Path(__file__).parent.parent / "golden" / "expected"
+    printed = set()
+    for probe in golden.glob("*/submit-side/probe.sh"):
+        text = probe.read_text()
+        # printf '<marker>J\x1f…' in bash (the separator escaped or raw), printf "%sE\037…", m in awk (m is the marker)
+        printed |= set(re.findall(re.escape(contract.PROBE_MARKER) + r"([A-Z])(?:\\x1f|\x1f)", text))
+        printed |= set(re.findall(r'printf "%s([A-Z])\\037', text))
+        printed |= set(re.findall(r"printf '%s([A-Z])\\x1f", text))
+    assert printed == {kind.value for kind in contract.ProbeRecord}, printed
+
+
+def test_a_benchmark_record_with_other_digits_counts_no_rollouts() -> None:
+    answer = parse_probe(f"{contract.PROBE_MARKER}B\x1fbench\x1f1²\x1f\n", SLURM)
+    assert answer.benchmarks["bench"][0] == 0

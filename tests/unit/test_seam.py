@@ -1,8 +1,9 @@
 """The scheduler seam speaks no Slurm outside the Slurm backend.
 
-Every Slurm command, directive and variable is spelled in ``backends/`` (the Slurm backend, its
-node module and its rules) and in the Slurm backend's templates (``templates/backend-slurm*.j2``);
-every other module and template of the package is scheduler-neutral. The plain word "Slurm" in
+Every Slurm command, directive and variable is spelled in the Slurm backend's own files
+(``backends/slurm*.py``: the backend, its node module and its rules) and templates
+(``templates/backend-slurm*.j2``); every other module and template of the package — the seam
+(``backends/base.py``) and the local backend included — is scheduler-neutral. The plain word "Slurm" in
 prose is allowed: it names what the backend runs on, not how it is driven.
 """
 
@@ -34,7 +35,7 @@ SLURM_WORDS = re.compile(r"PENDING|sbatch|scancel|squeue|scontrol|sacct|SBATCH|h
 
 def is_the_slurm_backends(path: Path) -> bool:
     rel = path.relative_to(PACKAGE)
-    return rel.parts[0] == "backends" or (rel.parts[0] == "templates" and path.name.startswith("backend-slurm"))
+    return rel.parts[0] in ("backends", "templates") and path.name.startswith(("slurm", "backend-slurm"))
 
 
 def neutral_files(root: Path = PACKAGE) -> list[Path]:
@@ -63,8 +64,10 @@ def test_the_scan_sees_the_neutral_modules_and_templates() -> None:
     Slurm backend's files are not."""
     rels = {str(path.relative_to(PACKAGE)) for path in neutral_files()}
     assert {"api.py", "contract.py", "resume.py", "observe.py", "cli/cancel.py", "templates/job.sh.j2",
-            "templates/lib.sh.j2", "templates/probe.sh.j2", "templates/backend-local.sh.j2"} <= rels  # fmt: skip
-    assert not {"backends/slurm.py", "backends/slurm_node.py", "templates/backend-slurm.sh.j2"} & rels
+            "templates/lib.sh.j2", "templates/probe.sh.j2", "templates/backend-local.sh.j2", "backends/base.py",
+            "backends/local.py", "backends/__init__.py"} <= rels  # fmt: skip
+    assert not {"backends/slurm.py", "backends/slurm_node.py", "backends/slurm_rules.py",
+                "templates/backend-slurm.sh.j2"} & rels  # fmt: skip
 
 
 def test_the_scan_names_a_slurm_word_by_file_and_line(tmp_path: Path) -> None:

@@ -481,12 +481,27 @@ JOB_MARKER = "__GYM_JOB:"  # submission: <benchmark>:<submit command's status>:<
 MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does not exist>
 RUN_MARKER = "__GYM_RUN:"  # submission of several runs: <run id>, before that run's job markers
 RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists already
-PROBE_MARKER = "__GYM_PROBE:"  # status: J (a job) and B (a benchmark) records, \x1f-separated
+PROBE_MARKER = "__GYM_PROBE:"  # status: a ProbeRecord kind, then its fields, \x1f-separated
 PROBE_RUN_MARKER = "__GYM_PROBE_RUN:"  # status of several runs in one script: <index>, before that run's records
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
 NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
 CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose cancel the scheduler refused
 FIELD_SEPARATOR = "\x1f"
+
+
+class ProbeRecord(Word):
+    """The kinds of record the status probe prints after ``PROBE_MARKER``, and their fields;
+    ``observe.parse_probe`` reads each with its own parser."""
+
+    JOB = "J"  # benchmark, job id, its state file (tab-joined), the scheduler's answer (its fields)
+    BENCHMARK = "B"  # benchmark, rollouts written, its resume chain (base64)
+    EXPORT = "X"  # benchmark, exporter, its receipt (base64)
+    EVENT = "E"  # benchmark, state dir, first event time, job-end time, last event time
+    MTIME = "M"  # benchmark, parent dir, file name, mtime: a sign of life of a job without events
+    CHECK = "C"  # benchmark, then the sample scan's counts (expected, written, duplicates, ...)
+    CLOCK = "T"  # the cluster's clock, epoch seconds
+    ACCOUNTING = "A"  # job id, elapsed seconds, TRES: one run of a job, from the scheduler's accounts
+    FACT = "R"  # fact, value: a run-wide fact a backend's probe tail adds
 
 # -- the environment of a job's processes --------------------------------------------------------------
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe, JobState
 from nemo_gym.orchestration.connection import Connection
-from nemo_gym.orchestration.contract import Chain, StateFile, Status, parse_chain
+from nemo_gym.orchestration.contract import Chain, ProbeRecord, StateFile, Status, parse_chain
 from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, ReceiptState
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import backend_context, render_template
@@ -145,53 +145,106 @@ class ProbeAnswer:
 
 
 def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
-    answer = ProbeAnswer()
+    """What the status probe printed, record by record (``contract.ProbeRecord``): untrusted text
+    from the cluster, so a record that does not parse is skipped, never fatal."""
+    reading = _ProbeReading(backend)
     sep = contract.FIELD_SEPARATOR
-    events: list[list[str]] = []
-    mtimes: dict[tuple[str, str], list[float]] = {}  # (benchmark, state dir) -> times
     for line in out.splitlines():
         if not line.startswith(contract.PROBE_MARKER) or sep not in line:
             continue
-        kind, *cols = line[len(contract.PROBE_MARKER) :].split(sep)
-        if kind == "B":
-            bench, n, chain = (cols + ["", "", ""])[:3]
-            try:
-                text = base64.b64decode(chain).decode(errors="replace")
-            except ValueError:
-                text = ""
-            answer.benchmarks[bench] = (int(n.strip() or 0), parse_chain(text))
-        elif kind == "J":
-            bench, job_id, st = (cols + ["", "", ""])[:3]
-            described = cols[3:]  # the scheduler's answer, as its backend's gym_describe_job printed it
-            # The job's state file, and what the probe adds to it as keys of its own.
-            fields = contract.parse_state(st.replace("\t", "\n"))
-            by_user = fields.get(CANCELLED_BY_USER_KEY) == "1"
-            job_end = fields.get(JOB_END_KEY)
-            answer.jobs[(bench, job_id)] = JobProbe(StateFile.from_fields(fields), backend.describe(described), by_user, job_end)
-        elif kind == "R" and len(cols) >= 2:
-            answer.facts[cols[0]] = cols[1]
-        elif kind == "C" and len(cols) >= 7:
-            check = _sample_check(cols[1:])
-            if check is not None:
-                answer.checks[cols[0]] = check
-        elif kind == "E" and len(cols) >= 5:
-            events.append(cols[:5])
-        elif kind == "M" and len(cols) >= 4:
-            _add_mtime(mtimes, *cols[:4])
-        elif kind == "A":
-            row = usage.parse_accounting_row(cols)
-            if row is not None:
-                answer.accounting.setdefault(row.job_id, []).append(row)
-        elif kind == "X" and len(cols) >= 3:
-            receipt = _receipt(cols[2])
-            if receipt is not None:
-                answer.exports.setdefault(cols[0], {})[cols[1]] = receipt
-        elif kind == "T" and cols and contract.is_count(cols[0].strip()):
-            answer.now = float(cols[0])
-    for bench, state_dir, start, end, last in events:
-        record = usage.own_record(state_dir, start, end, last, mtimes.get((bench, state_dir), []), contract.ATTEMPT_SUFFIX)
-        answer.own_records.setdefault(bench, []).append(record)
-    return answer
+        word, *cols = line[len(contract.PROBE_MARKER) :].split(sep)
+        kind = ProbeRecord.from_word(word)
+        if kind is not None:
+            _RECORD_READERS[kind](reading, cols)
+    return reading.finished()
+
+
+@dataclass
+class _ProbeReading:
+    """A probe's answer as its records arrive; the events and mtimes are joined at the end."""
+
+    backend: Backend
+    answer: ProbeAnswer = field(default_factory=ProbeAnswer)
+    events: list[list[str]] = field(default_factory=list)
+    mtimes: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (benchmark, state dir) -> times
+
+    def finished(self) -> ProbeAnswer:
+        for bench, state_dir, start, end, last in self.events:
+            times = self.mtimes.get((bench, state_dir), [])
+            record = usage.own_record(state_dir, start, end, last, times, contract.ATTEMPT_SUFFIX)
+            self.answer.own_records.setdefault(bench, []).append(record)
+        return self.answer
+
+
+def _read_benchmark(reading: _ProbeReading, cols: list[str]) -> None:
+    bench, n, chain = (cols + ["", "", ""])[:3]
+    try:
+        text = base64.b64decode(chain).decode(errors="replace")
+    except ValueError:
+        text = ""
+    reading.answer.benchmarks[bench] = (contract.read_count(n), parse_chain(text))
+
+
+def _read_job(reading: _ProbeReading, cols: list[str]) -> None:
+    bench, job_id, st = (cols + ["", "", ""])[:3]
+    described = cols[3:]  # the scheduler's answer, as its backend's gym_describe_job printed it
+    # The job's state file, and what the probe adds to it as keys of its own.
+    fields = contract.parse_state(st.replace("\t", "\n"))
+    by_user = fields.get(CANCELLED_BY_USER_KEY) == "1"
+    job_end = fields.get(JOB_END_KEY)
+    scheduler = reading.backend.describe(described)
+    reading.answer.jobs[(bench, job_id)] = JobProbe(StateFile.from_fields(fields), scheduler, by_user, job_end)
+
+
+def _read_fact(reading: _ProbeReading, cols: list[str]) -> None:
+    if len(cols) >= 2:
+        reading.answer.facts[cols[0]] = cols[1]
+
+
+def _read_check(reading: _ProbeReading, cols: list[str]) -> None:
+    check = _sample_check(cols[1:]) if len(cols) >= 7 else None
+    if check is not None:
+        reading.answer.checks[cols[0]] = check
+
+
+def _read_event(reading: _ProbeReading, cols: list[str]) -> None:
+    if len(cols) >= 5:
+        reading.events.append(cols[:5])
+
+
+def _read_mtime(reading: _ProbeReading, cols: list[str]) -> None:
+    if len(cols) >= 4:
+        _add_mtime(reading.mtimes, *cols[:4])
+
+
+def _read_accounting(reading: _ProbeReading, cols: list[str]) -> None:
+    row = usage.parse_accounting_row(cols)
+    if row is not None:
+        reading.answer.accounting.setdefault(row.job_id, []).append(row)
+
+
+def _read_export(reading: _ProbeReading, cols: list[str]) -> None:
+    receipt = _receipt(cols[2]) if len(cols) >= 3 else None
+    if receipt is not None:
+        reading.answer.exports.setdefault(cols[0], {})[cols[1]] = receipt
+
+
+def _read_clock(reading: _ProbeReading, cols: list[str]) -> None:
+    if cols and contract.is_count(cols[0].strip()):
+        reading.answer.now = float(cols[0])
+
+
+_RECORD_READERS: dict[ProbeRecord, Callable[[_ProbeReading, list[str]], None]] = {
+    ProbeRecord.JOB: _read_job,
+    ProbeRecord.BENCHMARK: _read_benchmark,
+    ProbeRecord.EXPORT: _read_export,
+    ProbeRecord.EVENT: _read_event,
+    ProbeRecord.MTIME: _read_mtime,
+    ProbeRecord.CHECK: _read_check,
+    ProbeRecord.CLOCK: _read_clock,
+    ProbeRecord.ACCOUNTING: _read_accounting,
+    ProbeRecord.FACT: _read_fact,
+}
 
 
 def _add_mtime(mtimes: dict[tuple[str, str], list[float]], bench: str, parent: str, name: str, mtime: str) -> None:

@@ -99,7 +99,7 @@ class Backend(ABC):
     job_kind: ClassVar[str]  # how its jobs are called to the user: "Slurm job", "local job"
     job_id_pattern: ClassVar[str]  # a regex matching its job ids exactly
     # Its own words, for messages about what it did or refused: what queues a job, what cancels
-    # one, who keeps its jobs ("sbatch", "scancel", "Slurm" under Slurm).
+    # one, who keeps its jobs (the Slurm backend's commands and "Slurm"; the local runner's).
     submit_command: ClassVar[str]
     cancel_command: ClassVar[str]
     scheduler_name: ClassVar[str]

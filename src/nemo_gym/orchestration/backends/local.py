@@ -83,7 +83,7 @@ class LocalBackend(Backend):
 
     def probe_tail(self, record: SubmissionRecord) -> list[str]:
         pid = shlex.quote(f"{record.run_dir}/{contract.RUNNER_PID_FILE}")
-        alive = f"{contract.PROBE_MARKER}R{contract.FIELD_SEPARATOR}{RUNNER_FACT}{contract.FIELD_SEPARATOR}"
+        alive = f"{contract.PROBE_MARKER}{contract.ProbeRecord.FACT}{contract.FIELD_SEPARATOR}{RUNNER_FACT}{contract.FIELD_SEPARATOR}"
         return [
             f'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then printf %s\\\\n {shlex.quote(alive + "alive")}; '
             f"else printf %s\\\\n {shlex.quote(alive + 'gone')}; fi"

@@ -163,7 +163,7 @@ class SlurmBackend(Backend):
         return [
             'if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then',
             '  sacct -X -D -n -P -j "$gym_all_ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null |',
-            f"    awk -F'|' -v m={marker} '{{ printf \"%sA\\037%s\\037%s\\037%s\\n\", m, $1, $2, $3 }}'",
+            f"    awk -F'|' -v m={marker} '{{ printf \"%s{contract.ProbeRecord.ACCOUNTING}\\037%s\\037%s\\037%s\\n\", m, $1, $2, $3 }}'",
             "fi",
         ]
 
