@@ -24,6 +24,18 @@ class ConnectionLost(UserError):
     """The ssh connection broke while a command ran: what it did on the other side is unknown."""
 
 
+def without_credentials(text: str) -> str:
+    """``text`` without this shell's export credentials or any header value (an unexpected error's,
+    say). Light on purpose: the CLI's last-resort handler calls it when anything else may be what
+    failed to import, so it needs only the stdlib-only exporter modules."""
+    import os
+
+    from nemo_gym.orchestration.exporters.record import scrub_secrets
+    from nemo_gym.orchestration.exporters.spec import SECRETS
+
+    return scrub_secrets(text, [os.environ.get(name) for name in SECRETS])
+
+
 def closest_name(word: str, names: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The name ``word`` most likely misspells, if one is close enough: for "did you mean"."""
     close = difflib.get_close_matches(word, list(names), n=1, cutoff=cutoff)

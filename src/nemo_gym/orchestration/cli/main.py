@@ -39,6 +39,24 @@ def _never_unprintable() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _scrubbed_detail(exc: BaseException) -> str:
+    """The exception's text on one line, credentials scrubbed and escaped for the terminal. Only
+    light modules (errors, display, the stdlib-only exporters) are imported, and even their failure
+    is caught: whatever broke (an ImportError in a backend, say) may break them too, and this is
+    the last resort that must not raise."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    try:
+        from nemo_gym.orchestration.display import terminal
+        from nemo_gym.orchestration.errors import without_credentials
+
+        return terminal(without_credentials(text)) or type(exc).__name__
+    except Exception:  # noqa: BLE001 - the raw text, escaped, less any credential-like variable's value
+        for name, value in os.environ.items():
+            if len(value) >= 8 and name.upper().endswith(("TOKEN", "PASSWORD", "KEY", "SECRET")):
+                text = text.replace(value, "***")
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     from nemo_gym.orchestration import __version__
     from nemo_gym.orchestration.cli import cancel, compare, export, logs, report, results, status, submit
@@ -72,10 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("GYM_DEBUG"):
             traceback.print_exc()
-        from nemo_gym.orchestration.display import terminal
-        from nemo_gym.orchestration.library import without_credentials
-
-        detail = terminal(without_credentials(" ".join(str(exc).split())) or type(exc).__name__)
+        detail = _scrubbed_detail(exc)
         print(
             f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and "
             f"report the traceback",

@@ -39,7 +39,6 @@ from nemo_gym.orchestration.library.present import (
     usage_source_text,
     values_label,
     wall_text,
-    without_credentials,
 )
 from nemo_gym.orchestration.library.select import Selection, select, select_run
 from nemo_gym.orchestration.library.submit import (
@@ -124,7 +123,6 @@ __all__ = [
     "usage_source_text",
     "values_label",
     "wall_text",
-    "without_credentials",
 ]
 
 

@@ -1,5 +1,5 @@
 """What the command line needs to show the use cases' answers, from the modules that own each:
-the text of usage figures, the labels of runs, the JSON documents, a line without credentials."""
+the text of usage figures, the labels of runs, the JSON documents."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ __all__ = [
     "usage_source_text",
     "values_label",
     "wall_text",
-    "without_credentials",
 ]
 
 
@@ -38,12 +37,3 @@ def usage_source_text(usage: Usage, executor: str) -> str:
         SOURCE_JOB_RECORD: "from the jobs' own start/end records x the GPUs each job was given",
     }.get(usage.source, f"{accounts} where it has the job, else the jobs' own records")
 
-
-def without_credentials(text: str) -> str:
-    """``text`` without this shell's export credentials or any header value (an unexpected error's, say)."""
-    import os
-
-    from nemo_gym.orchestration.exporters.record import scrub_secrets
-    from nemo_gym.orchestration.exporters.spec import SECRETS
-
-    return scrub_secrets(text, [os.environ.get(name) for name in SECRETS])
