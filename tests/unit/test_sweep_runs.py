@@ -169,6 +169,34 @@ def test_sweeping_the_submit_host_is_refused(config_file) -> None:
         prepared(config_file, "++compute.cluster.hostname=a,b")
 
 
+def test_resolve_only_of_a_sweep_refuses_mixed_hosts_as_submit_would(config_file, capsys) -> None:
+    code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", "--resolve-only", "++compute.cluster.hostname=a,b")
+    assert code == 1 and out == ""
+    assert err.startswith("error: -m: the combinations are submitted from different hosts (a, b); a sweep is submitted")
+
+
+def test_resolve_only_of_a_sweep_checks_gym_keys_but_a_lone_configs_does_not(config_file, capsys) -> None:
+    code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", "--resolve-only", "++driver.benchmarks.math.run.limt=5")
+    assert code == 1 and out == ""
+    assert err.startswith("error: driver.benchmarks.math.run.limt: gym eval run reads no such key; did you mean 'limit'?")
+    code, out, _ = cli(capsys, "submit", "-c", str(config_file), "--resolve-only", "++driver.benchmarks.math.run.limt=5")
+    assert code == 0 and yaml.safe_load(out)["driver"]["benchmarks"]["math"]["run"]["limt"] == 5
+
+
+def test_a_config_error_and_a_gym_key_error_of_two_combinations_are_told_together(config_file, capsys) -> None:
+    swept = ["++services.policy.port=99999,8000", "++driver.benchmarks.math.run.limit=5,abc"]
+    for resolve_only in ([], ["--resolve-only"]):
+        code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", *swept, *resolve_only)
+        assert code == 1 and out == ""
+        lines = err.splitlines()
+        assert lines[0] == ("error: combination services.policy.port=99999, driver.benchmarks.math.run.limit=5: "
+                            "services.policy.port: 99999 is not a TCP port; use a number from 1 to 65535")  # fmt: skip
+        assert lines[-1] == ("error: combination services.policy.port=8000, driver.benchmarks.math.run.limit=abc: "
+                             "driver.benchmarks.math.run.limit: gym eval run reads a whole number here, got 'abc'; "
+                             "give a whole number")  # fmt: skip
+        assert len(lines) == 3
+
+
 # -- naming a sweep ----------------------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Every combination composed and validated first (a bad value in one stops everything), then
-    printed, or prepared (decided and rendered) and dry-run or submitted."""
+    printed (a sweep's once prepared), or prepared (decided and rendered) and dry-run or submitted."""
     from nemo_gym.orchestration.errors import UserError
     from nemo_gym.orchestration.library import compose, prepare, submit
 
@@ -39,11 +39,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--stage-dir writes what --dry-run renders; add --dry-run")
     composition = compose(args.config, args.overrides, multirun=args.multirun)
     warn(composition.warnings)
+    if args.resolve_only and not args.multirun:
+        print_resolved(composition, args.json)
+        return 0
+    # A sweep is prepared even for --resolve-only: what it prints must be a sweep that can be
+    # submitted (one host, one backend, every combination rendered), with the staging warnings.
+    prepared = prepare(composition)
+    warn(prepared.warnings)
     if args.resolve_only:
         print_resolved(composition, args.json)
         return 0
-    prepared = prepare(composition)
-    warn(prepared.warnings)
     if args.dry_run:
         return print_dry_run(prepared, args.stage_dir)
     return report(submit(prepared), args.json)

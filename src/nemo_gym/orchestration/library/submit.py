@@ -87,7 +87,14 @@ def compose(config_path: str | Path, overrides: list[str], *, multirun: bool = F
     points = expand(config_path, overrides)
 
     def combination(i: int) -> Combination:
-        return replace(_composed(config_path, list(points[i].overrides)), values=points[i].values)
+        composed = replace(_composed(config_path, list(points[i].overrides)), values=points[i].values)
+        # A sweep's gym keys are checked here, with its validation, unlike a lone config's (whose
+        # --resolve-only prints the config as written, gym keys unchecked, by design): every
+        # combination's problems, a config error in one and a bad gym key in another, are then told
+        # together, each naming its combination. prepare checks them again (cheap) for a
+        # Composition built by hand.
+        check_gym_keys(composed.config)
+        return composed
 
     combinations = _each_combination([point.values for point in points], combination)
     return Composition(combinations, new_sweep_id(), str(Path(config_path).expanduser().resolve()))
