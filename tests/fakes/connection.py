@@ -58,6 +58,7 @@ class FaultPlan:
     faults: dict[int, Fault] = field(default_factory=dict)
     scripts: list[str] = field(default_factory=list)
     refusing: bool = False
+    file_write_error: str | None = None  # set: every file-writing script fails with this on stderr
     connections: list[FakeConnection] = field(default_factory=list)
 
     def add(self, call_number: int, fault: Fault) -> None:
@@ -107,6 +108,12 @@ class FakeConnection:
         """Entering this connection or a sibling fails as ssh does when it cannot connect."""
         self.plan.refusing = refuse
 
+    def fail_file_writes(self, message: str | None = "disk full") -> None:
+        """Every script writing files (``write_remote_files``'s heredocs), on this connection or a
+        sibling, fails with ``message`` on stderr, as a full or read-only disk makes ``cat`` fail;
+        None: they work again."""
+        self.plan.file_write_error = message
+
     # -- opening -----------------------------------------------------------------------------------
 
     def connect(self, hostname: str | None) -> FakeConnection:
@@ -144,6 +151,8 @@ class FakeConnection:
         if fault is not None and fault.kind == "during":
             self._run_until(script, fault.after_output, timeout)
             raise self._lost(f"after the script printed {fault.after_output!r}")
+        if self.plan.file_write_error is not None and "<<'GYM_FILE_EOF'" in script:
+            return Result(1, "", f"{self.plan.file_write_error}\n")
         proc = subprocess.run(
             ["bash", "-s"], input=script, capture_output=True, text=True, timeout=timeout, env=self._env()
         )

@@ -142,6 +142,60 @@ def test_a_connection_that_cannot_be_reopened_says_where_the_truth_is(base, tmp_
         library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect)
 
 
+def test_a_record_that_cannot_be_written_names_the_queued_jobs(base, tmp_path, conn, cluster) -> None:
+    conn.fail_file_writes("disk full")
+    prepared = library.prepare(config(base, tmp_path, "a", "b"))
+    run = prepared.runs[0].plan
+    with pytest.raises(UserError) as caught:
+        library.submit(prepared, connect=conn.connect)
+    assert caught.value.problems == [
+        f"2 job(s) of run {run.run_id} were queued but the records could not be written into {run.run_dir} "
+        f"(disk full); already queued: a=100, b=101; the local index has them (gym eval status {run.run_id})"
+    ]
+    assert [b.job_id for b in load_record((Path(os.environ["XDG_CACHE_HOME"]) / "nemo-gym/jobs" / f"{run.run_id}.json").read_text()).benchmarks] == ["100", "101"]
+
+
+def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_failed_reconnect(base, tmp_path, conn, cluster) -> None:
+    conn.lose_after(1)  # every job queued, then the link goes; the reconnect works
+    original_take = conn.plan.take
+
+    def full_disk_after_the_loss(script: str):
+        fault = original_take(script)
+        if len(conn.plan.scripts) == 1:
+            conn.fail_file_writes("disk full")
+        return fault
+
+    conn.plan.take = full_disk_after_the_loss  # type: ignore[method-assign]
+    prepared = library.prepare(config(base, tmp_path, "a", "b"))
+    run = prepared.runs[0].plan
+    with pytest.raises(UserError) as caught:
+        library.submit(prepared, connect=conn.connect)
+    [message] = caught.value.problems
+    assert "could not be re-opened" not in message
+    assert message == (
+        f"2 job(s) of run {run.run_id} were queued but the records could not be written into {run.run_dir} "
+        f"(disk full); already queued: a=100, b=101; the local index has them (gym eval status {run.run_id})"
+    )
+    assert len(conn.scripts) == 3  # the submission, the recovery's read-back, the record write
+
+
+def test_the_queued_jobs_an_error_lists_are_bounded() -> None:
+    from nemo_gym.orchestration.library.submit import _queued_jobs
+
+    def record(run_id: str, *jobs: tuple[str, str | None]) -> SubmissionRecord:
+        return SubmissionRecord.model_validate({
+            "gym_job_id": run_id, "submitted_at": "2026-01-01T00:00:00Z", "run_dir": f"/runs/{run_id}",
+            "cluster": "c", "executor": "slurm", "submitted_by": "me", "benchmarks": [{"benchmark": b, "job_dir": f"/runs/{run_id}/{b}", "job_id": j} for b, j in jobs],
+        })  # fmt: skip
+
+    records = [record("r1", ("a", "1"), ("b", None), ("c", "3")), record("r2", ("a", "4"), ("b", "5"))]
+    assert _queued_jobs(records, None) == "a=1, c=3; a=4, b=5"
+    sweep = object()  # only its presence matters: a sweep's pairs are named by run
+    assert _queued_jobs(records, sweep, limit=3) == "run r1: a=1, c=3; run r2: a=4 and 1 more"  # type: ignore[arg-type]
+    assert _queued_jobs(records, sweep, limit=2) == "run r1: a=1, c=3 and 2 more"  # type: ignore[arg-type]
+    assert _queued_jobs([record("r3", ("a", None))], None) == "none"
+
+
 def test_a_missing_mount_source_stops_the_submission_before_anything_is_staged(base, tmp_path, conn, cluster) -> None:
     base["driver"]["mounts"] = [str(tmp_path / "no-such-dir") + ":/data"]
     with pytest.raises(UserError, match=r"driver\.mounts: source .*no-such-dir' does not exist on the submit host"):

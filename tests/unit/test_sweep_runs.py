@@ -164,6 +164,19 @@ def test_a_connection_lost_mid_sweep_is_recovered_into_true_records_of_every_run
     assert [r.gym_job_id for r in select([sweep.sweep_id]).records] == [m.plan.run_id for m in sweep.runs]
 
 
+def test_a_sweeps_records_that_cannot_be_written_name_every_runs_queued_jobs(config_file, conn, cluster) -> None:
+    conn.fail_file_writes("disk full")
+    sweep = prepared(config_file)
+    with pytest.raises(UserError) as caught:
+        library.submit(sweep, connect=conn.connect)
+    ids = [run.plan.run_id for run in sweep.runs]
+    assert caught.value.problems == [
+        f"6 job(s) of sweep {sweep.sweep_id} were queued but the records could not be written into the run "
+        f"directories (disk full); already queued: run {ids[0]}: math=100, code=101; run {ids[1]}: math=102, "
+        f"code=103; run {ids[2]}: math=104, code=105; the local index has them (gym eval status {sweep.sweep_id})"
+    ]
+
+
 def test_sweeping_the_submit_host_is_refused(config_file) -> None:
     with pytest.raises(UserError, match=r"^-m: the combinations are submitted from different hosts \(a, b\)"):
         prepared(config_file, "++compute.cluster.hostname=a,b")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -364,8 +365,27 @@ def _unrecorded(records: list[SubmissionRecord], sweep: SweepRecord | None, exc:
     where = records[0].run_dir if len(records) == 1 else "the run directories"
     return (
         f"{queued} job(s) of {_named(records, sweep)} were queued but the records could not be written into {where} "
-        f"({exc}); the local index has them (gym eval status {sweep.sweep_id if sweep else records[0].gym_job_id})"
+        f"({exc}); already queued: {_queued_jobs(records, sweep)}; the local index has them "
+        f"(gym eval status {sweep.sweep_id if sweep else records[0].gym_job_id})"
     )
+
+
+QUEUED_SHOWN = 20  # job ids an error lists before "and N more"
+
+
+def _queued_jobs(records: list[SubmissionRecord], sweep: SweepRecord | None, limit: int = QUEUED_SHOWN) -> str:
+    """``benchmark=job id`` of every queued job (a sweep's by run: ``run R: a=1, b=2; run S: ...``),
+    the first ``limit`` of them, then how many more."""
+    parts, shown, total = [], 0, 0
+    for record in records:
+        pairs = [f"{b.benchmark}={b.job_id}" for b in record.benchmarks if b.job_id]
+        total += len(pairs)
+        take = pairs[: max(0, limit - shown)]
+        shown += len(take)
+        if take:
+            parts.append((f"run {record.gym_job_id}: " if sweep else "") + ", ".join(take))
+    text = "; ".join(parts) or "none"
+    return f"{text} and {total - shown} more" if total > shown else text
 
 
 def _named(records: list[SubmissionRecord], sweep: SweepRecord | None) -> str:
@@ -375,17 +395,26 @@ def _named(records: list[SubmissionRecord], sweep: SweepRecord | None) -> str:
 def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Submission:
     """The connection broke mid-submission: reconnect once and record what really was queued, run by run."""
     host, (kind, name) = prepared.hostname, prepared.named
-    try:
-        with connect(host) as conn:
+    with ExitStack() as stack:
+        # Only a failure to reconnect or to read the submission logs back leaves what was queued
+        # unknown: connect's refusal (a UserError, as ssh cannot connect) and a second loss.
+        try:
+            conn = stack.enter_context(connect(host))
             queued = recover_results(conn, [run.staged for run in prepared.runs])
-            records = [_record(run.plan, q, interrupted=True, values=run.values) for run, q in zip(prepared.runs, queued)]
+        except UserError:
+            logs = ", ".join(f"{run.plan.run_dir}/{contract.SUBMITTED_LOG}" for run in prepared.runs)
+            raise UserError(
+                f"the connection to {host} was lost during submission and could not be re-opened, so it is unknown "
+                f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
+            ) from None
+        records = [_record(run.plan, q, interrupted=True, values=run.values) for run, q in zip(prepared.runs, queued)]
+        # What was queued is known now, and in the local index once _write_records starts: a record
+        # that cannot be written (a full disk, the connection lost again) is said as such, job ids
+        # and all.
+        try:
             sweep = _write_records(conn, prepared, records)
-    except UserError:
-        logs = ", ".join(f"{run.plan.run_dir}/{contract.SUBMITTED_LOG}" for run in prepared.runs)
-        raise UserError(
-            f"the connection to {host} was lost during submission and could not be re-opened, so it is unknown "
-            f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
-        ) from None
+        except ConnectionLost as again:
+            raise UserError(_unrecorded(records, _sweep_record(prepared, records), again)) from None
     jobs = [b for r in records for b in r.benchmarks]
     done = [b for b in jobs if b.job_id]
     counted = f"job(s) of the sweep's {len(records)} runs" if prepared.sweep_id else "benchmark(s)"
