@@ -334,6 +334,29 @@ def test_logs_of_the_job_a_service_on_every_node_and_the_driver(base, tmp_path, 
     assert missing.text is None and "no log of service 'judge' for a yet" in (missing.problem or "")
 
 
+def test_logs_of_a_job_never_queued_say_so_without_connecting(base, tmp_path, conn, cluster) -> None:
+    cluster.refuse("/b/job.sh", "Invalid partition name specified")
+    submission = library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect)
+    [record] = submission.records
+    conn.refuse_connect()  # the host is unreachable now
+    scripts = len(conn.scripts)
+    [log] = library.logs([record], LogRequest("b"), connect=conn.connect)
+    assert log.text is None and (log.problem or "").startswith("b was never queued (")
+    assert len(conn.scripts) == scripts
+
+
+def test_logs_tell_every_runs_problem_when_the_host_cannot_be_reached(base, tmp_path, conn, cluster) -> None:
+    cluster.refuse("/b/job.sh", "Invalid partition name specified", times=1)
+    never = library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect).records[0]
+    queued = submitted(base, tmp_path, conn, "b")
+    conn.refuse_connect()
+    with pytest.raises(UserError) as caught:
+        library.logs([never, queued], LogRequest("b"), connect=conn.connect)
+    told, unreachable = caught.value.problems
+    assert told.startswith(f"run {never.gym_job_id}: b was never queued (")
+    assert unreachable.startswith("cannot connect to login.fake over ssh")
+
+
 def test_logs_of_a_chain_are_its_latest_jobs(base, tmp_path, conn, cluster) -> None:
     record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
     chain = job_dir(record, "long") / contract.CHAIN_FILE

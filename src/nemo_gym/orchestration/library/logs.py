@@ -54,24 +54,40 @@ def _no_logs(job: BenchmarkJob, request: LogRequest) -> UserError:
 def logs(records: list[SubmissionRecord], request: LogRequest, *, connect: Connect = connect) -> list[RunLog]:
     """The wanted log of each run (the last ``request.lines`` lines of each of its files), over one
     connection per host; a run without it says why. A wrong or missing benchmark name is wrong in
-    every run: refused before anything is connected to."""
+    every run: refused before anything is connected to. A job that was never queued is told from
+    the record alone: its run's host is not connected to (an unreachable host cannot hide it), and
+    when the others' host cannot be reached, every never-queued run's problem is told with that."""
     for record in records:
         one_job(record, request.benchmark)
+    found: dict[int, RunLog] = {}
+    asked: list[tuple[int, BenchmarkJob, str]] = []
+    for i, record in enumerate(records):
+        try:
+            job, script = _logs_script(record, request, follow=False)
+        except UserError as exc:  # this run's job was never queued
+            found[i] = RunLog(record, None, "; ".join(exc.problems))
+        else:
+            asked.append((i, job, script))
+    if asked:
 
-    def batch(conn: Connection, indices: list[int]) -> list[RunLog]:
-        return [_log_of(conn, records[i], request) for i in indices]
+        def batch(conn: Connection, indices: list[int]) -> list[RunLog]:
+            return [_log_of(conn, records[asked[k][0]], *asked[k][1:], request) for k in indices]
 
-    return over_their_hosts(records, connect, batch)
+        try:
+            answers = over_their_hosts([records[i] for i, _, _ in asked], connect, batch)
+        except UserError as exc:
+            if not found:
+                raise
+            told = [f"run {found[i].record.gym_job_id}: {found[i].problem}" for i in sorted(found)]
+            raise UserError([*told, *exc.problems]) from None
+        found.update((i, log) for (i, _, _), log in zip(asked, answers))
+    return [found[i] for i in range(len(records))]
 
 
-def _log_of(conn: Connection, record: SubmissionRecord, request: LogRequest) -> RunLog:
-    try:
-        job, script = _logs_script(record, request, follow=False)
-    except UserError as exc:  # this run's job was never queued
-        return RunLog(record, None, exc.problems[0])
+def _log_of(conn: Connection, record: SubmissionRecord, job: BenchmarkJob, script: str, request: LogRequest) -> RunLog:
     result = conn.run_script(script)
     if contract.NO_LOGS_MARKER in result.stdout:
-        return RunLog(record, None, _no_logs(job, request).problems[0])
+        return RunLog(record, None, "; ".join(_no_logs(job, request).problems))
     return RunLog(record, result.stdout)
 
 
