@@ -10,7 +10,7 @@ from pathlib import Path
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
-from nemo_gym.orchestration.library.submit import _record
+from nemo_gym.orchestration.library.submitting import _record
 from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script
 from nemo_gym.orchestration.observe import probe_script
 from nemo_gym.orchestration.plan import build_plan

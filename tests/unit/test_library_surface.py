@@ -76,7 +76,25 @@ def test_the_cli_imports_only_the_library_errors_and_display(path: Path) -> None
     assert not wrong, f"{path.name} imports {wrong}"
 
 
-@pytest.mark.parametrize("module", ["library", "submission", "observe"])
+def test_no_library_module_is_named_like_a_public_name_or_another_module() -> None:
+    """A submodule named like a function the package re-exports is shadowed by it
+    (``library.submit`` would be the function, and ``mock.patch("...library.submit.X")`` fail);
+    one named like a module of the package or the standard library is a second module of that name."""
+    import importlib
+    import pkgutil
+
+    submodules = [m.name for m in pkgutil.iter_modules(library.__path__)]
+    package_modules = {m.name for m in pkgutil.iter_modules([str(PACKAGE)])}
+    assert submodules
+    for name in submodules:
+        assert name not in library.__all__, f"library/{name}.py is shadowed by library.{name}"
+        assert name not in package_modules, f"library/{name}.py and {name}.py are both modules called {name}"
+        assert name not in sys.stdlib_module_names, f"library/{name}.py is called like the standard library's {name}"
+        module = importlib.import_module(f"{library.__name__}.{name}")
+        assert getattr(library, name) is module
+
+
+@pytest.mark.parametrize("module", ["library", "submission", "observe", "cli/submit"])
 def test_no_use_case_has_a_one_and_a_many_twin(module: str) -> None:
     """A use case takes a set of runs: no ``x`` beside ``x_runs``, ``x_of_runs`` or ``x_sweep``."""
     files = sorted((PACKAGE / module).glob("*.py")) if (PACKAGE / module).is_dir() else [PACKAGE / f"{module}.py"]

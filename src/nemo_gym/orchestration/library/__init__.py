@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.orchestration.library.cancel import CancelReport, cancel, cancel_command
-from nemo_gym.orchestration.library.export import ExportResult, export
-from nemo_gym.orchestration.library.logs import LogRequest, RunLog, follow_logs, logs
-from nemo_gym.orchestration.library.observe import (
+from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
+from nemo_gym.orchestration.library.exporting import ExportResult, export
+from nemo_gym.orchestration.library.observing import (
     RunStatus,
     compare,
     list_runs,
@@ -40,8 +39,9 @@ from nemo_gym.orchestration.library.present import (
     values_label,
     wall_text,
 )
-from nemo_gym.orchestration.library.select import Selection, select, select_run
-from nemo_gym.orchestration.library.submit import (
+from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
+from nemo_gym.orchestration.library.selecting import Selection, select, select_run
+from nemo_gym.orchestration.library.submitting import (
     Combination,
     Composition,
     Prepared,
