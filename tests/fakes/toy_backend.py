@@ -16,7 +16,6 @@ from nemo_gym.orchestration.shellquote import bash_quote
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
     from nemo_gym.orchestration.plan import Launch, RunPlan
-    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
 class ToyBackend(Backend):
@@ -60,7 +59,3 @@ class ToyBackend(Backend):
         if probe.scheduler.running:
             return JobState(Status.RUNNING, f"{rollouts} rollout(s) written")
         return JobState(Status.UNKNOWN, f"toyq says {probe.scheduler.word or 'nothing'} of job {job_id}")
-
-    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
-        marker = shlex.quote(f"{contract.CANCEL_FAILED_MARKER}{job.benchmark}")
-        return [f"toyq kill {shlex.quote(job.job_id or '')} || echo {marker}"]

@@ -10,6 +10,7 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.plan import DRIVER_STEP
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+from nemo_gym.orchestration.render import backend_context, render_template
 
 
 def select_jobs(record: SubmissionRecord, names: list[str]) -> list[BenchmarkJob]:
@@ -40,7 +41,7 @@ def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
 
 def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: str) -> str:
     """Shell words for the wanted log files (quoted parts, glob characters left active), of the
-    job in ``$jid`` (see ``current_job_shell``).
+    job in ``$jid`` (set by ``templates/logs.sh.j2``).
 
     With a shared deployment the services and the job's own log live in the shared job's
     directory; each benchmark's driver log stays in its own.
@@ -63,23 +64,15 @@ def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: 
     return " ".join(f"{d}/{contract.job_log(jid)}" for d in dirs)
 
 
-def current_job_shell(job: BenchmarkJob) -> str:
-    """Sets ``jid``: the benchmark's job that ran last — of a resumable chain, its latest job."""
-    chain = shlex.quote(f"{job.job_dir}/{contract.CHAIN_FILE}")
-    latest = contract.latest_started_awk()
-    return f"jid=$({latest} {chain} 2>/dev/null); [ -n \"$jid\" ] || jid={shlex.quote(job.job_id or '')}; "
-
-
 def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: bool) -> str:
-    n = "+1" if lines is None else str(lines)
-    return (
-        current_job_shell(job)
-        # The patterns into an array first: a loop over them as words is a loop over one word
-        # when there is one pattern (shellcheck SC2043); nullglob drops the globs matching nothing.
-        + f"shopt -s nullglob; wanted=({patterns}); files=(); "
-        'for f in "${wanted[@]}"; do [ -e "$f" ] && files+=("$f"); done; '
-        f'if [ ${{#files[@]}} -eq 0 ]; then echo "{contract.NO_LOGS_MARKER}"; exit 3; fi; '
-        + (f'exec tail -n {n} -F "${{files[@]}}"' if follow else f'tail -n {n} "${{files[@]}}"')
+    """Prints (or follows) the files ``patterns`` names, of the benchmark's latest job in ``$jid``."""
+    return render_template(
+        "logs.sh.j2",
+        chain=f"{job.job_dir}/{contract.CHAIN_FILE}",
+        job_id=job.job_id or "",
+        patterns=patterns,
+        lines="+1" if lines is None else str(lines),
+        follow=follow,
     )
 
 
@@ -94,13 +87,20 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
             f"with gym eval cancel {record.gym_job_id}"
         )
     backend = backend_named(record.executor)
-    lines = []
-    for job in jobs:
-        # The job's own marker first: whatever the scheduler does next, the job and status know why.
-        marker = shlex.quote(f"{job.job_dir}/{contract.state_dir(job.job_id or '')}")
-        lines.append(f"mkdir -p {marker} && date -u +%Y-%m-%dT%H:%M:%SZ >{marker}/{contract.CANCELLED_FILE}")
-        lines += backend.cancel_lines(record, job)
-    return "\n".join(lines) + "\n"
+    return render_template("cancel.sh.j2", **backend_context(backend), jobs=[_cancelled_job(job) for job in jobs])
+
+
+def _cancelled_job(job: BenchmarkJob) -> dict[str, str]:
+    """What a backend's ``cancel_job`` macro is given of one benchmark's job."""
+    state_dir = f"{job.job_dir}/{contract.state_dir(job.job_id or '')}"
+    return {
+        "benchmark": job.benchmark,
+        "job_id": job.job_id or "",
+        "job_dir": job.job_dir,
+        "state_dir": state_dir,
+        "chain": f"{job.job_dir}/{contract.CHAIN_FILE}",
+        "pid_file": f"{state_dir}/{contract.PID_FILE}",
+    }
 
 
 def refused_cancels(stdout: str) -> set[str]:

@@ -19,7 +19,7 @@ from nemo_gym.orchestration.contract import Phase, StateFile, Status
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
     from nemo_gym.orchestration.plan import Launch, RunPlan
-    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+    from nemo_gym.orchestration.record import SubmissionRecord
 
 
 @dataclass(frozen=True)
@@ -202,10 +202,6 @@ class Backend(ABC):
         """The state of one job from its own state file and its scheduler's word.
 
         ``facts`` are the run-wide facts its ``probe_tail`` printed."""
-
-    @abstractmethod
-    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
-        """Bash that stops one benchmark's job(s); prints ``CANCEL_FAILED_MARKER<benchmark>`` when refused."""
 
 
 def run_marker_line(plan: RunPlan) -> str:

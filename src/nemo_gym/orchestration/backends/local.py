@@ -24,7 +24,7 @@ from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.plan import Launch, RunPlan
-    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+    from nemo_gym.orchestration.record import SubmissionRecord
 
 RUNNER_FACT = "runner"
 # Every local run on this machine waits for this lock (GYM_LOCAL_LOCK moves it): in /tmp, so users
@@ -107,11 +107,6 @@ class LocalBackend(Backend):
         # No allocation: a local job holds this machine, so its GPU-hours count what it shows at submit.
         gpus = visible_gpus()
         return {job.benchmark: gpus for job in plan.jobs}
-
-    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
-        # A running local job stops on TERM (its trap stops its steps); a queued one is skipped.
-        pid = shlex.quote(f"{job.job_dir}/{contract.state_dir(job.job_id or '')}/{contract.PID_FILE}")
-        return [f'[ -f {pid} ] && kill -TERM "$(cat {pid})" 2>/dev/null; true']
 
 
 def _job_marker_lines(plan: RunPlan) -> list[str]:

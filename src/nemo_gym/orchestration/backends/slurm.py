@@ -24,7 +24,6 @@ from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.plan import Launch, RunPlan
-    from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 
 
 def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:
@@ -103,7 +102,7 @@ class SlurmBackend(Backend):
     # -- rendering --------------------------------------------------------------------------------
 
     def template_vars(self) -> dict[str, object]:
-        return {"ending_groups": slurm_node.ending_groups}
+        return {"ending_groups": slurm_node.ending_groups, "ended_states": slurm_node.ENDED_STATES}
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         nodes = launch.nodes
@@ -243,26 +242,6 @@ class SlurmBackend(Backend):
         return None
 
     # -- cancel -----------------------------------------------------------------------------------
-
-    def cancel_lines(self, record: SubmissionRecord, job: BenchmarkJob) -> list[str]:
-        # A resumable benchmark is a chain: the job running now and the one queued to resume it
-        # both go, and the chain-wide marker stops any job of it that starts regardless.
-        job_dir = shlex.quote(job.job_dir)
-        chain = shlex.quote(f"{job.job_dir}/{contract.CHAIN_FILE}")
-        ended = " | ".join(f"JobState={state}" for state in slurm_node.ENDED_STATES)
-        return [
-            f"date -u +%Y-%m-%dT%H:%M:%SZ >{job_dir}/{contract.CHAIN_CANCELLED_FILE}",
-            f"for id in $({{ echo {shlex.quote(job.job_id or '')}; {contract.chain_ids_awk()} {chain} 2>/dev/null; }} "
-            "| awk '!seen[$0]++'); do",
-            "  case $(scontrol show job -o \"$id\" 2>/dev/null | head -n 1 | grep -o 'JobState=[A-Z_]*') in",
-            f"    {ended}) ;;",
-            # Anything else, Slurm's silence included, gets a scancel; only a job Slurm does not
-            # know (ended long ago) may refuse it without it being a failure.
-            "    *) out=$(scancel \"$id\" 2>&1) || case $out in *'Invalid job id'*) ;; "
-            f"*) echo {contract.CANCEL_FAILED_MARKER}{job.benchmark} ;; esac ;;",
-            "  esac",
-            "done",
-        ]
 
 
 def contradiction(job_id: str, probe: JobProbe) -> str:
