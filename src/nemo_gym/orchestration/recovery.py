@@ -1,0 +1,154 @@
+"""The recovery planner: what ``gym eval resubmit`` would do for one benchmark, decided from the
+run's own evidence only (its state, its cause, its samples, its attempts), as a pure function.
+
+Like ``resume.py``'s rules, the decision is a table with plain unit tests
+(``tests/unit/test_recovery_rules.py``); the callers (``gym eval info``, later ``resubmit``) do the
+I/O. The rules, first match wins:
+
+* still queued, starting or running -> wait: nothing to resubmit yet;
+* its state unknown -> unknown: refuse to guess;
+* ended well (succeeded, incomplete): without the list of expected samples -> unknown (nothing can
+  be said to be missing); all of them written -> nothing; some missing -> generate only those;
+* ended badly (failed, cancelled, timed out): a cause a rerun would repeat (the driver's own
+  failure, a service that never started) -> stop, saying what to fix; else re-queue, continuing
+  from what is on disk;
+* either remedy is an attempt: once ``max_attempts`` have been made -> stop, saying how to extend.
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import NamedTuple
+
+from nemo_gym.orchestration.contract import Cause, Status
+
+# Attempts a benchmark may have (its first job included) before resubmit stops; ``--max-attempts``.
+DEFAULT_MAX_ATTEMPTS = 3
+MAX_ATTEMPTS_FLAG = "--max-attempts"
+# How many missing (task, rollout) pairs a plan line names; the rest are counted.
+PAIRS_NAMED = 20
+
+Pair = tuple[int, int]
+
+
+class Remedy(str, Enum):
+    """What resubmit does for a benchmark."""
+
+    NOTHING = "nothing"  # succeeded, every expected sample written
+    GENERATE_MISSING = "generate-missing"  # only the missing (task, rollout) pairs, in a new attempt
+    REQUEUE = "requeue"  # ended badly: queued again, continuing from what is on disk
+    STOP_BUDGET_SPENT = "stop-budget-spent"
+    STOP_WOULD_REPEAT = "stop-would-repeat"
+    WAIT = "wait"  # a job of it is still queued or running
+    UNKNOWN = "unknown"  # its state or completeness cannot be told: refused
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @property
+    def acts(self) -> bool:
+        """Whether resubmit would queue a job for it."""
+        return self in (Remedy.GENERATE_MISSING, Remedy.REQUEUE)
+
+
+class Samples(NamedTuple):
+    """A benchmark's samples against the expected ones, as the sample check counted them."""
+
+    expected: int
+    written: int  # expected pairs written
+    missing: int
+    missing_named: tuple[Pair, ...] = ()  # the first of them, in the expected list's order
+
+
+class Evidence(NamedTuple):
+    """What the run's own files say of one benchmark."""
+
+    status: Status
+    cause: Cause | None = None  # what its latest job recorded, if it failed
+    samples: Samples | None = None  # None: unknown (no expected list, or not counted yet)
+    attempts: int = 1  # jobs it has had so far
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+
+class Plan(NamedTuple):
+    remedy: Remedy
+    text: str  # the plan line, for people
+    missing: tuple[Pair, ...] = ()  # GENERATE_MISSING: the pairs named (the first PAIRS_NAMED)
+
+
+# What to look at and fix when a cause would repeat on a rerun.
+_FIX = {
+    Cause.STARTUP_FAILED: "see the failing service's step log (gym eval logs RUN BENCHMARK --service NAME), "
+    "fix its config or container, then submit again",
+    Cause.DRIVER_FAILED: "see the driver's log (gym eval logs RUN BENCHMARK --driver), "
+    "fix what it reports, then submit again",
+}
+_FIX_ANY = "see the job's log (gym eval logs RUN BENCHMARK), fix what it reports, then submit again"
+
+_STILL_GOING = (Status.QUEUED, Status.STARTING, Status.RUNNING)
+_ENDED_WELL = (Status.SUCCEEDED, Status.INCOMPLETE)
+_ENDED_BADLY = (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+_ENDED_TEXT = {Status.FAILED: "it failed", Status.CANCELLED: "it was cancelled", Status.TIMED_OUT: "it timed out"}
+
+
+def plan(evidence: Evidence) -> Plan:
+    """The one plan for a benchmark's evidence (never raises: evidence is read back, untrusted)."""
+    status = evidence.status
+    if status in _STILL_GOING:
+        return Plan(Remedy.WAIT, f"wait: it is {status}; nothing to resubmit until it ends")
+    if status in _ENDED_WELL:
+        return _after_a_good_end(evidence)
+    if status in _ENDED_BADLY:
+        return _after_a_bad_end(evidence)
+    return Plan(Remedy.UNKNOWN, f"refused: its state is {status}, so what it needs cannot be told; "
+                                "run gym eval status again once the cluster answers")  # fmt: skip
+
+
+def _after_a_good_end(evidence: Evidence) -> Plan:
+    samples = evidence.samples
+    if samples is None:
+        return Plan(Remedy.UNKNOWN, "refused: its completeness is unknown (no list of expected samples, "
+                                    "or they were not counted), so nothing can be said to be missing")  # fmt: skip
+    if samples.missing <= 0:
+        return Plan(Remedy.NOTHING, f"nothing to do: it succeeded with all {samples.expected} samples")
+    spent = _budget_spent(evidence)
+    if spent is not None:
+        return spent
+    named = tuple(samples.missing_named[:PAIRS_NAMED])
+    return Plan(Remedy.GENERATE_MISSING,
+                f"generate the {samples.missing} missing of {samples.expected} samples: {pairs_text(named, samples.missing)}",
+                named)  # fmt: skip
+
+
+def _after_a_bad_end(evidence: Evidence) -> Plan:
+    cause = evidence.cause
+    if cause is not None and cause.repeats_on_rerun:
+        fix = _FIX.get(cause, _FIX_ANY)
+        return Plan(Remedy.STOP_WOULD_REPEAT, f"stop: {cause.text} ({cause}), and a rerun would fail the same way; {fix}")
+    spent = _budget_spent(evidence)
+    if spent is not None:
+        return spent
+    why = cause.text if cause is not None else _ENDED_TEXT[evidence.status]
+    kept = f", keeping its {evidence.samples.written} samples written" if evidence.samples else ""
+    return Plan(Remedy.REQUEUE, f"re-queue: {why}; continue from what is on disk{kept}")
+
+
+def _budget_spent(evidence: Evidence) -> Plan | None:
+    if evidence.attempts < evidence.max_attempts:
+        return None
+    more = max(evidence.attempts, 0) + 1
+    return Plan(Remedy.STOP_BUDGET_SPENT, (
+        f"stop: {evidence.attempts} of {evidence.max_attempts} attempts made; "
+        f"to allow another, pass {MAX_ATTEMPTS_FLAG} {more}"
+    ))  # fmt: skip
+
+
+def pairs_text(named: tuple[Pair, ...], total: int) -> str:
+    """``task 3 rollout 0, task 7 rollout 1 and 5 more``: the pairs named, the rest counted."""
+    shown = ", ".join(f"task {task} rollout {rollout}" for task, rollout in named[:PAIRS_NAMED])
+    rest = total - min(len(named), PAIRS_NAMED)
+    if rest <= 0:
+        return shown
+    return f"{shown} and {rest} more" if shown else f"{rest} pair(s), not named"

@@ -1,0 +1,166 @@
+"""The recovery planner as plain functions: every state x evidence combination of its table, row
+by row (as test_resume_rules.py holds the resume judge), the budget, and that any evidence at all
+yields exactly one plan."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nemo_gym.orchestration import recovery
+from nemo_gym.orchestration.contract import Cause, Status
+from nemo_gym.orchestration.recovery import Evidence, Plan, Remedy, Samples, pairs_text, plan
+
+COMPLETE = Samples(expected=12, written=12, missing=0)
+FOUR_MISSING = Samples(expected=12, written=8, missing=4, missing_named=((0, 1), (2, 0), (5, 3), (11, 1)))
+UNKNOWN_SAMPLES = None
+SAMPLES = {"complete": COMPLETE, "four missing": FOUR_MISSING, "unknown": UNKNOWN_SAMPLES}
+REPEATING = [cause for cause in Cause if cause.repeats_on_rerun]
+NOT_REPEATING = [cause for cause in Cause if not cause.repeats_on_rerun]
+
+
+def remedy(status: Status, cause: Cause | None = None, samples: Samples | None = None, attempts: int = 1) -> Remedy:
+    return plan(Evidence(status, cause, samples, attempts)).remedy
+
+
+# -- the table, row by row ------------------------------------------------------------------------------
+
+# (status, samples, cause) -> remedy, with the budget not spent (1 of 3 attempts).
+TABLE = [
+    # still going: nothing to resubmit, whatever else is known
+    *[(s, k, c, Remedy.WAIT) for s in (Status.QUEUED, Status.STARTING, Status.RUNNING) for k in SAMPLES
+      for c in (None, Cause.DRIVER_FAILED)],
+    # ended well
+    *[(s, "complete", None, Remedy.NOTHING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
+    *[(s, "four missing", None, Remedy.GENERATE_MISSING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
+    *[(s, "unknown", None, Remedy.UNKNOWN) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
+    # ended badly: a cause a rerun repeats stops, whatever was written; any other re-queues
+    *[(s, k, c, Remedy.STOP_WOULD_REPEAT) for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+      for k in SAMPLES for c in REPEATING],
+    *[(s, k, c, Remedy.REQUEUE) for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+      for k in SAMPLES for c in [None, *NOT_REPEATING]],
+    # nothing tells its state
+    *[(Status.UNKNOWN, k, c, Remedy.UNKNOWN) for k in SAMPLES for c in (None, Cause.SIGNAL)],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("status", "samples", "cause", "expected"), TABLE,
+                         ids=[f"{s}-{k}-{c}" for s, k, c, _ in TABLE])  # fmt: skip
+def test_row(status: Status, samples: str, cause: Cause | None, expected: Remedy) -> None:
+    assert remedy(status, cause, SAMPLES[samples]) == expected
+
+
+def test_the_table_covers_every_status() -> None:
+    assert {row[0] for row in TABLE} == set(Status)
+
+
+# -- what each plan line says -----------------------------------------------------------------------------
+
+
+def test_nothing_to_do_says_how_many_samples() -> None:
+    assert plan(Evidence(Status.SUCCEEDED, samples=COMPLETE)).text == "nothing to do: it succeeded with all 12 samples"
+
+
+def test_generate_missing_names_the_pairs_and_carries_them() -> None:
+    made = plan(Evidence(Status.INCOMPLETE, samples=FOUR_MISSING))
+    assert made == Plan(
+        Remedy.GENERATE_MISSING,
+        "generate the 4 missing of 12 samples: task 0 rollout 1, task 2 rollout 0, task 5 rollout 3, task 11 rollout 1",
+        ((0, 1), (2, 0), (5, 3), (11, 1)),
+    )
+
+
+def test_generate_missing_names_twenty_pairs_and_counts_the_rest() -> None:
+    named = tuple((t, 0) for t in range(30))
+    made = plan(Evidence(Status.INCOMPLETE, samples=Samples(100, 50, 50, named)))
+    assert made.missing == named[:20]
+    assert made.text.endswith("task 19 rollout 0 and 30 more")
+
+
+@pytest.mark.parametrize(("cause", "fix"), [(Cause.DRIVER_FAILED, "gym eval logs RUN BENCHMARK --driver"),
+                                            (Cause.STARTUP_FAILED, "--service NAME")])  # fmt: skip
+def test_a_repeating_cause_says_why_and_what_to_fix(cause: Cause, fix: str) -> None:
+    text = plan(Evidence(Status.FAILED, cause)).text
+    assert text.startswith(f"stop: {cause.text} ({cause}), and a rerun would fail the same way; see ")
+    assert fix in text
+
+
+@pytest.mark.parametrize(("status", "cause", "why"), [
+    (Status.TIMED_OUT, Cause.WALLTIME, "it reached its walltime"),
+    (Status.FAILED, Cause.SERVICE_DIED, "a service died while the driver ran"),
+    (Status.FAILED, None, "it failed"),
+    (Status.CANCELLED, None, "it was cancelled"),
+    (Status.TIMED_OUT, None, "it timed out"),
+])  # fmt: skip
+def test_a_requeue_says_why_and_what_it_keeps(status: Status, cause: Cause | None, why: str) -> None:
+    assert plan(Evidence(status, cause, FOUR_MISSING)).text == f"re-queue: {why}; continue from what is on disk, keeping its 8 samples written"
+    assert plan(Evidence(status, cause)).text == f"re-queue: {why}; continue from what is on disk"
+
+
+def test_unknown_completeness_is_refused_with_the_reason() -> None:
+    assert plan(Evidence(Status.SUCCEEDED)).text.startswith("refused: its completeness is unknown (no list of expected samples")
+
+
+# -- the budget -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("status", "cause", "samples"), [
+    (Status.INCOMPLETE, None, FOUR_MISSING), (Status.FAILED, Cause.SERVICE_DIED, None), (Status.TIMED_OUT, None, COMPLETE),
+])  # fmt: skip
+def test_a_remedy_that_acts_stops_once_the_attempts_are_spent(status: Status, cause: Cause | None, samples) -> None:
+    assert plan(Evidence(status, cause, samples, attempts=2, max_attempts=3)).remedy.acts
+    spent = plan(Evidence(status, cause, samples, attempts=3, max_attempts=3))
+    assert spent == Plan(Remedy.STOP_BUDGET_SPENT, "stop: 3 of 3 attempts made; to allow another, pass --max-attempts 4")
+
+
+def test_a_spent_budget_does_not_hide_what_needs_no_attempt() -> None:
+    assert remedy(Status.SUCCEEDED, samples=COMPLETE, attempts=9) == Remedy.NOTHING
+    assert remedy(Status.RUNNING, attempts=9) == Remedy.WAIT
+    # More attempts would not help: the cause is named, not the budget.
+    assert remedy(Status.FAILED, Cause.DRIVER_FAILED, attempts=9) == Remedy.STOP_WOULD_REPEAT
+
+
+def test_the_default_budget_is_the_documented_flag() -> None:
+    assert Evidence(Status.FAILED).max_attempts == recovery.DEFAULT_MAX_ATTEMPTS == 3
+    assert recovery.MAX_ATTEMPTS_FLAG == "--max-attempts"
+
+
+# -- any evidence --------------------------------------------------------------------------------------------
+
+pairs = st.tuples(st.integers(-(2**40), 2**40), st.integers(-5, 10**6))
+samples = st.none() | st.builds(Samples, st.integers(-5, 10**9), st.integers(-5, 10**9), st.integers(-5, 10**9),
+                                 st.lists(pairs, max_size=40).map(tuple))  # fmt: skip
+evidence = st.builds(Evidence, st.sampled_from(Status), st.none() | st.sampled_from(Cause), samples,
+                     st.integers(-5, 10**6), st.integers(-5, 10**6))  # fmt: skip
+
+
+@given(evidence)
+def test_any_evidence_yields_exactly_one_plan(found: Evidence) -> None:
+    made = plan(found)
+    assert isinstance(made, Plan) and made.remedy in set(Remedy) and made.text
+    assert len(made.missing) <= recovery.PAIRS_NAMED
+    assert made.remedy == Remedy.GENERATE_MISSING or made.missing == ()
+    assert plan(found) == made  # a function of the evidence alone
+
+
+def test_pairs_text_without_names_still_counts() -> None:
+    assert pairs_text((), 3) == "3 pair(s), not named"
+    assert pairs_text(((1, 2),), 1) == "task 1 rollout 2"
+
+
+def test_the_planner_is_stdlib_only() -> None:
+    source = Path(recovery.__file__).read_text()
+    imported = {
+        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    ours = {name for name in imported if name.startswith("nemo_gym")}
+    assert ours == {"nemo_gym.orchestration.contract"}  # itself stdlib only
+    assert {name.split(".")[0] for name in imported - ours} <= set(sys.stdlib_module_names)
