@@ -19,7 +19,7 @@ from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe, JobState
 from nemo_gym.orchestration.connection import Connection
-from nemo_gym.orchestration.contract import Chain, ProbeRecord, StateFile, Status, parse_chain
+from nemo_gym.orchestration.contract import Cause, Chain, Outcome, ProbeRecord, StateFile, Status, parse_chain
 from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, ReceiptState
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import backend_context, render_template
@@ -29,6 +29,8 @@ from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usa
 JOB_END_KEY = "job_end"
 # Its name for a cancel marker of the job's (or its chain's), beside them.
 CANCELLED_BY_USER_KEY = "cancelled_by_user"
+# Its name for the cause the job recorded (``contract.CAUSE_FILE``), beside them.
+CAUSE_KEY = "cause"
 # How many missing (task, rollout) pairs status names; results names them all.
 MISSING_NAMED = 5
 
@@ -51,6 +53,25 @@ class SampleCheck:
         return self.written - self.extra
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One job of a benchmark (a resumable chain has several, a resubmitted benchmark too): its
+    state as the probe found it, or as the chain's verdict on it says when it was not probed."""
+
+    job_id: str
+    state: Status
+    cause: Cause | None  # what it recorded, else what the chain's verdict tells of it
+    detail: str
+    started: float | None = None  # epoch seconds, from its own records
+    ended: float | None = None
+    gpu_hours: float | None = None
+    verdict: str = ""  # the chain's verdict on it (why, and what the chain did), once judged
+
+    def as_dict(self) -> dict:
+        """``attempt_history``'s entry of ``status --json``: fields only ever added."""
+        return {"job_id": self.job_id, "state": self.state, "cause": self.cause}
+
+
 @dataclass
 class JobStatus:
     benchmark: str
@@ -65,13 +86,17 @@ class JobStatus:
     check: SampleCheck | None = None  # None until the latest job has ended (or without gym's list)
     # Exporter -> its receipt (state running|done|failed, detail, backend_run_id), as the job wrote it.
     exports: dict[str, dict] = field(default_factory=dict)
+    # Its jobs, oldest first (``chain``'s, each with what is known of it).
+    history: list[Attempt] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         out = asdict(self)
-        out.pop("usage")
-        out.pop("check")
+        for not_plain in ("usage", "check", "history"):
+            out.pop(not_plain)
         check = self.check
         out.update(
+            attempts=len(self.history),
+            attempt_history=[attempt.as_dict() for attempt in self.history],
             complete=None if check is None else check.missing == 0,
             expected_samples=None if check is None else check.expected,
             samples=None if check is None else check.done,
@@ -96,10 +121,10 @@ def _rounded(value: float | None, digits: int) -> float | None:
 SCAN_WINDOW = 4096
 
 
-def _scan_constants() -> dict[str, object]:
+def _scan_constants(missing_named: int = MISSING_NAMED) -> dict[str, object]:
     """What the sample scan (templates/probe-samples.sh.j2) is given besides the contract."""
     return {
-        "missing_named": MISSING_NAMED, "max_row": facts.MAX_ROW_BYTES, "window": SCAN_WINDOW,
+        "missing_named": missing_named, "max_row": facts.MAX_ROW_BYTES, "window": SCAN_WINDOW,
         "task_key": TASK_INDEX_KEY, "rollout_key": ROLLOUT_INDEX_KEY,
     }  # fmt: skip
 
@@ -109,11 +134,14 @@ def check_samples_shell() -> str:
     return render_template("probe-samples.sh.j2", **_scan_constants())
 
 
-def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset()) -> str:
+def probe_script(
+    record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset(), missing_named: int = MISSING_NAMED
+) -> str:
     """Per benchmark: its rollouts and resume chain, per job of the chain (the last few) the job's
     own state file and what the scheduler says of it, the times its jobs ran, and once its latest
     job has ended, its samples against the expected ones (unless ``checked`` names it: the count
-    of an ended job does not change, so ``--watch`` makes it once)."""
+    of an ended job does not change, so ``--watch`` makes it once), naming the first
+    ``missing_named`` missing pairs."""
     probed = [
         {"benchmark": job.benchmark, "job_dir": job.job_dir, "job_id": job.job_id, "check": 0 if job.benchmark in checked else 1}
         for job in record.benchmarks
@@ -128,7 +156,8 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
         shared_dir=contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR),
         job_end_key=JOB_END_KEY,
         cancelled_key=CANCELLED_BY_USER_KEY,
-        **_scan_constants(),
+        cause_key=CAUSE_KEY,
+        **_scan_constants(missing_named),
     )
 
 
@@ -193,7 +222,8 @@ def _read_job(reading: _ProbeReading, cols: list[str]) -> None:
     by_user = fields.get(CANCELLED_BY_USER_KEY) == "1"
     job_end = fields.get(JOB_END_KEY)
     scheduler = reading.backend.describe(described)
-    reading.answer.jobs[(bench, job_id)] = JobProbe(StateFile.from_fields(fields), scheduler, by_user, job_end)
+    cause = Cause.from_word(fields.get(CAUSE_KEY))
+    reading.answer.jobs[(bench, job_id)] = JobProbe(StateFile.from_fields(fields), scheduler, by_user, job_end, cause)
 
 
 def _read_fact(reading: _ProbeReading, cols: list[str]) -> None:
@@ -353,8 +383,9 @@ def statuses_from(
             statuses.append(JobStatus(job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir))
             continue
         if answer is None or job.benchmark not in answer.benchmarks:
+            unanswered = [Attempt(job.job_id, Status.UNKNOWN, None, "no answer from the cluster")]
             statuses.append(JobStatus(job.benchmark, job.job_id, Status.UNKNOWN, "no answer from the cluster", 0,
-                                      job.job_dir, [job.job_id]))  # fmt: skip
+                                      job.job_dir, [job.job_id], history=unanswered))  # fmt: skip
             continue
         rollouts, chain = answer.benchmarks[job.benchmark]
         probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
@@ -369,30 +400,78 @@ def statuses_from(
             state, detail = Status.INCOMPLETE, f"{detail}, but {missing_text(check)}"
         elif check is not None and check.duplicates and state == Status.SUCCEEDED:
             detail += f" ({check.duplicates} duplicate row(s) counted once)"
-        job_usage = _usage(job.benchmark, job.gpus, ids, current if not state.final else None, answer)
+        running = current if not state.final else None
+        job_usage = _usage(job.benchmark, job.gpus, ids, running, answer)
         exports = answer.exports.get(job.benchmark, {})
+        seen = _Seen(chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running)
         statuses.append(JobStatus(job.benchmark, current, state, detail + exports_text(exports), rollouts, job.job_dir,
-                                  ids, job_usage, check, exports))  # fmt: skip
+                                  ids, job_usage, check, exports, [seen.attempt(i) for i in ids]))  # fmt: skip
     return statuses
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What one probe saw of a benchmark, for telling each of its jobs."""
+
+    chain: Chain
+    probe: dict[str, JobProbe]
+    rollouts: int
+    backend: Backend
+    answer: ProbeAnswer
+    own: dict[str, list[OwnRecord]]
+    gpus: int | None
+    running: str | None  # the job still running, if any (its usage counts to now)
+
+    def attempt(self, job_id: str) -> Attempt:
+        verdict = next((v for v in reversed(self.chain.verdicts) if v.job_id == job_id), None)
+        probed = self.probe.get(job_id)
+        if probed is not None:
+            shown = self.backend.job_state(job_id, probed, self.rollouts, self.answer.facts)
+            state, detail, cause = shown.status, shown.detail, probed.cause
+        elif verdict is not None:  # older than the probe looks: the chain's verdict tells it
+            state, detail, cause = _VERDICT_STATES.get(verdict.outcome, Status.FAILED), verdict.why, None
+        else:
+            state, detail, cause = Status.UNKNOWN, "not probed, and the chain has no verdict on it", None
+        if cause is None and verdict is not None:
+            cause = verdict.outcome.cause
+        records = [r for r in self.own.get(job_id, []) if r.current] or self.own.get(job_id, [])
+        spent = usage.job_usage(job_id, self.answer.accounting, self.own, self.gpus, self.answer.now, job_id == self.running)
+        return Attempt(job_id, state, cause, detail,
+                       started=records[-1].start if records else None, ended=records[-1].end if records else None,
+                       gpu_hours=_rounded(spent.gpu_hours, 4),
+                       verdict=f"{verdict.why} -> {verdict.action}" if verdict is not None else "")  # fmt: skip
+
+
+# How a job the probe did not reach is shown, from the outcome the chain's verdict found.
+_VERDICT_STATES = {
+    Outcome.SUCCEEDED: Status.SUCCEEDED, Outcome.CANCELLED: Status.CANCELLED, Outcome.UNKNOWN: Status.UNKNOWN,
+    Outcome.TIMEOUT: Status.TIMED_OUT, Outcome.WALLTIME: Status.TIMED_OUT,
+}  # fmt: skip
 
 
 def missing_text(check: SampleCheck) -> str:
     """``3 of 12 samples are missing (task 4 rollout 0, ...)``."""
-    named = ", ".join(f"task {t} rollout {r}" for t, r in check.first_missing)
-    more = ", ..." if check.missing > len(check.first_missing) else ""
+    shown = check.first_missing[:MISSING_NAMED]  # a check made for info names more
+    named = ", ".join(f"task {t} rollout {r}" for t, r in shown)
+    more = ", ..." if check.missing > len(shown) else ""
     return f"{check.missing} of {check.expected} samples are missing ({named}{more})"
 
 
 def _usage(benchmark: str, gpus: int | None, ids: list[str], running: str | None, answer: ProbeAnswer) -> Usage:
-    """The benchmark's jobs' usage; a job with no record in the benchmark's directory is a shared
-    deployment's, whose record is in the shared job's directory."""
+    """The benchmark's jobs' usage."""
+    return usage.chain_usage(ids, answer.accounting, _own_by_job(benchmark, ids, answer), gpus, answer.now, running)
+
+
+def _own_by_job(benchmark: str, ids: list[str], answer: ProbeAnswer) -> dict[str, list[OwnRecord]]:
+    """The benchmark's jobs' own records by job id; a job with no record in the benchmark's
+    directory is a shared deployment's, whose record is in the shared job's directory."""
     own = answer.own_records.get(benchmark, [])
     here = {r.job_id for r in own}
     shared = [r for r in answer.own_records.get("", []) if r.job_id in ids and r.job_id not in here]
     by_job: dict[str, list[OwnRecord]] = {}
     for record in [*own, *shared]:
         by_job.setdefault(record.job_id, []).append(record)
-    return usage.chain_usage(ids, answer.accounting, by_job, gpus, answer.now, running)
+    return by_job
 
 
 def run_usage(statuses: list[JobStatus]) -> Usage:
@@ -404,13 +483,16 @@ def run_usage(statuses: list[JobStatus]) -> Usage:
 
 
 def probe_runs(
-    records: list[SubmissionRecord], conn: Connection | None, known: Sequence[Mapping[str, SampleCheck]] | None = None
+    records: list[SubmissionRecord],
+    conn: Connection | None,
+    known: Sequence[Mapping[str, SampleCheck]] | None = None,
+    missing_named: int = MISSING_NAMED,
 ) -> list[list[JobStatus]]:
     """The statuses of every job of several runs on one host (a sweep's, or one run's) in one round
     trip over ``conn``: each run's probe in a subshell of its own, its output headed by the run's
     index. ``conn`` may be None when no run was queued: a run nobody could queue needs no cluster to
     be told. ``known``, per run: sample counts of benchmarks that had ended at an earlier probe, not
-    made again."""
+    made again. ``missing_named``: how many missing pairs each sample check names."""
     backends = [backend_named(r.executor) for r in records]
     checks = list(known) if known is not None else [{} for _ in records]
     queued = {i for i, r in enumerate(records) if was_queued(r)}
@@ -422,7 +504,8 @@ def probe_runs(
         for i in sorted(queued):
             parts.append(f"printf '%s\\n' {shlex.quote(f'{contract.PROBE_RUN_MARKER}{i}')}")
             # </dev/null: the script arrives on stdin, which no probe command may read from.
-            parts.append(f"(\n{probe_script(records[i], backends[i], frozenset(checks[i]))}) </dev/null")
+            script = probe_script(records[i], backends[i], frozenset(checks[i]), missing_named)
+            parts.append(f"(\n{script}) </dev/null")
         outputs = _outputs_by_run(conn.run_script("\n".join(parts) + "\n").stdout)
     return [
         statuses_from(r, parse_probe(outputs.get(i, ""), b), b, checks[i]) if i in queued else statuses_from(r, None, b)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.contract import Phase, StateFile, Status
+from nemo_gym.orchestration.contract import Cause, Phase, StateFile, Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
@@ -46,6 +46,7 @@ class JobProbe:
     scheduler: SchedulerView = SchedulerView()
     cancelled_by_user: bool = False
     job_end: str | None = None  # the exit status of the job's own job-end event, if it wrote one
+    cause: Cause | None = None  # why it failed, as it recorded (None: none, or a word this version does not know)
 
     @property
     def phase(self) -> Phase | None:

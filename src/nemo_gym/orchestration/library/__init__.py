@@ -1,5 +1,6 @@
 """The use cases, as library functions that return data: compose, prepare and submit; status,
-results, compare and report; logs, cancel and export; which runs a name selects.
+results, compare and report; everything about a benchmark (info); logs, cancel and export; which
+runs a name selects.
 
 Each use case takes a set of runs (a list; a single run is a list of one) and answers per run, in
 order, over one connection per submit host. The command line (``cli/``) imports only this
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
+from nemo_gym.orchestration.library.describing import AttemptInfo, BenchmarkInfo, RunInfo, info, info_json
 from nemo_gym.orchestration.library.exporting import ExportResult, export
 from nemo_gym.orchestration.library.observing import (
     RunStatus,
@@ -57,6 +59,7 @@ from nemo_gym.orchestration.library.submitting import (
 )
 from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
+from nemo_gym.orchestration.recovery import DEFAULT_MAX_ATTEMPTS, Plan, Remedy, pairs_text
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.usage import Usage
 
@@ -98,6 +101,16 @@ __all__ = [
     "results",
     "status",
     "watch",
+    # everything about a benchmark, and what resubmit would do
+    "AttemptInfo",
+    "BenchmarkInfo",
+    "DEFAULT_MAX_ATTEMPTS",
+    "Plan",
+    "Remedy",
+    "RunInfo",
+    "info",
+    "info_json",
+    "pairs_text",
     # logs, cancel, export
     "CancelReport",
     "ExportResult",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.library.hosts import over_their_hosts
-from nemo_gym.orchestration.observe import JobStatus, SampleCheck, probe_runs, run_usage, was_queued
+from nemo_gym.orchestration.observe import MISSING_NAMED, JobStatus, SampleCheck, probe_runs, run_usage, was_queued
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, all_records, all_sweeps, write_observation
 from nemo_gym.orchestration.results import DEFAULT_METRIC, RunResults, collect_results, require_metric
 from nemo_gym.orchestration.usage import Usage
@@ -56,15 +56,17 @@ def status(
     *,
     connect: Connect = connect,
     previous: list[RunStatus] | None = None,
+    missing_named: int = MISSING_NAMED,
 ) -> list[RunStatus]:
     """Every job's state of every run, in order, over ``conn`` (kept open by the caller) or one
     connection per host: one round trip per host, however many runs; none for runs nobody could
     queue (no cluster needs to be asked). ``previous``: the statuses a moment ago, whose final sample
-    counts are kept, not made again (they cannot change once a job has ended)."""
+    counts are kept, not made again (they cannot change once a job has ended). ``missing_named``: how
+    many missing samples each benchmark's count names."""
     known = [_known_checks(run) for run in previous] if previous else [{} for _ in records]
 
     def batch(opened: Connection | None, indices: list[int]) -> list[RunStatus]:
-        statuses = probe_runs([records[i] for i in indices], opened, [known[i] for i in indices])
+        statuses = probe_runs([records[i] for i in indices], opened, [known[i] for i in indices], missing_named)
         return [_observed(RunStatus(records[i], s)) for i, s in zip(indices, statuses)]
 
     if conn is None and not any(was_queued(record) for record in records):

@@ -14,7 +14,7 @@ gym_all_ids=''
 gym_read() { cat "$1" 2>/dev/null; }
 gym_chain_ids() { { echo "$1"; awk -F'\t' '$1 == "start" || $1 == "successor" {print $2}'; } | awk '!seen[$0]++' | tail -n 4; }
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st answer n
+    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st en cs answer n
     for _ in 1 2 3; do
         ids=$(gym_read "$d/.gym/chain" | gym_chain_ids "$first")
         out=""
@@ -22,6 +22,9 @@ gym_probe() {
             st=$(gym_read "$d/.gym/$id/state" | tr '\n' '\t')
             en=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$d/.gym/$id/events" 2>/dev/null)
             [ -n "$en" ] && st="$st"$'\t'"job_end=$en"
+            # Why it failed, as it recorded (one word; bounded: the file is the job's, untrusted).
+            cs=$(head -c 64 "$d/.gym/$id/cause" 2>/dev/null | tr -d '\t\r\n')
+            [ -n "$cs" ] && st="$st"$'\t'"cause=$cs"
             { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
             answer=$(gym_describe_job "$id")
             out+="$(printf '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer")"$'\n'

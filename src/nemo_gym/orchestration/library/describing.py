@@ -1,0 +1,172 @@
+"""Everything about a run's benchmarks in one place (``gym eval info``): per benchmark its
+attempts (jobs, states, causes, times, GPU-hours), where its directory and logs are, its samples,
+its exports, and what ``gym eval resubmit`` would do (``recovery.plan``).
+
+All of it comes from one status probe (``status``: one connection per host, one script); the
+paths are the contract's; the plan is the pure planner's over what the probe found.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from nemo_gym.orchestration import contract, recovery
+from nemo_gym.orchestration.connection import Connect, connect
+from nemo_gym.orchestration.library.observing import status
+from nemo_gym.orchestration.manage import select_jobs
+from nemo_gym.orchestration.observe import Attempt, JobStatus, SampleCheck
+from nemo_gym.orchestration.plan import DRIVER_STEP
+from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.recovery import PAIRS_NAMED, Plan
+
+# The version of ``info_json``'s document: fields are only ever added.
+INFO_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class AttemptLogs:
+    """Where one job's logs are (files on the submit host)."""
+
+    job_log: str  # the job's own log
+    driver_log: str
+    step_logs: tuple[str, ...]  # glob patterns: every step's log, and per node for multi-node steps
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    attempt: Attempt
+    logs: AttemptLogs
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    status: JobStatus
+    attempts: list[AttemptInfo]
+    plan: Plan
+
+    @property
+    def samples(self) -> SampleCheck | None:
+        return self.status.check
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    record: SubmissionRecord
+    benchmarks: list[BenchmarkInfo]
+
+
+def info(
+    records: list[SubmissionRecord],
+    benchmarks: list[str] | None = None,
+    *,
+    max_attempts: int = recovery.DEFAULT_MAX_ATTEMPTS,
+    connect: Connect = connect,
+) -> list[RunInfo]:
+    """Each run's ``benchmarks`` (all when none are named), in order, from one status probe per
+    host. A benchmark a run does not have is refused before anything is connected to."""
+    wanted = [[job.benchmark for job in select_jobs(record, list(benchmarks or []))] for record in records]
+    runs = status(records, connect=connect, missing_named=PAIRS_NAMED)
+    return [
+        RunInfo(run.record, [_benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in names])
+        for run, names in zip(runs, wanted)
+    ]
+
+
+def _benchmark_info(record: SubmissionRecord, job: JobStatus, max_attempts: int) -> BenchmarkInfo:
+    logs_dir = _logs_dir(record, job)
+    attempts = [AttemptInfo(a, _logs_of(job.job_dir, logs_dir, a.job_id)) for a in job.history]
+    return BenchmarkInfo(job, attempts, recovery.plan(evidence(job, max_attempts)))
+
+
+def evidence(job: JobStatus, max_attempts: int = recovery.DEFAULT_MAX_ATTEMPTS) -> recovery.Evidence:
+    """What the planner is given of a benchmark: its state, its latest job's cause, its samples and
+    how many jobs it has had (a resumable chain's resumes included)."""
+    latest = job.history[-1] if job.history else None
+    check = job.check
+    samples = None if check is None else recovery.Samples(check.expected, check.done, check.missing, check.first_missing)
+    return recovery.Evidence(job.state, latest.cause if latest else None, samples, len(job.history), max_attempts)
+
+
+def _logs_dir(record: SubmissionRecord, job: JobStatus) -> str:
+    """Where the job's own and its services' logs are: a shared deployment's one job (its id is
+    every benchmark's) keeps them in its own directory."""
+    first = job.chain[0] if job.chain else job.job_id
+    shared = first is not None and sum(1 for b in record.benchmarks if b.job_id == first) > 1
+    return contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR) if shared else job.job_dir
+
+
+def _logs_of(job_dir: str, logs_dir: str, job_id: str) -> AttemptLogs:
+    return AttemptLogs(
+        job_log=f"{logs_dir}/{contract.job_log(job_id)}",
+        driver_log=f"{job_dir}/{contract.step_log(DRIVER_STEP, job_id)}",  # always the benchmark's own
+        step_logs=(f"{logs_dir}/{contract.step_log('*', job_id)}", f"{logs_dir}/{contract.step_log('*', job_id, '*')}"),
+    )
+
+
+# -- the JSON document -------------------------------------------------------------------------------
+
+
+def info_json(runs: list[RunInfo]) -> str:
+    """``{"schema": 1, "runs": [{"run", "run_dir", "benchmarks": [...]}]}``, whether one run or a
+    sweep's were asked for."""
+    return json.dumps(
+        {"schema": INFO_SCHEMA, "runs": [_run_document(run) for run in runs]},
+        indent=2,
+    )
+
+
+def _run_document(run: RunInfo) -> dict:
+    return {
+        "run": run.record.gym_job_id,
+        "run_dir": run.record.run_dir,
+        "sweep_values": run.record.sweep_values,
+        "benchmarks": [_benchmark_document(b) for b in run.benchmarks],
+    }
+
+
+def _benchmark_document(bench: BenchmarkInfo) -> dict:
+    job = bench.status
+    return {
+        "benchmark": job.benchmark,
+        "state": job.state,
+        "detail": job.detail,
+        "job_id": job.job_id,
+        "job_dir": job.job_dir,
+        "attempts": len(bench.attempts),
+        "attempt_history": [_attempt_document(a) for a in bench.attempts],
+        "samples": _samples_document(bench.samples),
+        "exports": job.exports,
+        "gpu_hours": None if job.usage.gpu_hours is None else round(job.usage.gpu_hours, 4),
+        "resubmit": {"remedy": bench.plan.remedy, "plan": bench.plan.text, "missing": [list(p) for p in bench.plan.missing]},
+    }
+
+
+def _attempt_document(info: AttemptInfo) -> dict:
+    a = info.attempt
+    return {
+        **a.as_dict(),
+        "detail": a.detail,
+        "started": a.started,
+        "ended": a.ended,
+        "gpu_hours": a.gpu_hours,
+        "verdict": a.verdict or None,
+        "job_log": info.logs.job_log,
+        "driver_log": info.logs.driver_log,
+        "step_logs": list(info.logs.step_logs),
+    }
+
+
+def _samples_document(check: SampleCheck | None) -> dict | None:
+    if check is None:
+        return None
+    named = check.first_missing[:PAIRS_NAMED]
+    return {
+        "complete": check.missing == 0,
+        "expected": check.expected,
+        "written": check.done,
+        "missing": check.missing,
+        "missing_named": [list(p) for p in named],
+        "missing_not_named": max(check.missing - len(named), 0),
+        "duplicates": check.duplicates,
+    }
