@@ -168,3 +168,37 @@ def test_the_verb_takes_a_run_benchmarks_the_budget_and_json() -> None:
     args = build_parser().parse_args(["eval", "info", "run-1", "a", "b", "--max-attempts", "5", "--json"])
     assert (args.run, args.benchmarks, args.max_attempts, args.json) == ("run-1", ["a", "b"], 5, True)
     assert build_parser().parse_args(["eval", "info"]).max_attempts == library.DEFAULT_MAX_ATTEMPTS
+
+
+README_START = 1767261600  # 2026-01-01T10:00:00Z
+
+
+def test_readme_example(base, tmp_path, conn, cluster) -> None:
+    """The README's example of gym eval info is this run's output (its directory shortened there):
+    a benchmark resumed after its service died, and one that ended with samples missing."""
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 8}}
+    record = submitted(base, tmp_path, conn, "math", "code", math={"resumable": True})
+    t0, successor = README_START, cluster.add_job("gym-math", "COMPLETED")
+    job_file(record, "math", contract.CHAIN_FILE, "".join([
+        contract.chain_record("start", "100", t0, 0),
+        contract.chain_record("successor", successor, "100"),
+        contract.chain_record("verdict", "100", "service-died", 1800, 40, "retry",
+                              "a service died while the driver ran after 1800s, 40 new rollout(s)"),
+        contract.chain_record("start", successor, t0 + 1900, 40),
+    ]))  # fmt: skip
+    cluster.set_state("100", "FAILED")
+    job_wrote(record, "math", "100", "failed", "service policy died on node n1 (exit status 137)")
+    recorded_cause(record, "math", "100", "service-died")
+    job_events(record, "math", "100", f"{t0} job-start", f"{t0 + 1800} job-end 1")
+    job_wrote(record, "math", successor, "succeeded", "driver finished")
+    job_events(record, "math", successor, f"{t0 + 1900} job-start", f"{t0 + 3700} job-end 0")
+    pairs = [(t, r) for t in range(16) for r in range(4)]
+    samples(record, "math", pairs, pairs)
+    cluster.set_state("101", "COMPLETED")
+    job_wrote(record, "code", "101", "succeeded", "driver finished")
+    job_events(record, "code", "101", f"{t0} job-start", f"{t0 + 2700} job-end 0")
+    samples(record, "code", pairs, [p for p in pairs if p not in ((3, 1), (7, 0), (12, 3))])
+    text = info_text(library.info([record], connect=conn.connect)).replace(str(tmp_path / "runs"), "/scratch/evals")
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    shown = text.replace(record.gym_job_id, "gym-job-20260101T095500Z-3f2a1c")
+    assert shown in readme, shown
