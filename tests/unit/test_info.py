@@ -12,7 +12,7 @@ from fakes import FakeCluster, FakeConnection
 from test_library import job_dir, job_events, job_file, job_wrote, rollout_rows, submitted
 
 from nemo_gym.orchestration import contract, library
-from nemo_gym.orchestration.cli.info import info_text
+from nemo_gym.orchestration.cli.info import MAX_ATTEMPTS_SHOWN, info_text
 from nemo_gym.orchestration.cli.main import build_parser
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import Remedy
@@ -167,7 +167,8 @@ def test_a_benchmark_the_run_lacks_is_refused_before_connecting(base, tmp_path, 
 def test_the_verb_takes_a_run_benchmarks_the_budget_and_json() -> None:
     args = build_parser().parse_args(["eval", "info", "run-1", "a", "b", "--max-attempts", "5", "--json"])
     assert (args.run, args.benchmarks, args.max_attempts, args.json) == ("run-1", ["a", "b"], 5, True)
-    assert build_parser().parse_args(["eval", "info"]).max_attempts == library.DEFAULT_MAX_ATTEMPTS
+    assert build_parser().parse_args(["eval", "info"]).max_attempts is None  # the library's default, then
+    assert MAX_ATTEMPTS_SHOWN == library.DEFAULT_MAX_ATTEMPTS  # as --help says it
 
 
 README_START = 1767261600  # 2026-01-01T10:00:00Z

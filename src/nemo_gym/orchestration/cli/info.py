@@ -14,23 +14,27 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.library import AttemptInfo, BenchmarkInfo, RunInfo
 
 
-def register(verbs: argparse._SubParsersAction) -> None:
-    from nemo_gym.orchestration.library import DEFAULT_MAX_ATTEMPTS
+# The library's DEFAULT_MAX_ATTEMPTS, for --help: registering a verb imports nothing of the
+# library, so that a broken import is still the one error line main promises (a test holds them equal).
+MAX_ATTEMPTS_SHOWN = 3
 
+
+def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("info", help="everything about a run's benchmarks: attempts, logs, samples, exports, what resubmit would do")
     add_run_selector(p)
     p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="only these benchmarks (default: all)")
-    p.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N",
-                   help=f"attempts a benchmark may have before resubmit stops (default {DEFAULT_MAX_ATTEMPTS})")  # fmt: skip
+    p.add_argument("--max-attempts", type=int, metavar="N",
+                   help=f"attempts a benchmark may have before resubmit stops (default {MAX_ATTEMPTS_SHOWN})")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_info)
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import info, info_json
+    from nemo_gym.orchestration.library import DEFAULT_MAX_ATTEMPTS, info, info_json
 
     selection = selected(args)
-    runs = info(selection.records, after_run(args, args.benchmarks), max_attempts=args.max_attempts)
+    budget = DEFAULT_MAX_ATTEMPTS if args.max_attempts is None else args.max_attempts
+    runs = info(selection.records, after_run(args, args.benchmarks), max_attempts=budget)
     echo(info_json(runs) if args.json else info_text(runs, run_prefix(selection)))
     return 0
 
