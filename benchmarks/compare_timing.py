@@ -37,27 +37,48 @@ def make_run(root: Path, name: str, tasks: int, repeats: int, row_bytes: int, p_
     (job / ".gym" / "local-1").mkdir(parents=True)
     (job / ".gym" / "local-1" / "state").write_text("phase=succeeded\ndetail=driver finished\n")
     (job / ".gym" / "local-1" / "events").write_text("1000 job-start\n4600 job-end 0\n")
-    (job / "artifacts" / "rollouts_aggregate_metrics.json").write_text(json.dumps([{"key_metrics": {"mean/reward": 0}}]))
-    record = {"gym_job_id": f"gym-job-{name}", "submitted_at": "2026-01-01T00:00:00Z", "run_dir": str(run_dir),
-              "cluster": "c", "executor": "local", "submitted_by": "me", "schema_version": 1,
-              "benchmarks": [{"benchmark": "bench", "job_dir": str(job), "job_id": "local-1", "gpus": 8}]}  # fmt: skip
+    (job / "artifacts" / "rollouts_aggregate_metrics.json").write_text(
+        json.dumps([{"key_metrics": {"mean/reward": 0}}])
+    )
+    record = {
+        "gym_job_id": f"gym-job-{name}",
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "run_dir": str(run_dir),
+        "cluster": "c",
+        "executor": "local",
+        "submitted_by": "me",
+        "schema_version": 1,
+        "benchmarks": [{"benchmark": "bench", "job_dir": str(job), "job_id": "local-1", "gpus": 8}],
+    }
     (run_dir / contract.RECORD_FILE).write_text(json.dumps(record))
     rng = random.Random(name)
     padding = "x" * max(0, row_bytes - 200)
     with open(job / contract.ROLLOUTS_FILE, "w") as out, open(job / contract.MATERIALIZED_INPUTS_FILE, "w") as exp:
         for t in range(tasks):
             for r in range(repeats):
-                exp.write(json.dumps({"problem": padding[: len(padding) // 2], "_ng_task_index": t, "_ng_rollout_index": r}) + "\n")
-                row = {"responses_create_params": {"input": padding}, "reward": float(rng.random() < p_correct),
-                       "_ng_task_index": t, "_ng_rollout_index": r, "agent_ref": {"name": "a"}}  # fmt: skip
+                exp.write(
+                    json.dumps({"problem": padding[: len(padding) // 2], "_ng_task_index": t, "_ng_rollout_index": r})
+                    + "\n"
+                )
+                row = {
+                    "responses_create_params": {"input": padding},
+                    "reward": float(rng.random() < p_correct),
+                    "_ng_task_index": t,
+                    "_ng_rollout_index": r,
+                    "agent_ref": {"name": "a"},
+                }
                 out.write(json.dumps(row) + "\n")
     return run_dir
 
 
 def timed(*args: str, env: dict) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     return time.perf_counter() - start, proc
 
 
@@ -81,8 +102,10 @@ def main() -> int:
         compare_seconds, proc = timed("compare", str(base), str(candidate), env=env)
         assert proc.returncode == 0, proc.stderr
         rows = args.tasks * args.repeats
-        print(f"{args.tasks} tasks x {args.repeats} rollouts = {rows} rows of ~{args.row_bytes} B: "
-              f"{size / 1e6:.0f} MB of rollout files per run")  # fmt: skip
+        print(
+            f"{args.tasks} tasks x {args.repeats} rollouts = {rows} rows of ~{args.row_bytes} B: "
+            f"{size / 1e6:.0f} MB of rollout files per run"
+        )
         print(f"sent back per run: {len(projected) / 1e6:.2f} MB ({size / max(1, len(projected)):.0f}x less)")
         print(f"gym eval results RUN:                 {seconds:.2f} s")
         print(f"gym eval compare BASE CANDIDATE:      {compare_seconds:.2f} s")

@@ -77,8 +77,10 @@ def main() -> int:
         tracemalloc.stop()
         print(f"one {args.over_mb} MB row (over the {facts.MAX_ROW_BYTES // 2**20} MiB bound):")
         print(f"  old split alone: {old_over[0]:7.3f} s, peak {old_over[1] / 2**20:7.1f} MiB")
-        print(f"  new projection:  {seconds:7.3f} s, peak {peak / 2**20:7.1f} MiB (the row refused unread; "
-              f"{len(packed)} bytes sent back)")
+        print(
+            f"  new projection:  {seconds:7.3f} s, peak {peak / 2**20:7.1f} MiB (the row refused unread; "
+            f"{len(packed)} bytes sent back)"
+        )
         print(f"  ratio old/new: {old_over[0] / seconds:.1f}x time")
     return 0
 

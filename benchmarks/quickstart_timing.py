@@ -88,7 +88,10 @@ def main() -> int:
         ("submit command (validate, render, stage, queue)", t_submitted - t_submit),
         ("queueing (submit -> job start)", ev.get("job-start", float("nan")) - t_submit),
         ("service start-up (launch -> server answers)", found.get("server_up", healthy) - launched),
-        ("health-check wait (server answers -> job sees it)", healthy - found["server_up"] if "server_up" in found else float("nan")),
+        (
+            "health-check wait (server answers -> job sees it)",
+            healthy - found["server_up"] if "server_up" in found else float("nan"),
+        ),
         ("healthy -> driver start", ev.get("driver-start", float("nan")) - healthy),
         ("driver time (gym eval run)", ev.get("driver-end", float("nan")) - ev.get("driver-start", float("nan"))),
         ("submit -> model ready", healthy - t_submit),

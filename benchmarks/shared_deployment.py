@@ -36,7 +36,9 @@ def events(path: Path) -> dict[str, float]:
 
 def run(mode: str, n: int, slurm: bool, env: dict) -> tuple[float, float, int]:
     config = REPO / "examples" / ("quickstart-slurm.yaml" if slurm else "quickstart.yaml")
-    overrides = [f"+driver.benchmarks.answer-judge-{i}={{run: ${{driver.benchmarks.answer-judge.run}}}}" for i in range(2, n + 1)]
+    overrides = [
+        f"+driver.benchmarks.answer-judge-{i}={{run: ${{driver.benchmarks.answer-judge.run}}}}" for i in range(2, n + 1)
+    ]
     overrides += [f"+job.deployment={mode}"]
     start = time.time()
     proc = gym("submit", "-c", str(config), "--json", *overrides, env=env)

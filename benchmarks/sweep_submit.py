@@ -29,13 +29,22 @@ GYM = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
 def config(work: Path, host: str) -> Path:
     path_env = f"lit:{STANDINS}:/usr/local/bin:/usr/bin:/bin"
     data = {
-        "services": {"policy": {"type": "vllm", "container": "standin:latest", "model": "/m/step-0", "env": {"PATH": path_env}}},
-        "compute": {"cluster": {"type": "slurm", "account": "acct", "hostname": host, "extra_args": {"begin": "now+1hour"},
-                                "node_pools": {"gpu": {"partition": "debug", "gpus_per_node": 4}}}},
+        "services": {
+            "policy": {"type": "vllm", "container": "standin:latest", "model": "/m/step-0", "env": {"PATH": path_env}}
+        },
+        "compute": {
+            "cluster": {
+                "type": "slurm",
+                "account": "acct",
+                "hostname": host,
+                "extra_args": {"begin": "now+1hour"},
+                "node_pools": {"gpu": {"partition": "debug", "gpus_per_node": 4}},
+            }
+        },
         "driver": {"policy_model": "policy", "env": {"PATH": path_env}, "benchmarks": {"math": {}, "code": {}}},
         "job": {"output_path": str(work / "runs")},
         "otel": {"enabled": False},
-    }  # fmt: skip
+    }
     path = work / "sweep.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -81,8 +90,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gym-sweep-bench-") as tmp:
         work = Path(tmp)
         log = work / "ssh.log"
-        env = {**os.environ, "PATH": f"{ssh_shim(work, log)}:{os.environ['PATH']}", "GYM_SSH_OPTIONS": f"-F {ssh_config}",
-               "XDG_CACHE_HOME": str(work / "cache")}  # fmt: skip
+        env = {
+            **os.environ,
+            "PATH": f"{ssh_shim(work, log)}:{os.environ['PATH']}",
+            "GYM_SSH_OPTIONS": f"-F {ssh_config}",
+            "XDG_CACHE_HOME": str(work / "cache"),
+        }
         cfg = str(config(work, host))
         print(f"{'runs x 2 benchmarks':<22}{'how':<26}{'round trips':>12}{'wall (s)':>10}")
         for n in (int(x) for x in args.runs.split(",")):
@@ -97,12 +110,18 @@ def main() -> None:
                 subprocess.run(["scancel", *ids], capture_output=True)
                 total_time, total_trips = 0.0, 0
                 for i in range(n):
-                    elapsed, trips, ids, _ = submit(["-c", cfg, f"services.policy.model=/m/step-{1000 * (i + 1)}"], env, log)
+                    elapsed, trips, ids, _ = submit(
+                        ["-c", cfg, f"services.policy.model=/m/step-{1000 * (i + 1)}"], env, log
+                    )
                     total_time, total_trips = total_time + elapsed, total_trips + trips
                     subprocess.run(["scancel", *ids], capture_output=True)
                 separate.append((total_time, total_trips))
-            for how, found in (("one submit -m", one), (f"{n} separate submits", separate),
-                               ("status of the sweep", status_sweep), (f"{n} separate statuses", status_each)):  # fmt: skip
+            for how, found in (
+                ("one submit -m", one),
+                (f"{n} separate submits", separate),
+                ("status of the sweep", status_sweep),
+                (f"{n} separate statuses", status_each),
+            ):
                 print(f"{n:<22}{how:<26}{found[0][1]:>12}{statistics.median(t for t, _ in found):>10.2f}")
 
 

@@ -45,7 +45,17 @@ ENVS = Path(os.environ.get("GYM_ENVS_DIR", Path.home() / ".cache" / "gym-orchest
 OURS_PY = REPO / ".venv" / "bin" / "python"
 OURS = REPO / ".venv" / "bin" / "gym"
 PEER = ENVS / "gym" / "bin" / "gym"
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+FINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 TAG = f"vsu{os.getpid()}"  # in every benchmark name we submit, so cleanup can find our jobs only
 
 rows: list[tuple[str, str, str, str, str, str]] = []  # measurement, ours, peer, ratio, target, verdict
@@ -56,8 +66,14 @@ def log(msg: str) -> None:
     print(f"[vs_upstream] {msg}", file=sys.stderr, flush=True)
 
 
-def row(what: str, ours: float | str | None, peer: float | str | None, target: str = "", ok: bool | None = None,
-        fmt: str = "{:.3f}") -> None:  # fmt: skip
+def row(
+    what: str,
+    ours: float | str | None,
+    peer: float | str | None,
+    target: str = "",
+    ok: bool | None = None,
+    fmt: str = "{:.3f}",
+) -> None:
     def show(v: float | str | None) -> str:
         return "n/a" if v is None else v if isinstance(v, str) else fmt.format(v)
 
@@ -95,7 +111,9 @@ def timed(cmd: list[str], env: dict[str, str], check: bool = True) -> tuple[floa
     return elapsed, proc
 
 
-def timed_cpu(cmd: list[str], env: dict[str, str], check: bool = True) -> tuple[float, float, subprocess.CompletedProcess]:
+def timed_cpu(
+    cmd: list[str], env: dict[str, str], check: bool = True
+) -> tuple[float, float, subprocess.CompletedProcess]:
     """Wall seconds, CPU seconds (user+sys of the command and its children) and the result."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -108,8 +126,9 @@ def timed_cpu(cmd: list[str], env: dict[str, str], check: bool = True) -> tuple[
     return elapsed, cpu, proc
 
 
-def median_pair(cmd_ours: list[str], cmd_peer: list[str], env: dict[str, str], runs: int,
-                cpu: dict[str, float] | None = None) -> tuple[float, float]:  # fmt: skip
+def median_pair(
+    cmd_ours: list[str], cmd_peer: list[str], env: dict[str, str], runs: int, cpu: dict[str, float] | None = None
+) -> tuple[float, float]:
     """Median wall time of both commands, interleaved, after one untimed warm-up of each.
     With ``cpu``, also store the median CPU times there under "ours" and "peer"."""
     timed(cmd_ours, env)
@@ -175,19 +194,32 @@ def measure_cli(work: Path, runs: int) -> None:
         o, p = median_pair([str(OURS), "eval", "submit", *extra], [str(PEER), "eval", "submit", *extra], env, runs)
         row(f"1. {label}", o, p, "-")
     cpu: dict[str, float] = {}
-    o, p = median_pair([str(OURS), "eval", "submit", "-c", str(cfg), "--dry-run"],
-                       [str(PEER), "eval", "submit", "-c", str(cfg), "--dry-run"], env, runs, cpu)  # fmt: skip
+    o, p = median_pair(
+        [str(OURS), "eval", "submit", "-c", str(cfg), "--dry-run"],
+        [str(PEER), "eval", "submit", "-c", str(cfg), "--dry-run"],
+        env,
+        runs,
+        cpu,
+    )
     row("1. realistic config, whole --dry-run, wall (s)", o, p, "<= 0.2", o / p <= 0.2)
     row("   same, CPU user+sys (s)", cpu["ours"], cpu["peer"], "-")
     floor_o = median_pair([str(OURS_PY), "-c", "pass"], [str(PEER.parent / "python"), "-c", "pass"], env, runs)
     row("   (interpreter floor: python -c pass)", *floor_o, "-")
 
-    per: dict[str, dict[str, dict[int, float]]] = {"wall": {"ours": {}, "peer": {}}, "min cpu": {"ours": {}, "peer": {}}}
+    per: dict[str, dict[str, dict[int, float]]] = {
+        "wall": {"ours": {}, "peer": {}},
+        "min cpu": {"ours": {}, "peer": {}},
+    }
     for n in (50, 100, 200):
         cfg_n = write_config("realistic.yaml", work / f"bench{n}.yaml", many_benchmarks(n))
         cpu: dict[str, float] = {}
-        o, p = median_pair([str(OURS), "eval", "submit", "-c", str(cfg_n), "--dry-run"],
-                           [str(PEER), "eval", "submit", "-c", str(cfg_n), "--dry-run"], env, runs, cpu)  # fmt: skip
+        o, p = median_pair(
+            [str(OURS), "eval", "submit", "-c", str(cfg_n), "--dry-run"],
+            [str(PEER), "eval", "submit", "-c", str(cfg_n), "--dry-run"],
+            env,
+            runs,
+            cpu,
+        )
         per["wall"]["ours"][n], per["wall"]["peer"][n] = o, p
         per["min cpu"]["ours"][n], per["min cpu"]["peer"][n] = cpu["ours_min"], cpu["peer_min"]
         target = "<= 0.3" if n == 200 else "-"
@@ -200,14 +232,30 @@ def measure_cli(work: Path, runs: int) -> None:
         fits = {tool: fit(per[kind][tool]) for tool in ("ours", "peer")}
         judged = kind == "min cpu"
         verdict = fits["ours"][2] <= 0.10 if judged else None
-        row(f"2. fit {kind} t=a+b*n: b (ms/benchmark)", fits["ours"][1] * 1e3, fits["peer"][1] * 1e3,
-            "linear" if judged else "-", verdict, fmt="{:.2f}")  # fmt: skip
+        row(
+            f"2. fit {kind} t=a+b*n: b (ms/benchmark)",
+            fits["ours"][1] * 1e3,
+            fits["peer"][1] * 1e3,
+            "linear" if judged else "-",
+            verdict,
+            fmt="{:.2f}",
+        )
         row(f"   fit {kind}: fixed a (s)", fits["ours"][0], fits["peer"][0], "-")
-        row(f"   fit {kind}: worst residual (% of t)", fits["ours"][2] * 100, fits["peer"][2] * 100,
-            "<= 10 %" if judged else "-", verdict, fmt="{:.1f}")  # fmt: skip
+        row(
+            f"   fit {kind}: worst residual (% of t)",
+            fits["ours"][2] * 100,
+            fits["peer"][2] * 100,
+            "<= 10 %" if judged else "-",
+            verdict,
+            fmt="{:.1f}",
+        )
     cfg200 = work / "bench200.yaml"
-    o, p = median_pair([str(OURS), "eval", "submit", "-c", str(cfg200), "--resolve-only"],
-                       [str(PEER), "eval", "submit", "-c", str(cfg200), "--resolve-only"], env, runs)  # fmt: skip
+    o, p = median_pair(
+        [str(OURS), "eval", "submit", "-c", str(cfg200), "--resolve-only"],
+        [str(PEER), "eval", "submit", "-c", str(cfg200), "--resolve-only"],
+        env,
+        runs,
+    )
     row("2. --resolve-only, 200 benchmarks (s)", o, p, "-")
 
 
@@ -220,7 +268,7 @@ def ssh_shim(work: Path) -> Path:
     shim.mkdir(exist_ok=True)
     (shim / "ssh").write_text(
         "#!/bin/bash\n"
-        '# Records every ssh call; VSU_SSH_INJECT adds options (the peer has no GYM_SSH_OPTIONS).\n'
+        "# Records every ssh call; VSU_SSH_INJECT adds options (the peer has no GYM_SSH_OPTIONS).\n"
         'printf "%s\\n" "$*" >>"$VSU_SSH_LOG"\n'
         'if [ -n "${VSU_SSH_INJECT:-}" ]; then exec /usr/bin/ssh $VSU_SSH_INJECT "$@"; fi\n'
         'exec /usr/bin/ssh "$@"\n'
@@ -235,14 +283,25 @@ def classify_ssh(lines: list[str]) -> dict[str, int]:
     control = sum(bool(re.search(r"(^| )-O ", c)) for c in lines)
     rsyncs = sum(" rsync --server" in c for c in lines)
     commands = len(lines) - masters - control
-    return {"invocations": len(lines), "masters": masters, "control_ops": control, "commands": commands,
-            "rsync": rsyncs, "round_trips": masters + commands}  # fmt: skip
+    return {
+        "invocations": len(lines),
+        "masters": masters,
+        "control_ops": control,
+        "commands": commands,
+        "rsync": rsyncs,
+        "round_trips": masters + commands,
+    }
 
 
 def measure_ssh(work: Path, runs: int, host: str, ssh_config: str) -> None:
     shim = ssh_shim(work)
-    base = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(work / "cache"),
-            "VSU_STANDIN_PATH": f"{STANDINS}:/usr/local/bin:/usr/bin:/bin", "VSU_OUT": str(work / "ssh-runs")}  # fmt: skip
+    base = {
+        **os.environ,
+        "PATH": f"{shim}:{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(work / "cache"),
+        "VSU_STANDIN_PATH": f"{STANDINS}:/usr/local/bin:/usr/bin:/bin",
+        "VSU_OUT": str(work / "ssh-runs"),
+    }
     tools = {
         "ours": ([str(OURS)], {**base, "GYM_SSH_OPTIONS": f"-F {ssh_config}"}),
         # The peer's ssh/rsync take no extra options; the shim gives them the loopback's client config.
@@ -258,8 +317,11 @@ def measure_ssh(work: Path, runs: int, host: str, ssh_config: str) -> None:
                 for tool, (cmd, env) in tools.items():
                     logf = work / f"ssh-{tool}-{n}.log"
                     logf.write_text("")
-                    elapsed, proc = timed([*cmd, "eval", "submit", "-c", str(cfg), "--json", *hold],
-                                          {**env, "VSU_SSH_LOG": str(logf)}, check=False)  # fmt: skip
+                    elapsed, proc = timed(
+                        [*cmd, "eval", "submit", "-c", str(cfg), "--json", *hold],
+                        {**env, "VSU_SSH_LOG": str(logf)},
+                        check=False,
+                    )
                     ids = job_ids_of(proc.stdout)
                     submitted += ids
                     cancel_ours_and_peers(ids)
@@ -282,14 +344,34 @@ def measure_ssh(work: Path, runs: int, host: str, ssh_config: str) -> None:
         c = {k: v.get("calls") for k, v in vals.items()}
         row(f"3. ssh submit, {n} benchmarks, wall (s)", t["ours"], t["peer"], "-")
         rt = {k: (v["round_trips"] if v else None) for k, v in c.items()}
-        row("   round trips (master + remote commands)", rt["ours"], rt["peer"], "<= 3",
-            rt["ours"] is not None and rt["ours"] <= 3, fmt="{:d}")  # fmt: skip
-        inv = {k: (f"{v['invocations']} ({v['masters']}m+{v['commands']}c+{v['control_ops']}ctl, {v['rsync']} rsync)"
-                   if v else None) for k, v in c.items()}  # fmt: skip
+        row(
+            "   round trips (master + remote commands)",
+            rt["ours"],
+            rt["peer"],
+            "<= 3",
+            rt["ours"] is not None and rt["ours"] <= 3,
+            fmt="{:d}",
+        )
+        inv = {
+            k: (
+                f"{v['invocations']} ({v['masters']}m+{v['commands']}c+{v['control_ops']}ctl, {v['rsync']} rsync)"
+                if v
+                else None
+            )
+            for k, v in c.items()
+        }
         row("   ssh invocations (master+cmds+control)", inv["ours"], inv["peer"], "-")
     o5, o50 = (results[("ours", n)].get("calls", {}).get("round_trips") for n in (5, 50))
-    rows.append(("3. ours round trips constant 5 -> 50", f"{o5} -> {o50}", "", "", "constant",
-                 "MET" if o5 is not None and o5 == o50 and o5 <= 3 else "MISSED"))  # fmt: skip
+    rows.append(
+        (
+            "3. ours round trips constant 5 -> 50",
+            f"{o5} -> {o50}",
+            "",
+            "",
+            "constant",
+            "MET" if o5 is not None and o5 == o50 and o5 <= 3 else "MISSED",
+        )
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -302,15 +384,20 @@ def standin_time(job_dir: Path, tool: str) -> float | None:
 
 
 def measure_health(work: Path, jobs: int) -> None:
-    env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"),
-           "VSU_STANDIN_PATH": f"{STANDINS}:/usr/local/bin:/usr/bin:/bin", "VSU_OUT": str(work / "slurm-runs")}  # fmt: skip
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(work / "cache"),
+        "VSU_STANDIN_PATH": f"{STANDINS}:/usr/local/bin:/usr/bin:/bin",
+        "VSU_OUT": str(work / "slurm-runs"),
+    }
     figures: dict[str, dict[str, list[float]]] = {}
     port = 20000 + os.getpid() % 20000
     for tool, gym in (("ours", OURS), ("peer", PEER)):
         cfg = write_config("standins.yaml", work / f"health-{tool}.yaml", {f"{TAG}-h{i}": {} for i in range(jobs)})
         # A port of our own: another job on the node (e.g. a test) may hold vLLM's usual 8000.
-        _, proc = timed([str(gym), "eval", "submit", "-c", str(cfg), "--json", f"services.policy.port={port}"], env,
-                        check=False)  # fmt: skip
+        _, proc = timed(
+            [str(gym), "eval", "submit", "-c", str(cfg), "--json", f"services.policy.port={port}"], env, check=False
+        )
         try:
             record = json.loads(proc.stdout)
         except ValueError:
@@ -400,8 +487,10 @@ def profile_ours(work: Path) -> list[str]:
     out: list[str] = []
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}
     for label, cfg in (("realistic", work / "realistic.yaml"), ("200 benchmarks", work / "bench200.yaml")):
-        runs = [subprocess.run([str(OURS_PY), "-c", PHASES, str(cfg)], capture_output=True, text=True, env=env)
-                for _ in range(5)]  # fmt: skip
+        runs = [
+            subprocess.run([str(OURS_PY), "-c", PHASES, str(cfg)], capture_output=True, text=True, env=env)
+            for _ in range(5)
+        ]
         if any(r.returncode for r in runs):
             out.append(f"phase timing ({label}) failed: {runs[0].stderr.strip().splitlines()[-1:]}")
             continue
@@ -410,8 +499,23 @@ def profile_ours(work: Path) -> list[str]:
         for i, (_, name) in enumerate(table[0]):
             out.append(f"  {statistics.median(float(t[i][0]) for t in table):8.1f} ms {name.strip()}")
     # -X importtime: exclusive (self) import time summed per top-level package.
-    proc = subprocess.run([str(OURS_PY), "-X", "importtime", "-m", "nemo_gym.orchestration.cli.main", "eval", "submit",
-                           "-c", str(work / "realistic.yaml"), "--dry-run"], capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [
+            str(OURS_PY),
+            "-X",
+            "importtime",
+            "-m",
+            "nemo_gym.orchestration.cli.main",
+            "eval",
+            "submit",
+            "-c",
+            str(work / "realistic.yaml"),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     by_pkg: dict[str, int] = {}
     firsts: list[tuple[int, str]] = []
     total = 0
@@ -438,7 +542,7 @@ def profile_ours(work: Path) -> list[str]:
         "from nemo_gym.orchestration.cli.main import main\n"
         "import nemo_gym.orchestration.cli.launching, jinja2, hydra.compose\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    cProfile.run('main([\"eval\", \"submit\", \"-c\", sys.argv[1], \"--dry-run\"])', {str(prof)!r})\n"
+        f'    cProfile.run(\'main(["eval", "submit", "-c", sys.argv[1], "--dry-run"])\', {str(prof)!r})\n'
     )
     subprocess.run([str(OURS_PY), "-c", code, str(work / "bench200.yaml")], env=env, capture_output=True)
     if prof.exists():
@@ -448,12 +552,19 @@ def profile_ours(work: Path) -> list[str]:
         entries = []
         for (file, _line, fn), (_cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
             entries.append((ct, tt, nc, f"{Path(file).parent.name}/{Path(file).name}:{fn}"))
-        ours_fns = sorted((e for e in entries if "/orchestration/" in e[3] or e[3].startswith(("orchestration/", "cli/"))),
-                          key=lambda e: -e[0])[:10]  # fmt: skip
+        ours_fns = sorted(
+            (e for e in entries if "/orchestration/" in e[3] or e[3].startswith(("orchestration/", "cli/"))),
+            key=lambda e: -e[0],
+        )[:10]
         out.append("cProfile, 200-benchmark dry run after imports: our functions by cumulative time:")
-        out += [f"  {ct * 1e3:8.1f} ms cum {tt * 1e3:7.1f} ms self {nc:6d} calls  {name}" for ct, tt, nc, name in ours_fns]
+        out += [
+            f"  {ct * 1e3:8.1f} ms cum {tt * 1e3:7.1f} ms self {nc:6d} calls  {name}" for ct, tt, nc, name in ours_fns
+        ]
         out.append("cProfile: top self time anywhere:")
-        out += [f"  {tt * 1e3:8.1f} ms self {nc:7d} calls  {name}" for ct, tt, nc, name in sorted(entries, key=lambda e: -e[1])[:10]]
+        out += [
+            f"  {tt * 1e3:8.1f} ms self {nc:7d} calls  {name}"
+            for ct, tt, nc, name in sorted(entries, key=lambda e: -e[1])[:10]
+        ]
     return out
 
 
@@ -497,7 +608,9 @@ def main() -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    widths = [max(len(r[i]) for r in rows + [("measurement", "ours", "peer", "ours/peer", "target", "")]) for i in range(6)]
+    widths = [
+        max(len(r[i]) for r in rows + [("measurement", "ours", "peer", "ours/peer", "target", "")]) for i in range(6)
+    ]
     header = ("measurement", "ours", "peer", "ours/peer", "target", "")
     print(f"ours: {OURS}\npeer: {PEER} (NeMo Gym 0.7.0)")
     for r in [header, tuple("-" * w for w in widths), *rows]:

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1200, "height": 900}
 
 
@@ -33,7 +39,9 @@ class PageSeen:
 def require_chromium() -> None:
     if shutil.which(CHROMIUM) is None or not _has_playwright():
         if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
-            pytest.fail(f"no {CHROMIUM} or no playwright, but scripts/test installs both (apt chromium, the test extra)")
+            pytest.fail(
+                f"no {CHROMIUM} or no playwright, but scripts/test installs both (apt chromium, the test extra)"
+            )
         pytest.skip(f"no {CHROMIUM} (apt-get install chromium) or no playwright (the test extra)")
 
 
@@ -57,8 +65,14 @@ def open_report(path: Path, screenshot: Path | None = None) -> PageSeen:
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.on("request", lambda request: seen.requests.append(request.url))
-            page.on("console", lambda message: seen.console_errors.append(f"{message.type}: {message.text}")
-                    if message.type in ("error", "warning") else None)  # fmt: skip
+            page.on(
+                "console",
+                lambda message: (
+                    seen.console_errors.append(f"{message.type}: {message.text}")
+                    if message.type in ("error", "warning")
+                    else None
+                ),
+            )
             page.on("pageerror", lambda error: seen.console_errors.append(f"exception: {error}"))
             page.goto(seen.url, wait_until="load")
             page.wait_for_load_state("networkidle")

@@ -21,8 +21,11 @@ def checkpoint_runs(tmp_path: Path) -> list[Path]:
         shutil.copytree(REAL_RUN, run_dir)
         rollouts = run_dir / BENCH / contract.ROLLOUTS_FILE
         rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
-        rows = [{**r, "reward": 1.0 if r["_ng_task_index"] < scored else r["reward"]} for r in rows
-                if r["_ng_task_index"] not in dropped]  # fmt: skip
+        rows = [
+            {**r, "reward": 1.0 if r["_ng_task_index"] < scored else r["reward"]}
+            for r in rows
+            if r["_ng_task_index"] not in dropped
+        ]
         rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
         dirs.append(run_dir)
     return dirs

@@ -29,8 +29,13 @@ CONFIG = {
 }
 
 
-def staged_job(root: Path, exporter_settings: dict[str, dict[str, Any]], run_id: str = RUN_ID,
-               benchmark: str = BENCHMARK, gpus: int | None = 1) -> Path:  # fmt: skip
+def staged_job(
+    root: Path,
+    exporter_settings: dict[str, dict[str, Any]],
+    run_id: str = RUN_ID,
+    benchmark: str = BENCHMARK,
+    gpus: int | None = 1,
+) -> Path:
     """``root/<run id>/<benchmark>``: a finished job directory with its exports staged."""
     job = root / run_id / benchmark
     shutil.copytree(QUICKSTART_RUN / BENCHMARK, job)
@@ -42,16 +47,21 @@ def staged_job(root: Path, exporter_settings: dict[str, dict[str, Any]], run_id:
     return job
 
 
-def run_staged(job: Path, python: str, *args: str, env: dict[str, str] | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def run_staged(
+    job: Path, python: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """The staged runner, as the job runs it: ``python3 steps/exporters/run_exports.py JOB_DIR ...``.
     ``-E -s``: no PYTHONPATH, no user site: only the staged files and the interpreter's own packages."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "WANDB_"))}
     full_env.update(env or {})
     return subprocess.run(
         [python, "-E", "-s", str(job / exporters.RUNNER), str(job), *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=str(job.parent),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=str(job.parent),
+    )
 
 
 def receipt(job: Path, exporter: str) -> receipts.Receipt | None:

@@ -76,10 +76,25 @@ def mlflow_server(backend_python: str, tmp_path_factory: pytest.TempPathFactory)
     port = _free_port()
     mlflow = str(Path(backend_python).with_name("mlflow"))
     # The nodes reach this machine at its cluster address, which MLflow's Host guard must allow.
-    allowed = ",".join(f"{h},{h}:*" for h in ("localhost", "127.0.0.1", os.environ.get("LOCAL_SLURM_HOST_ADDRESS")) if h)
-    argv = [mlflow, "server", "--backend-store-uri", f"sqlite:///{data}/mlflow.db", "--artifacts-destination",
-            str(data / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-            "--allowed-hosts", allowed]  # fmt: skip
+    allowed = ",".join(
+        f"{h},{h}:*" for h in ("localhost", "127.0.0.1", os.environ.get("LOCAL_SLURM_HOST_ADDRESS")) if h
+    )
+    argv = [
+        mlflow,
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{data}/mlflow.db",
+        "--artifacts-destination",
+        str(data / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--allowed-hosts",
+        allowed,
+    ]
     log = open(data / "server.log", "w")  # noqa: SIM115 - the server writes it until the session ends
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=data)
@@ -125,12 +140,11 @@ print(json.dumps(out))
 
 def mlflow_runs(python: str, server: Server, experiment: str, key: str) -> list[dict[str, Any]]:
     """The runs of an export key (``<run id>/<benchmark>``), read back with MLflow's own client."""
-    done = subprocess.run([python, "-c", READ_MLFLOW, server.url, experiment, key],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [python, "-c", READ_MLFLOW, server.url, experiment, key], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return list(json.loads(done.stdout.splitlines()[-1]))
-
-
 
 
 class Forwarder:
@@ -202,5 +216,3 @@ class Forwarder:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-
-

@@ -21,7 +21,6 @@ _ENV_REF_RE = re.compile(r"\$\{env:(" + _ENV_NAME + r")(?::-[^}]*)?\}")
 _SIGNALS = ("metrics", "traces", "logs")
 
 
-
 _KNOWN_TOP = {"receivers", "processors", "exporters", "extensions", "connectors", "service"}
 _METRICS_ONLY_RECEIVERS = {"prometheus"}
 
@@ -116,7 +115,9 @@ def _scrape_problems(doc: dict[str, Any]) -> list[str]:
         if interval is None or timeout is None:
             problems.append(f"{where}: scrape_interval/scrape_timeout must be durations like '15s'")
         elif timeout > interval:
-            problems.append(f"{where}: scrape_timeout {sc['scrape_timeout']} exceeds scrape_interval {sc['scrape_interval']}")
+            problems.append(
+                f"{where}: scrape_timeout {sc['scrape_timeout']} exceeds scrape_interval {sc['scrape_interval']}"
+            )
         for static in sc.get("static_configs") or []:
             for target in static.get("targets") or []:
                 host, _, port = str(target).rpartition(":")
@@ -136,16 +137,16 @@ def _token_problems(doc: dict[str, Any], text: str, secrets: Iterable[str]) -> l
     for name, exporter in (doc.get("exporters") or {}).items():
         headers = (exporter or {}).get("headers") or {}
         for key, value in headers.items():
-            if key.lower() == "authorization" and not re.fullmatch(
-                r"Bearer \$\{env:" + _ENV_NAME + r"\}", str(value)
-            ):
+            if key.lower() == "authorization" and not re.fullmatch(r"Bearer \$\{env:" + _ENV_NAME + r"\}", str(value)):
                 problems.append(
                     f"exporters::{name}::headers::{key}: must be 'Bearer ${{env:NAME}}', never a literal token"
                 )
     for name, processor in (doc.get("processors") or {}).items():
         for action in (processor or {}).get("attributes") or []:
             if str(action.get("key", "")).lower() == "authorization":
-                problems.append(f"processors::{name}: sets an Authorization attribute; the file exports would hold the token")
+                problems.append(
+                    f"processors::{name}: sets an Authorization attribute; the file exports would hold the token"
+                )
     for secret in secrets:
         if secret and secret in text:
             problems.append("the config holds a secret value literally; reference it as ${env:NAME}")

@@ -16,7 +16,17 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
 STANDIN_PATH = f"lit:{STANDINS}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 class ClusterRun:
@@ -28,8 +38,14 @@ class ClusterRun:
         self.output.mkdir()
         self.job_ids: list[str] = []
 
-    def config(self, services: dict, pools: dict | None = None, benchmarks: dict | None = None,
-               driver: dict | None = None, compute: dict | None = None) -> dict[str, Any]:  # fmt: skip
+    def config(
+        self,
+        services: dict,
+        pools: dict | None = None,
+        benchmarks: dict | None = None,
+        driver: dict | None = None,
+        compute: dict | None = None,
+    ) -> dict[str, Any]:
         for service in services.values():
             service.setdefault("env", {}).setdefault("PATH", STANDIN_PATH)
             service.setdefault("container", "standin:latest")
@@ -38,13 +54,19 @@ class ClusterRun:
             "services": services,
             # By default a job takes all 4 GPUs of one node, so that jobs never share a node
             # (and a model port) unless a test asks for it.
-            "compute": {"local": {"type": "slurm", "account": "acct", "walltime": "00:05:00",
-                                  "node_pools": pools or {"gpu": {"partition": "debug", "gpus_per_node": 4}},
-                                  **(compute or {})}},
+            "compute": {
+                "local": {
+                    "type": "slurm",
+                    "account": "acct",
+                    "walltime": "00:05:00",
+                    "node_pools": pools or {"gpu": {"partition": "debug", "gpus_per_node": 4}},
+                    **(compute or {}),
+                }
+            },
             "driver": drv,
             "job": {"output_path": str(self.output)},
             "otel": {"enabled": False},
-        }  # fmt: skip
+        }
 
     def submit(self, config: dict[str, Any], *extra: str, expect_rc: int = 0, path_prefix: str = "") -> dict[str, Any]:
         """Submit through the CLI; ``path_prefix`` goes in front of PATH for the job's own shell
@@ -55,9 +77,21 @@ class ClusterRun:
         if path_prefix:
             env["PATH"] = f"{path_prefix}:{env['PATH']}"
         proc = subprocess.run(
-            [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json", *extra],
-            capture_output=True, text=True, env=env,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "nemo_gym.orchestration.cli.main",
+                "eval",
+                "submit",
+                "-c",
+                str(path),
+                "--json",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert proc.returncode == expect_rc, proc.stderr
         self.last_stderr = proc.stderr
         record = json.loads(proc.stdout)
@@ -68,9 +102,11 @@ class ClusterRun:
         """Run `gym eval ARGS` with the same local index as submit."""
         return subprocess.run(
             [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             env={**os.environ, "XDG_CACHE_HOME": str(self.tmp_path / "cache")},
-        )  # fmt: skip
+        )
 
     def status(self) -> dict[str, dict]:
         proc = self.cli("status", "--last", "--json")

@@ -61,13 +61,19 @@ def test_a_job_killed_mid_export_is_resumed_and_exports_exactly_once(
     experiment = f"cluster-kill-{cluster_run.tmp_path.name}"
     reachable_server.hold_uploads = True
     reachable_server.start()
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver={"policy_model": "policy"},
-                                benchmarks={"bench": {"resumable": True}}, compute={"walltime": "1"})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        driver={"policy_model": "policy"},
+        benchmarks={"bench": {"resumable": True}},
+        compute={"walltime": "1"},
+    )
     config["job"]["export"] = {"mlflow": {"tracking_uri": reachable_server.url, "experiment": experiment}}
     [job] = cluster_run.submit(config)["benchmarks"]
     receipt = Path(job["job_dir"], ".gym", "exports", "mlflow.json")
     deadline = time.monotonic() + 60
-    while not (receipt.exists() and '"running"' in receipt.read_text() and '"backend_run_id": ""' not in receipt.read_text()):
+    while not (
+        receipt.exists() and '"running"' in receipt.read_text() and '"backend_run_id": ""' not in receipt.read_text()
+    ):
         assert time.monotonic() < deadline, "the export never got as far as its run"
         time.sleep(0.5)
     reachable_server.hold_uploads = False  # the server answers again; the walltime still cuts this job

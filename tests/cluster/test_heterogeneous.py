@@ -26,12 +26,19 @@ SERVICES = {
 
 
 def het_config(cluster_run, benchmarks: dict, **driver_env: str) -> dict:
-    env = {"PATH": STANDIN_PATH, "GYM_TEST_JUDGE_URL": "runtime:GYM_SERVICE_URL_JUDGE",
-           "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS", **{k: f"lit:{v}" for k, v in driver_env.items()}}  # fmt: skip
+    env = {
+        "PATH": STANDIN_PATH,
+        "GYM_TEST_JUDGE_URL": "runtime:GYM_SERVICE_URL_JUDGE",
+        "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS",
+        **{k: f"lit:{v}" for k, v in driver_env.items()},
+    }
     return cluster_run.config(
-        services=json.loads(json.dumps(SERVICES)), pools=POOLS, benchmarks=benchmarks,
-        driver={"policy_model": "policy", "env": env}, compute={"walltime": "1"},
-    )  # fmt: skip
+        services=json.loads(json.dumps(SERVICES)),
+        pools=POOLS,
+        benchmarks=benchmarks,
+        driver={"policy_model": "policy", "env": env},
+        compute={"walltime": "1"},
+    )
 
 
 def test_a_policy_a_judge_and_cpu_workers_run_as_one_heterogeneous_job_that_resumes(cluster_run) -> None:
@@ -40,12 +47,15 @@ def test_a_policy_a_judge_and_cpu_workers_run_as_one_heterogeneous_job_that_resu
     finishes. Each step ran on its component's node with its component's GPUs, and the driver
     reached the judge on another component."""
     rollouts = 60
-    config = het_config(cluster_run, {"bench": {"resumable": True, "run": {"standin_rollouts": rollouts,
-                                                                              "standin_rollout_seconds": 2}}})  # fmt: skip
+    config = het_config(
+        cluster_run, {"bench": {"resumable": True, "run": {"standin_rollouts": rollouts, "standin_rollout_seconds": 2}}}
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     running = cluster_run.wait_for("bench", {"running"}, timeout=60)
     first = running["job_id"]
-    components = [line for line in Path(job["job_dir"], f"slurm-{first}.out").read_text().splitlines() if "nodes" in line]
+    components = [
+        line for line in Path(job["job_dir"], f"slurm-{first}.out").read_text().splitlines() if "nodes" in line
+    ]
     assert job_fields(first).get("HetJobId") == first, job_fields(first)  # Slurm's own word: heterogeneous
     final = cluster_run.wait_for("bench", {"succeeded", "failed", "cancelled", "timed out", "unknown"}, timeout=300)
     assert final["state"] == "succeeded", (final, components)
@@ -73,7 +83,9 @@ def test_cancel_stops_every_component_of_a_heterogeneous_job(cluster_run) -> Non
     assert proc.returncode == 0 and "cancelled bench" in proc.stdout, proc.stderr
     component = str(int(job["job_id"]) + 1)
     deadline = time.monotonic() + 30
-    while any(job_fields(j).get("JobState") not in ("CANCELLED", "COMPLETED", "FAILED") for j in (job["job_id"], component)):
+    while any(
+        job_fields(j).get("JobState") not in ("CANCELLED", "COMPLETED", "FAILED") for j in (job["job_id"], component)
+    ):
         assert time.monotonic() < deadline, (job_fields(job["job_id"]), job_fields(component))
         time.sleep(0.5)
     assert job_fields(component).get("HetJobId") == job["job_id"]

@@ -59,7 +59,9 @@ def test_cancel_while_running_and_cancel_again(cluster_run) -> None:
 
 def test_service_killed_mid_run_is_named_in_status(cluster_run) -> None:
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:3"}}},
+        services={
+            "policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:3"}}
+        },
         driver=slow_driver(300),
     )
     cluster_run.submit(config)
@@ -71,8 +73,9 @@ def test_service_killed_mid_run_is_named_in_status(cluster_run) -> None:
 
 
 def test_sbatch_refusal_shows_in_status(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                pools={"gpu": {"partition": "nosuchpartition"}})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}}, pools={"gpu": {"partition": "nosuchpartition"}}
+    )
     cluster_run.submit(config, expect_rc=1)
     job = cluster_run.status()["bench"]
     assert job["state"] == "failed" and job["detail"].startswith("sbatch refused:")
@@ -80,8 +83,9 @@ def test_sbatch_refusal_shows_in_status(cluster_run) -> None:
 
 
 def test_walltime_reached_is_timed_out(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(600),
-                                compute={"walltime": "1"})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(600), compute={"walltime": "1"}
+    )
     cluster_run.submit(config)
     job = cluster_run.wait_for("bench", {"timed out", "failed", "succeeded", "unknown"}, timeout=200)
     assert job["state"] == "timed out", job
@@ -95,9 +99,11 @@ def test_logs_follow_while_the_job_writes_them(cluster_run) -> None:
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "logs", "--last", "-f"],
-        capture_output=True, text=True, timeout=90,
+        capture_output=True,
+        text=True,
+        timeout=90,
         env={**__import__("os").environ, "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache")},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     assert "waiting for policy" in proc.stdout or "policy is healthy" in proc.stdout
     assert "job finished with status 0" in proc.stdout  # it kept printing until the end
@@ -105,8 +111,11 @@ def test_logs_follow_while_the_job_writes_them(cluster_run) -> None:
 
 
 def test_shared_deployment_on_the_cluster_one_job_each_benchmark_its_own_status(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}}, driver=slow_driver(1),
-                                benchmarks={"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        driver=slow_driver(1),
+        benchmarks={"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}},
+    )
     config["job"].update(deployment="shared", benchmarks_at_once=2)
     record = cluster_run.submit(config)
     [job_id] = {b["job_id"] for b in record["benchmarks"]}
@@ -121,26 +130,35 @@ def test_shared_deployment_on_the_cluster_one_job_each_benchmark_its_own_status(
 
 
 def test_a_node_going_away_mid_run_is_reported_as_a_node_failure(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m", "number_of_instances": 2}},
-                                pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
-                                driver=slow_driver(300))  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "number_of_instances": 2}},
+        pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
+        driver=slow_driver(300),
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     cluster_run.wait_for("bench", {"running"})
     nodes = subprocess.run(["squeue", "-h", "-j", job["job_id"], "-o", "%N"], capture_output=True, text=True).stdout
-    lost = subprocess.run(["scontrol", "show", "hostnames", nodes.strip()], capture_output=True, text=True).stdout.split()[-1]
+    lost = subprocess.run(
+        ["scontrol", "show", "hostnames", nodes.strip()], capture_output=True, text=True
+    ).stdout.split()[-1]
     subprocess.run(["scontrol", "update", f"nodename={lost}", "state=down", "reason=gym-test-node-lost"], check=True)
     try:
         # Slurm requeues a job whose node failed (the default); others would end it NODE_FAIL.
         deadline = time.monotonic() + 60
         while True:
             status = cluster_run.status()["bench"]
-            if status["state"] in ("failed", "queued") and ("node" in status["detail"] or "requeued" in status["detail"]):
+            if status["state"] in ("failed", "queued") and (
+                "node" in status["detail"] or "requeued" in status["detail"]
+            ):
                 break
             assert time.monotonic() < deadline, status
             time.sleep(0.5)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={lost}", "state=resume"])
-    assert status["detail"].startswith("requeued by Slurm after a node failure") or status["detail"] == "a node failed (NODE_FAIL)"
+    assert (
+        status["detail"].startswith("requeued by Slurm after a node failure")
+        or status["detail"] == "a node failed (NODE_FAIL)"
+    )
 
 
 def test_a_requeued_job_starts_clean_and_succeeds(cluster_run) -> None:

@@ -30,7 +30,7 @@ def router_bin() -> str:
     if not Path(path, "vllm-router").exists():
         if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
             pytest.fail("GYM_ROUTER_BIN is not set (scripts/test sets it: scripts/envs/router-env.sh)")
-        pytest.skip("no real vllm-router (eval \"$(scripts/envs/router-env.sh)\")")
+        pytest.skip('no real vllm-router (eval "$(scripts/envs/router-env.sh)")')
     return path
 
 
@@ -41,17 +41,23 @@ def requests_of(job_dir: str, host: str, port: int) -> list[dict]:
 
 def test_prefill_decode_behind_the_real_router_with_a_command_and_a_gym_benchmark(cluster_run, router_bin) -> None:
     config = cluster_run.config(
-        services={"policy": {
-            "type": "vllm_pd", "model": "/models/tiny", "served_model_name": "tiny",
-            "env": {"PATH": STANDIN_PATH, "GYM_ROUTER_BIN": f"lit:{router_bin}", "HF_TOKEN": "lit:tier-secret"},
-            "prefill": {"node_pool": "prefill"},
-            "decode": {"node_pool": "decode", "number_of_instances": 2},
-        }},
-        pools={"prefill": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
-               "decode": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
+        services={
+            "policy": {
+                "type": "vllm_pd",
+                "model": "/models/tiny",
+                "served_model_name": "tiny",
+                "env": {"PATH": STANDIN_PATH, "GYM_ROUTER_BIN": f"lit:{router_bin}", "HF_TOKEN": "lit:tier-secret"},
+                "prefill": {"node_pool": "prefill"},
+                "decode": {"node_pool": "decode", "number_of_instances": 2},
+            }
+        },
+        pools={
+            "prefill": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
+            "decode": {"partition": "debug", "nodes": 2, "gpus_per_node": 4},
+        },
         benchmarks={"gym-run": {"run": {"limit": 2}}, "scripted": {"command": COMMAND}},
         driver={"policy_model": "policy", "policy_host": "${oc.env:HEAD_NODE_IP}"},
-    )  # fmt: skip
+    )
     record = cluster_run.submit(config, "--json")
     jobs = {b["benchmark"]: b for b in record["benchmarks"]}
     for job in jobs.values():
@@ -59,21 +65,31 @@ def test_prefill_decode_behind_the_real_router_with_a_command_and_a_gym_benchmar
         log = Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
         assert fields["JobState"] == "COMPLETED", log
         assert state_of(job["job_dir"])["phase"] == "succeeded", log
-        vllm = {(r["host"], "--headless" in r["argv"]): r for r in standin_records(job["job_dir"], "vllm")
-                if r["tool"] == "vllm"}  # not vllm-router's  # fmt: skip
+        vllm = {
+            (r["host"], "--headless" in r["argv"]): r
+            for r in standin_records(job["job_dir"], "vllm")
+            if r["tool"] == "vllm"
+        }  # not vllm-router's
         assert set(vllm) == {("n1", False), ("n2", False), ("n3", True)}  # prefill on n1; decode n2 head, n3 headless
         prefill, decode, headless = vllm[("n1", False)], vllm[("n2", False)], vllm[("n3", True)]
-        for tier, role, port, side_channel in ((prefill, "kv_producer", "8001", "5600"), (decode, "kv_consumer", "8002", "5601"),
-                                               (headless, "kv_consumer", "8002", "5601")):  # fmt: skip
+        for tier, role, port, side_channel in (
+            (prefill, "kv_producer", "8001", "5600"),
+            (decode, "kv_consumer", "8002", "5601"),
+            (headless, "kv_consumer", "8002", "5601"),
+        ):
             argv = tier["argv"]
             assert argv[argv.index("--port") + 1] == port
             assert json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_role"] == role  # one argument
             assert tier["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] == side_channel
             assert tier["env"]["VLLM_NIXL_SIDE_CHANNEL_HOST"].startswith("198.18.0.")  # the node's own address
-            assert tier["env"]["HF_TOKEN"].startswith("sha256:")  # the service's env reached the tier (0.7.0: router only)
+            assert tier["env"]["HF_TOKEN"].startswith(
+                "sha256:"
+            )  # the service's env reached the tier (0.7.0: router only)
         assert prefill["env"]["VLLM_NIXL_SIDE_CHANNEL_HOST"] != decode["env"]["VLLM_NIXL_SIDE_CHANNEL_HOST"]
         decode_head_ip = decode["argv"][decode["argv"].index("--data-parallel-address") + 1]
-        assert headless["argv"][headless["argv"].index("--data-parallel-address") + 1] == decode_head_ip  # not empty (0.7.0's B1)
+        assert (
+            headless["argv"][headless["argv"].index("--data-parallel-address") + 1] == decode_head_ip
+        )  # not empty (0.7.0's B1)
         assert decode["argv"][decode["argv"].index("--data-parallel-rpc-port") + 1] == "13346"  # prefill's + 1
         [router] = standin_records(job["job_dir"], "vllm-router")
         argv = router["argv"]
@@ -96,4 +112,6 @@ def test_prefill_decode_behind_the_real_router_with_a_command_and_a_gym_benchmar
     [to_prefill] = [r for r in requests_of(job_dir, "n1", 8001) if r["path"] == "/v1/chat/completions"]
     [to_decode] = [r for r in requests_of(job_dir, "n2", 8002) if r["path"] == "/v1/chat/completions"]
     assert to_prefill["body"]["max_tokens"] == 1 and to_prefill["body"]["kv_transfer_params"]["do_remote_decode"]
-    assert "kv_transfer_params" not in to_decode["body"] or not to_decode["body"]["kv_transfer_params"].get("do_remote_decode")
+    assert "kv_transfer_params" not in to_decode["body"] or not to_decode["body"]["kv_transfer_params"].get(
+        "do_remote_decode"
+    )

@@ -61,8 +61,11 @@ def accounted(job_id: str, timeout: float = 30) -> tuple[int, str]:
     """Slurm's own elapsed seconds and allocated TRES of a finished job, once slurmdbd has it."""
     deadline = time.monotonic() + timeout
     while True:
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ElapsedRaw,AllocTRES"],
-                             capture_output=True, text=True).stdout.split()  # fmt: skip
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ElapsedRaw,AllocTRES"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         if out and out[0].startswith("COMPLETED"):
             _, elapsed, tres = out[0].split("|")
             return int(elapsed), tres

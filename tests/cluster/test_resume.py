@@ -46,8 +46,9 @@ def test_a_job_cut_by_its_walltime_resumes_from_its_rollouts_and_finishes(cluste
     config = cluster_run.config(
         services={"policy": {"type": "vllm", "model": "m"}},
         benchmarks={"bench": {"resumable": True, "run": {"standin_rollouts": 60, "standin_rollout_seconds": 2}}},
-        driver=driver(), compute={"walltime": "1"},
-    )  # fmt: skip
+        driver=driver(),
+        compute={"walltime": "1"},
+    )
     config["driver"]["env"]["STANDIN_SECRET"] = "host:GYM_TEST_RESUME_SECRET"
     [job] = cluster_run.submit(config)["benchmarks"]
     seen = set()
@@ -90,10 +91,12 @@ def test_a_job_cut_by_its_walltime_resumes_from_its_rollouts_and_finishes(cluste
 
 def test_a_service_that_keeps_dying_spends_the_retries_and_the_chain_stops(cluster_run) -> None:
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:2"}}},
+        services={
+            "policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:2"}}
+        },
         benchmarks={"bench": {"resumable": {"max_retries": 1}, "run": {"standin_rollouts": 5}}},
         driver=driver(STANDIN_DRIVER_SECONDS="300"),
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     final = wait_final(cluster_run, timeout=180)
     cluster_run.job_ids += final["chain"]
@@ -109,10 +112,12 @@ def test_a_service_that_keeps_dying_spends_the_retries_and_the_chain_stops(clust
 
 def test_max_walltime_caps_the_whole_chain(cluster_run) -> None:
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:12"}}},
+        services={
+            "policy": {"type": "vllm", "model": "m", "env": {"PATH": STANDIN_PATH, "STANDIN_DIE_AFTER": "lit:12"}}
+        },
         benchmarks={"bench": {"resumable": {"max_retries": 10, "max_walltime": "0:20"}}},
         driver=driver(STANDIN_DRIVER_SECONDS="300"),
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     final = wait_final(cluster_run, timeout=240)
     cluster_run.job_ids += final["chain"]
@@ -127,7 +132,7 @@ def test_cancel_stops_the_running_job_and_the_one_queued_to_resume_it(cluster_ru
         services={"policy": {"type": "vllm", "model": "m"}},
         benchmarks={"bench": {"resumable": True, "run": {"standin_rollouts": 100, "standin_rollout_seconds": 1}}},
         driver=driver(),
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     running = cluster_run.wait_for("bench", {"running"}, timeout=60)
     [first, successor] = running["chain"]
@@ -145,8 +150,9 @@ def test_cancel_stops_the_running_job_and_the_one_queued_to_resume_it(cluster_ru
 
 
 def test_a_successful_job_leaves_no_resume_job_behind(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                benchmarks={"bench": {"resumable": True}}, driver=driver())  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}}, benchmarks={"bench": {"resumable": True}}, driver=driver()
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     final = wait_final(cluster_run, timeout=60)
     assert final["state"] == "succeeded" and final["chain"] == [job["job_id"]], final
@@ -163,9 +169,11 @@ def test_a_successful_job_leaves_no_resume_job_behind(cluster_run) -> None:
 
 
 def test_a_driver_failure_ends_the_chain_at_once_without_running_the_successor(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                benchmarks={"bench": {"resumable": True, "run": {"standin_fail": True}}},
-                                driver=driver())  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        benchmarks={"bench": {"resumable": True, "run": {"standin_fail": True}}},
+        driver=driver(),
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     final = wait_final(cluster_run, timeout=60)
     assert final["state"] == "failed", final
@@ -183,7 +191,7 @@ def test_a_node_failure_requeues_the_job_and_it_continues_from_its_rollouts(clus
         services={"policy": {"type": "vllm", "model": "m"}},
         benchmarks={"bench": {"resumable": True, "run": {"standin_rollouts": 40, "standin_rollout_seconds": 0.5}}},
         driver=driver(),
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     rollouts = Path(job["job_dir"], "artifacts", "rollouts.jsonl")
     deadline = time.monotonic() + 60

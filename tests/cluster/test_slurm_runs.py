@@ -22,16 +22,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 def test_two_pools_dp_vllm_and_ray_two_benchmarks_complete(cluster_run) -> None:
     config = cluster_run.config(
         services={
-            "policy": {"type": "vllm", "model": "/models/tiny", "served_model_name": "tiny",
-                       "node_pool": "serve", "number_of_instances": 4, "tensor_parallel_size": 2},
+            "policy": {
+                "type": "vllm",
+                "model": "/models/tiny",
+                "served_model_name": "tiny",
+                "node_pool": "serve",
+                "number_of_instances": 4,
+                "tensor_parallel_size": 2,
+            },
             "envs": {"type": "ray", "node_pools": ["workers"], "resources": {"workers": {"sandbox": 4}}},
         },
-        pools={"serve": {"partition": "debug", "nodes": 2, "gpus_per_node": 4},
-               "workers": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}},
+        pools={
+            "serve": {"partition": "debug", "nodes": 2, "gpus_per_node": 4},
+            "workers": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
+        },
         benchmarks={"first": {"run": {"limit": 3}}, "second": {}},
-        driver={"policy_model": "policy", "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
-                                                  "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS"}},
-    )  # fmt: skip
+        driver={
+            "policy_model": "policy",
+            "env": {
+                "PATH": cluster_run.config({})["driver"]["env"]["PATH"],
+                "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS",
+            },
+        },
+    )
     record = cluster_run.submit(config)
     jobs = {b["benchmark"]: b for b in record["benchmarks"]}
     assert set(jobs) == {"first", "second"} and all(b["job_id"] for b in jobs.values())
@@ -82,12 +95,21 @@ def test_each_step_runs_once_per_node_whatever_ntasks_per_node(cluster_run) -> N
 def test_pyxis_options_reach_the_step_and_env_is_read_on_the_node(cluster_run, monkeypatch) -> None:
     monkeypatch.setenv("GYM_TEST_SECRET_VALUE", "s3cret-from-the-submit-host")
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "/models/Qwen 8B (it's)", "container": "nvcr.io#nvidia/vllm:25.09",
-                             "mounts": ["/tmp:/data:ro"], "extra_args": "--chat-template '{{ x }}' --seed 1",
-                             "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
-                                     "GYM_WHERE": "runtime:SLURMD_NODENAME",
-                                     "HF_TOKEN": "host:GYM_TEST_SECRET_VALUE"}}},
-    )  # fmt: skip
+        services={
+            "policy": {
+                "type": "vllm",
+                "model": "/models/Qwen 8B (it's)",
+                "container": "nvcr.io#nvidia/vllm:25.09",
+                "mounts": ["/tmp:/data:ro"],
+                "extra_args": "--chat-template '{{ x }}' --seed 1",
+                "env": {
+                    "PATH": cluster_run.config({})["driver"]["env"]["PATH"],
+                    "GYM_WHERE": "runtime:SLURMD_NODENAME",
+                    "HF_TOKEN": "host:GYM_TEST_SECRET_VALUE",
+                },
+            }
+        },
+    )
     record = cluster_run.submit(config)
     [job] = record["benchmarks"]
     assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
@@ -124,8 +146,9 @@ def slurm_out(job: dict) -> str:
 
 
 def test_service_failing_at_start_fails_the_job_fast_with_its_name(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "/models/FAIL_AT_START"}},
-                                driver={"policy_model": "policy"})
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/models/FAIL_AT_START"}}, driver={"policy_model": "policy"}
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     start = time.monotonic()
     fields = cluster_run.wait(job["job_id"], timeout=60)
@@ -140,11 +163,18 @@ def test_service_failing_at_start_fails_the_job_fast_with_its_name(cluster_run) 
 
 def test_service_dying_mid_run_stops_the_driver(cluster_run) -> None:
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "env": {
-            "PATH": cluster_run.config({})["driver"]["env"]["PATH"], "STANDIN_DIE_AFTER": "lit:3"}}},
-        driver={"policy_model": "policy", "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
-                                                  "STANDIN_DRIVER_SECONDS": "lit:120"}},
-    )  # fmt: skip
+        services={
+            "policy": {
+                "type": "vllm",
+                "model": "m",
+                "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"], "STANDIN_DIE_AFTER": "lit:3"},
+            }
+        },
+        driver={
+            "policy_model": "policy",
+            "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"], "STANDIN_DRIVER_SECONDS": "lit:120"},
+        },
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     start = time.monotonic()
     fields = cluster_run.wait(job["job_id"], timeout=60)
@@ -166,9 +196,11 @@ def test_health_timeout_names_the_service(cluster_run) -> None:
 def test_driver_failure_is_the_job_failure(cluster_run) -> None:
     config = cluster_run.config(
         services={"policy": {"type": "vllm", "model": "m"}},
-        driver={"policy_model": "policy", "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"],
-                                                  "STANDIN_DRIVER_FAIL": "lit:1"}},
-    )  # fmt: skip
+        driver={
+            "policy_model": "policy",
+            "env": {"PATH": cluster_run.config({})["driver"]["env"]["PATH"], "STANDIN_DRIVER_FAIL": "lit:1"},
+        },
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     fields = cluster_run.wait(job["job_id"], timeout=60)
     assert fields["JobState"] == "FAILED" and fields["ExitCode"].startswith("5:")
@@ -177,9 +209,11 @@ def test_driver_failure_is_the_job_failure(cluster_run) -> None:
 
 
 def test_sbatch_refusal_is_parsed_per_benchmark(cluster_run) -> None:
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                pools={"gpu": {"partition": "nosuchpartition"}},
-                                benchmarks={"a": {}, "b": {}})
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        pools={"gpu": {"partition": "nosuchpartition"}},
+        benchmarks={"a": {}, "b": {}},
+    )
     record = cluster_run.submit(config, expect_rc=1)
     for job in record["benchmarks"]:
         assert job["job_id"] is None and "invalid partition" in job["error"].lower()
@@ -193,8 +227,12 @@ def test_otel_collector_starts_first_is_checked_and_stopped_gracefully(cluster_r
         pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
         driver={"policy_model": "policy"},
     )
-    config["otel"] = {"endpoint": "https://otel.example.com", "service_name": "gym-tests", "gym_telemetry": False,
-                      "binary": str(Path(__file__).resolve().parents[1] / "standins" / "otelcol-contrib")}  # fmt: skip
+    config["otel"] = {
+        "endpoint": "https://otel.example.com",
+        "service_name": "gym-tests",
+        "gym_telemetry": False,
+        "binary": str(Path(__file__).resolve().parents[1] / "standins" / "otelcol-contrib"),
+    }
     record = cluster_run.submit(config)
     [job] = record["benchmarks"]
     assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED", slurm_out(job)
@@ -221,13 +259,23 @@ def test_two_node_config_dp_service_and_ray_service_two_benchmarks(cluster_run) 
     """The issue's own acceptance case: two nodes, a data-parallel vLLM service pinned to one
     pool, a ray service on the other, two benchmarks: two jobs that complete, both recorded."""
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "node_pool": "serve", "number_of_instances": 2,
-                             "tensor_parallel_size": 2},
-                  "envs": {"type": "ray", "node_pools": ["workers"]}},
-        pools={"serve": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
-               "workers": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}},
-        benchmarks={"one": {}, "two": {}}, driver={"policy_model": "policy"},
-    )  # fmt: skip
+        services={
+            "policy": {
+                "type": "vllm",
+                "model": "m",
+                "node_pool": "serve",
+                "number_of_instances": 2,
+                "tensor_parallel_size": 2,
+            },
+            "envs": {"type": "ray", "node_pools": ["workers"]},
+        },
+        pools={
+            "serve": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
+            "workers": {"partition": "debug", "nodes": 1, "gpus_per_node": 4},
+        },
+        benchmarks={"one": {}, "two": {}},
+        driver={"policy_model": "policy"},
+    )
     record = cluster_run.submit(config)
     assert [b["benchmark"] for b in record["benchmarks"]] == ["one", "two"]
     on_disk = json.loads(Path(record["run_dir"], "gym-job.json").read_text())
@@ -242,11 +290,17 @@ def test_two_node_config_dp_service_and_ray_service_two_benchmarks(cluster_run) 
 
 def test_apptainer_runtime_runs_each_step_in_its_image(cluster_run) -> None:
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "container": "nvcr.io#nvidia/vllm:25.09",
-                             "mounts": ["/tmp:/data:ro"]}},
+        services={
+            "policy": {
+                "type": "vllm",
+                "model": "m",
+                "container": "nvcr.io#nvidia/vllm:25.09",
+                "mounts": ["/tmp:/data:ro"],
+            }
+        },
         driver={"policy_model": "policy", "container": "/images/gym.sif"},
         compute={"container_runtime": "apptainer"},
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config, path_prefix=str(Path(__file__).resolve().parents[1] / "standins"))["benchmarks"]
     assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED", slurm_out(job)
     images = {r["image"]: r for r in standin_records(job["job_dir"], "apptainer")}
@@ -282,12 +336,16 @@ def test_gym_install_from_a_local_repository(cluster_run, tmp_path) -> None:
     python_bin = str(Path(sys.executable).resolve().parent)
     config = cluster_run.config(
         services={"policy": {"type": "vllm", "model": "m"}},
-        driver={"policy_model": "policy", "gym_install": {"repo": str(repo), "ref": "v0.7.0"},
-                "env": {"PATH": f"lit:{python_bin}:/usr/local/bin:/usr/bin:/bin"}},
-    )  # fmt: skip
+        driver={
+            "policy_model": "policy",
+            "gym_install": {"repo": str(repo), "ref": "v0.7.0"},
+            "env": {"PATH": f"lit:{python_bin}:/usr/local/bin:/usr/bin:/bin"},
+        },
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
-    assert cluster_run.wait(job["job_id"], timeout=240)["JobState"] == "COMPLETED", slurm_out(job) + Path(
-        job["job_dir"], "logs", f"driver-{job['job_id']}.log").read_text()
+    assert cluster_run.wait(job["job_id"], timeout=240)["JobState"] == "COMPLETED", (
+        slurm_out(job) + Path(job["job_dir"], "logs", f"driver-{job['job_id']}.log").read_text()
+    )
     [driver] = standin_records(job["job_dir"], "gym-run")
     assert "/gym-install-" in driver["cwd"]  # ran from the fresh clone
 
@@ -303,17 +361,26 @@ def test_ray_gateway_serves_replicas_across_nodes_with_real_ray(cluster_run) -> 
         pytest.fail(reason) if os.environ.get("GYM_REQUIRE_CLUSTER") == "1" else pytest.skip(reason)
     path = f"lit:{RAY_ENV / 'bin'}:{Path(__file__).resolve().parents[1] / 'standins'}:/usr/local/bin:/usr/bin:/bin"
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "use_ray_serve": True,
-                             "number_of_instances": 2, "health_check": {"timeout_seconds": 300},
-                             "env": {"PATH": path, "RAY_USAGE_STATS_ENABLED": "lit:0"}}},
+        services={
+            "policy": {
+                "type": "vllm",
+                "model": "m",
+                "served_model_name": "tiny",
+                "use_ray_serve": True,
+                "number_of_instances": 2,
+                "health_check": {"timeout_seconds": 300},
+                "env": {"PATH": path, "RAY_USAGE_STATS_ENABLED": "lit:0"},
+            }
+        },
         pools={"gpu": {"partition": "debug", "nodes": 2}},
         driver={"policy_model": "policy"},
         compute={"walltime": "00:10:00"},
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     fields = cluster_run.wait(job["job_id"], timeout=400)
     assert fields["JobState"] == "COMPLETED", slurm_out(job) + "".join(
-        p.read_text()[-3000:] for p in Path(job["job_dir"], "logs").glob("policy*"))
+        p.read_text()[-3000:] for p in Path(job["job_dir"], "logs").glob("policy*")
+    )
     replicas = standin_records(job["job_dir"], "vllm")
     assert len(replicas) == 2
     for replica in replicas:
@@ -339,25 +406,42 @@ def test_a_ray_without_its_dashboard_joins_every_node(cluster_run, shape) -> Non
     path = f"lit:{ray_bin}:{Path(__file__).resolve().parents[1] / 'standins'}:/usr/local/bin:/usr/bin:/bin"
     env = {"PATH": path, "RAY_USAGE_STATS_ENABLED": "lit:0"}
     if shape.startswith("one vLLM"):
-        services = {"policy": {"type": "vllm", "model": "big", "tensor_parallel_size": 4, "pipeline_parallel_size": 2,
-                               "env": env, "health_check": {"timeout_seconds": 240}}}
+        services = {
+            "policy": {
+                "type": "vllm",
+                "model": "big",
+                "tensor_parallel_size": 4,
+                "pipeline_parallel_size": 2,
+                "env": env,
+                "health_check": {"timeout_seconds": 240},
+            }
+        }
     else:
-        services = {"policy": {"type": "vllm", "model": "m", "node_pool": "gpu", "env": dict(env)},
-                    "envs": {"type": "ray", "node_pools": ["gpu", "cpu"], "env": dict(env)}}
+        services = {
+            "policy": {"type": "vllm", "model": "m", "node_pool": "gpu", "env": dict(env)},
+            "envs": {"type": "ray", "node_pools": ["gpu", "cpu"], "env": dict(env)},
+        }
     config = cluster_run.config(
         services=services,
-        pools={"gpu": {"partition": "debug", "nodes": 1 if "envs" in services else 2, "gpus_per_node": 4},
-               **({"cpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}} if "envs" in services else {})},
+        pools={
+            "gpu": {"partition": "debug", "nodes": 1 if "envs" in services else 2, "gpus_per_node": 4},
+            **({"cpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 4}} if "envs" in services else {}),
+        },
         driver={"policy_model": "policy", "env": {"PATH": path, "RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS"}}
-        if "envs" in services else {"policy_model": "policy"},
+        if "envs" in services
+        else {"policy_model": "policy"},
         compute={"container_runtime": "none", "walltime": "00:10:00"},
-    )  # fmt: skip
+    )
     [job] = cluster_run.submit(config)["benchmarks"]
     fields = cluster_run.wait(job["job_id"], timeout=400)
     logs = "".join(p.read_text()[-2000:] for p in Path(job["job_dir"], "logs").glob("*"))
     assert fields["JobState"] == "COMPLETED", slurm_out(job) + logs
-    commands = [line for p in Path(job["job_dir"], "steps").glob("*.sh") for line in p.read_text().splitlines()
-                if not line.lstrip().startswith("#")]  # fmt: skip
+    commands = [
+        line
+        for p in Path(job["job_dir"], "steps").glob("*.sh")
+        for line in p.read_text().splitlines()
+        if not line.lstrip().startswith("#")
+    ]
     assert not [line for line in commands if "ray list" in line]
     token = Path(job["job_dir"], ".gym", "ray.token")
     assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text()) == 64

@@ -29,8 +29,12 @@ def ssh_env(slurm, tmp_path):
     log = tmp_path / "ssh-calls.log"
     (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
     (shim / "ssh").chmod(0o755)
-    env = {**os.environ, "GYM_SSH_OPTIONS": f"-F {config}", "PATH": f"{shim}:{os.environ['PATH']}",
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    env = {
+        **os.environ,
+        "GYM_SSH_OPTIONS": f"-F {config}",
+        "PATH": f"{shim}:{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     return env, log
 
 
@@ -38,13 +42,21 @@ def test_submit_status_over_ssh_in_constant_round_trips(cluster_run, ssh_env) ->
     env, log = ssh_env
     benchmarks = {f"b{i}": {} for i in range(5)}
     # Each job takes all 4 GPUs of a node, so no two jobs share a node (and the model's port).
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m", "tensor_parallel_size": 4}},
-                                pools={"gpu": {"partition": "debug", "gpus_per_node": 4}}, benchmarks=benchmarks,
-                                driver={"policy_model": "policy"}, compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "tensor_parallel_size": 4}},
+        pools={"gpu": {"partition": "debug", "gpus_per_node": 4}},
+        benchmarks=benchmarks,
+        driver={"policy_model": "policy"},
+        compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]},
+    )
     path = cluster_run.tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["hostname"] == "gym-loopback"
@@ -58,8 +70,12 @@ def test_submit_status_over_ssh_in_constant_round_trips(cluster_run, ssh_env) ->
         assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
         assert len(standin_records(job["job_dir"], "gym-run")) == 1
     log.write_text("")
-    status = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last", "--json"],
-                            capture_output=True, text=True, env=env)  # fmt: skip
+    status = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert status.returncode == 0, status.stderr
     assert {j["state"] for j in json.loads(status.stdout)["jobs"]} == {"succeeded"}
     assert len([c for c in log.read_text().splitlines() if "ControlMaster=no" in c]) == 1
@@ -67,12 +83,17 @@ def test_submit_status_over_ssh_in_constant_round_trips(cluster_run, ssh_env) ->
 
 def test_unreachable_host_is_one_clear_line(cluster_run, ssh_env) -> None:
     env, _ = ssh_env
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                compute={"hostname": "nosuchhost.invalid"})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}}, compute={"hostname": "nosuchhost.invalid"}
+    )
     path = cluster_run.tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 1
     [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
     assert line.startswith("error: cannot connect to nosuchhost.invalid over ssh")
@@ -81,13 +102,21 @@ def test_unreachable_host_is_one_clear_line(cluster_run, ssh_env) -> None:
 
 def test_missing_mount_source_stops_before_anything_is_staged(cluster_run, ssh_env) -> None:
     env, _ = ssh_env
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m", "mounts": ["/no/such/dir:/data"]}},
-                                compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m", "mounts": ["/no/such/dir:/data"]}},
+        compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]},
+    )
     path = cluster_run.tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 1
     errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
-    assert errors == ["error: services.policy.mounts: source '/no/such/dir' does not exist on the submit host; create it or fix the mount"]
+    assert errors == [
+        "error: services.policy.mounts: source '/no/such/dir' does not exist on the submit host; create it or fix the mount"
+    ]
     assert list(cluster_run.output.iterdir()) == []

@@ -20,8 +20,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 def run_submit(cluster_run, config, env) -> subprocess.CompletedProcess:
     path = cluster_run.tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    return subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 def queued_for(run_dir: str) -> set[str]:
@@ -39,8 +43,9 @@ def test_sbatch_refused_for_one_benchmark_of_several(cluster_run, tmp_path) -> N
         f'QOSMaxSubmitJobPerUserLimit" >&2; exit 1;; esac\nexec {real} "$@"\n'
     )
     (shim / "sbatch").chmod(0o755)
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                benchmarks={"b1": {}, "b2": {}, "b3": {}})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}}, benchmarks={"b1": {}, "b2": {}, "b3": {}}
+    )
     env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     proc = run_submit(cluster_run, config, env)
     assert proc.returncode == 1
@@ -62,7 +67,8 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
     config_file = os.environ.get("GYM_TEST_SSH_CONFIG")
     if not config_file:
         pytest.fail("the loopback sshd is not up (scripts/local-sshd up)") if os.environ.get(
-            "GYM_REQUIRE_CLUSTER") == "1" else pytest.skip("no loopback sshd")  # fmt: skip
+            "GYM_REQUIRE_CLUSTER"
+        ) == "1" else pytest.skip("no loopback sshd")
     # An ssh in front of the real one that breaks the submission's connection after the first
     # benchmark's result has come back (the remote side gets SIGHUP, as on a dropped link).
     shim = tmp_path / "shim"
@@ -74,17 +80,24 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
         f'if [[ "$*" == *"bash -s"* && -e {flag} ]]; then\n'
         f"    rm -f {flag}\n"
         '    /usr/bin/ssh "$@" | while IFS= read -r line; do printf "%s\\n" "$line"; '
-        '[[ $line == __GYM_JOB:* ]] && exit 0; done\n'
+        "[[ $line == __GYM_JOB:* ]] && exit 0; done\n"
         "    exit 255\n"
         "fi\n"
         'exec /usr/bin/ssh "$@"\n'
     )
     (shim / "ssh").chmod(0o755)
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "m"}},
-                                benchmarks={f"b{i}": {} for i in range(6)}, driver={"policy_model": "policy"},
-                                compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})  # fmt: skip
-    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "GYM_SSH_OPTIONS": f"-F {config_file}"}  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        benchmarks={f"b{i}": {} for i in range(6)},
+        driver={"policy_model": "policy"},
+        compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]},
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{shim}:{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "GYM_SSH_OPTIONS": f"-F {config_file}",
+    }
     proc = run_submit(cluster_run, config, env)
     assert proc.returncode == 1
     [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]

@@ -42,8 +42,12 @@ def checkpoints(root: Path) -> list[str]:
 
 
 def sweep_config(cluster_run: ClusterRun, benchmarks: dict | None = None, **extra: dict) -> dict:
-    return cluster_run.config(services={"policy": {"type": "vllm", "model": "/placeholder"}},
-                              benchmarks=benchmarks or BENCHMARKS, driver={"policy_model": "policy"}, **extra)  # fmt: skip
+    return cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/placeholder"}},
+        benchmarks=benchmarks or BENCHMARKS,
+        driver={"policy_model": "policy"},
+        **extra,
+    )
 
 
 def submit_sweep(cluster_run: ClusterRun, config: dict, *swept: str, env: dict | None = None) -> dict:
@@ -51,9 +55,22 @@ def submit_sweep(cluster_run: ClusterRun, config: dict, *swept: str, env: dict |
     path = cluster_run.tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     proc = subprocess.run(
-        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "-m", *swept, "--json"],
-        capture_output=True, text=True, env=env or {**os.environ, "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache")},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "nemo_gym.orchestration.cli.main",
+            "eval",
+            "submit",
+            "-c",
+            str(path),
+            "-m",
+            *swept,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env or {**os.environ, "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache")},
+    )
     assert proc.returncode == 0, proc.stderr
     sweep = json.loads(proc.stdout)
     cluster_run.job_ids += [b["job_id"] for r in sweep["records"] for b in r["benchmarks"] if b["job_id"]]
@@ -65,7 +82,9 @@ def sweep_status(cluster_run: ClusterRun, sweep_id: str) -> list[tuple[str, str,
     proc = cluster_run.cli("status", sweep_id, "--json")
     assert proc.returncode == 0, proc.stderr
     runs = json.loads(proc.stdout)["runs"]
-    return [(run["values"]["services.policy.model"], job["benchmark"], job["state"]) for run in runs for job in run["jobs"]]
+    return [
+        (run["values"]["services.policy.model"], job["benchmark"], job["state"]) for run in runs for job in run["jobs"]
+    ]
 
 
 def wait_until(cluster_run: ClusterRun, sweep_id: str, done, timeout: float = 180) -> list[tuple[str, str, str]]:
@@ -108,7 +127,9 @@ def test_a_three_checkpoint_sweep_over_two_benchmarks_runs_as_one_sweep(cluster_
     screenshot = tmp_path / "report.png"
     seen = open_report(out, screenshot=screenshot)
     assert seen.requests == [seen.url] and seen.console_errors == []
-    assert len(seen.charts) == 2 and all(ink(chart) > 0.03 and ink(chart, near=LINE_BLUE) > 0.002 for chart in seen.charts)
+    assert len(seen.charts) == 2 and all(
+        ink(chart) > 0.03 and ink(chart, near=LINE_BLUE) > 0.002 for chart in seen.charts
+    )
     assert all(m in seen.text for m in models)
     keep = os.environ.get("GYM_REPORT_SCREENSHOT")
     if keep:
@@ -117,12 +138,20 @@ def test_a_three_checkpoint_sweep_over_two_benchmarks_runs_as_one_sweep(cluster_
 
 def test_cancel_of_a_sweep_cancels_what_still_runs(cluster_run, tmp_path) -> None:
     models = checkpoints(tmp_path)
-    slow = {"math": {"run": {"standin_rollouts": 2}}, "code": {"run": {"standin_rollouts": 3, "standin_rollout_seconds": 60}}}
+    slow = {
+        "math": {"run": {"standin_rollouts": 2}},
+        "code": {"run": {"standin_rollouts": 3, "standin_rollout_seconds": 60}},
+    }
     sweep = submit_sweep(cluster_run, sweep_config(cluster_run, slow), f"services.policy.model={','.join(models)}")
     sweep_id = sweep["sweep_id"]
     first = models[0]
-    wait_until(cluster_run, sweep_id, lambda jobs: (first, "math", "succeeded") in jobs
-               and any(state == "running" for _, b, state in jobs if b == "code"))  # fmt: skip
+    wait_until(
+        cluster_run,
+        sweep_id,
+        lambda jobs: (
+            (first, "math", "succeeded") in jobs and any(state == "running" for _, b, state in jobs if b == "code")
+        ),
+    )
     proc = cluster_run.cli("cancel", sweep_id)
     assert proc.returncode == 0, proc.stderr
     assert f"  {first}: math: already succeeded, nothing to cancel" in proc.stdout.splitlines()
@@ -144,8 +173,12 @@ def test_a_sweep_over_ssh_is_submitted_through_one_connection(cluster_run, tmp_p
     log = tmp_path / "ssh-calls.log"
     (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
     (shim / "ssh").chmod(0o755)
-    env = {**os.environ, "GYM_SSH_OPTIONS": f"-F {config_file}", "PATH": f"{shim}:{os.environ['PATH']}",
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    env = {
+        **os.environ,
+        "GYM_SSH_OPTIONS": f"-F {config_file}",
+        "PATH": f"{shim}:{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     models = checkpoints(tmp_path)
     config = sweep_config(cluster_run, compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})
     started = time.monotonic()
@@ -181,7 +214,9 @@ def test_a_sweep_with_a_shared_deployment_is_one_job_per_run(cluster_run, tmp_pa
 def test_a_sweep_of_resumable_benchmarks_gives_each_run_its_chain(cluster_run, tmp_path) -> None:
     models = checkpoints(tmp_path)[:2]
     benchmarks = {"math": {"resumable": True, "run": {"standin_rollouts": ROLLOUTS}}}
-    sweep = submit_sweep(cluster_run, sweep_config(cluster_run, benchmarks), f"services.policy.model={','.join(models)}")
+    sweep = submit_sweep(
+        cluster_run, sweep_config(cluster_run, benchmarks), f"services.policy.model={','.join(models)}"
+    )
     jobs = wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s == "succeeded" for _, _, s in jobs))
     assert [(m, s) for m, _, s in jobs] == [(m, "succeeded") for m in models]
     for record in sweep["records"]:
@@ -215,12 +250,19 @@ def test_ten_checkpoints_by_three_benchmarks_on_one_gpu_each_are_each_answered_b
         (path / "standin-accuracy").write_text(f"{step / 10}\n")
         models.append(str(path))
     benchmarks = {name: {"run": {"standin_rollouts": 2}} for name in ("math", "code", "chat")}
-    config = cluster_run.config(services={"policy": {"type": "vllm", "model": "/placeholder", "served_model_name": "policy"}},
-                                pools={"gpu": {"partition": "debug", "gpus_per_node": 1}}, benchmarks=benchmarks,
-                                driver={"policy_model": "policy"})  # fmt: skip
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/placeholder", "served_model_name": "policy"}},
+        pools={"gpu": {"partition": "debug", "gpus_per_node": 1}},
+        benchmarks=benchmarks,
+        driver={"policy_model": "policy"},
+    )
     sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
-    jobs = wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
-                      timeout=900)  # fmt: skip
+    jobs = wait_until(
+        cluster_run,
+        sweep["sweep_id"],
+        lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
+        timeout=900,
+    )
     assert [state for *_, state in jobs] == ["succeeded"] * 30, jobs
     for record in sweep["records"]:
         accuracy = float(Path(record["sweep_values"]["services.policy.model"], "standin-accuracy").read_text())
@@ -238,22 +280,30 @@ def test_jobs_let_share_a_node_never_answer_for_each_other(cluster_run, tmp_path
         services={"policy": {"type": "vllm", "model": "/placeholder"}},
         pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
         benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": 8}}},
-        driver={"policy_model": "policy"}, compute={"exclusive_nodes": False, "extra_args": {"nodelist": "n1"}},
-    )  # fmt: skip
+        driver={"policy_model": "policy"},
+        compute={"exclusive_nodes": False, "extra_args": {"nodelist": "n1"}},
+    )
     sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
-    jobs = wait_until(cluster_run, sweep["sweep_id"], lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
-                      timeout=300)  # fmt: skip
+    jobs = wait_until(
+        cluster_run,
+        sweep["sweep_id"],
+        lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
+        timeout=300,
+    )
     states = sorted(state for *_, state in jobs)
     assert states == ["failed", "succeeded"], jobs
     proc = cluster_run.cli("status", sweep["sweep_id"], "--json")
-    details = [job["detail"] for run in json.loads(proc.stdout)["runs"] for job in run["jobs"] if job["state"] == "failed"]
+    details = [
+        job["detail"] for run in json.loads(proc.stdout)["runs"] for job in run["jobs"] if job["state"] == "failed"
+    ]
     # Whichever check sees the other job first: the step's (its port is held) or the job's (the
     # server on the port lists another job's alias).
     [detail] = details
     [winner] = [r for r in sweep["records"] if all(j["state"] == "succeeded" for j in _jobs_of(proc, r["gym_job_id"]))]
-    assert ("service policy died on node n1 (port 8000 on node n1 was already in use" in detail
-            or (detail.startswith("service policy: n1:8000 is answered by another server")
-                and f"{winner['gym_job_id']}-math-policy" in detail)), detail
+    assert "service policy died on node n1 (port 8000 on node n1 was already in use" in detail or (
+        detail.startswith("service policy: n1:8000 is answered by another server")
+        and f"{winner['gym_job_id']}-math-policy" in detail
+    ), detail
     assert "another run on this node?" in detail
     for record in sweep["records"]:
         for job in record["benchmarks"]:

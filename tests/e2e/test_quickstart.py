@@ -31,17 +31,27 @@ def envs() -> Path:
 
 
 def gym(tmp_path: Path, *args: str, path_prefix: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "GYM_ENVS_DIR": str(ENVS), "GYM_RUNS_DIR": str(tmp_path / "runs"),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    env = {
+        **os.environ,
+        "GYM_ENVS_DIR": str(ENVS),
+        "GYM_RUNS_DIR": str(tmp_path / "runs"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     if path_prefix:
         env["PATH"] = f"{path_prefix}:{env['PATH']}"
-    return subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
-                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
 
 
 def run_quickstart(tmp_path: Path, config: str, *overrides: str, path_prefix: str = "") -> tuple[dict, dict]:
-    submitted = gym(tmp_path, "submit", "-c", str(REPO / "examples" / config), "--json", *overrides,
-                    path_prefix=path_prefix)  # fmt: skip
+    submitted = gym(
+        tmp_path, "submit", "-c", str(REPO / "examples" / config), "--json", *overrides, path_prefix=path_prefix
+    )
     assert submitted.returncode == 0, submitted.stderr
     record = json.loads(submitted.stdout)
     watched = gym(tmp_path, "status", record["gym_job_id"], "--watch", "--json", "--interval", "1")
@@ -101,7 +111,12 @@ def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> 
     results = gym(tmp_path, "results", record["gym_job_id"], "--json")
     assert results.returncode == 0, results.stdout + results.stderr
     [bench] = json.loads(results.stdout)["benchmarks"]
-    assert (bench["state"], bench["complete"], bench["samples"], bench["expected_samples"]) == ("succeeded", True, 12, 12)
+    assert (bench["state"], bench["complete"], bench["samples"], bench["expected_samples"]) == (
+        "succeeded",
+        True,
+        12,
+        12,
+    )
     assert bench["missing"] == [] and bench["duplicates"] == 0
     copies = tmp_path / "archive"
     incomplete, flipped = copies / "incomplete", copies / "flipped"
@@ -109,13 +124,18 @@ def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> 
     shutil.copytree(record["run_dir"], flipped)
     rows_file = Path("answer-judge") / "artifacts" / "rollouts.jsonl"
     rows = [json.loads(line) for line in (incomplete / rows_file).read_text().splitlines()]
-    (incomplete / rows_file).write_text("".join(json.dumps(r) + "\n" for r in rows if r["_ng_task_index"] not in (2, 9)))
+    (incomplete / rows_file).write_text(
+        "".join(json.dumps(r) + "\n" for r in rows if r["_ng_task_index"] not in (2, 9))
+    )
     cut = gym(tmp_path, "results", str(incomplete))
     assert cut.returncode == 1, cut.stdout
-    assert "answer-judge  incomplete  10/12" in cut.stdout and "missing task 2 rollout 0, task 9 rollout 0" in cut.stdout
+    assert (
+        "answer-judge  incomplete  10/12" in cut.stdout and "missing task 2 rollout 0, task 9 rollout 0" in cut.stdout
+    )
     up = {1, 3, 4, 6, 7, 8, 10}
-    (flipped / rows_file).write_text("".join(json.dumps({**r, "reward": 1.0 if r["_ng_task_index"] in up else r["reward"]}) + "\n"
-                                             for r in rows))  # fmt: skip
+    (flipped / rows_file).write_text(
+        "".join(json.dumps({**r, "reward": 1.0 if r["_ng_task_index"] in up else r["reward"]}) + "\n" for r in rows)
+    )
     base_rewards = {r["_ng_task_index"]: r["reward"] for r in rows}
     assert set(base_rewards.values()) == {0.0}  # random weights: the comparison's arithmetic is exact
     compared = gym(tmp_path, "compare", record["run_dir"], str(flipped), "--json", "--fail-on-regression")
@@ -133,8 +153,11 @@ def test_quickstart_locally(envs, tmp_path, mlflow_server, backend_python) -> No
     fake_smi.write_text("#!/bin/sh\necho 'GPU 0: Fake (UUID: GPU-0)'\necho 'GPU 1: Fake (UUID: GPU-1)'\n")
     fake_smi.chmod(0o755)
     # With an MLflow and a table export: the job sends its results there itself, once it has ended.
-    exports = [f"++job.export.mlflow.tracking_uri={mlflow_server.url}", "++job.export.mlflow.experiment=quickstart",
-               f"++job.export.table.dir={tmp_path / 'table'}"]  # fmt: skip
+    exports = [
+        f"++job.export.mlflow.tracking_uri={mlflow_server.url}",
+        "++job.export.mlflow.experiment=quickstart",
+        f"++job.export.table.dir={tmp_path / 'table'}",
+    ]
     record, status = run_quickstart(tmp_path, "quickstart.yaml", *exports, path_prefix=str(fake_smi.parent))
     assert record["executor"] == "local"
     assert_real_results(record, status)
@@ -172,10 +195,16 @@ def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(
     # 288 rollouts, one at a time: ~100 s of collection on a busy 2-core machine, well beyond the
     # up to 30 s (+ KillWait) Slurm takes to enforce a lowered limit; 144 were all done in time once.
     repeats = 24
-    submitted = gym(tmp_path, "submit", "-c", str(REPO / "examples" / "quickstart-slurm.yaml"), "--json",
-                    "+driver.benchmarks.answer-judge.resumable=true",
-                    f"+driver.benchmarks.answer-judge.run.num_repeats={repeats}",
-                    "+driver.benchmarks.answer-judge.run.num_samples_in_parallel=1")  # fmt: skip
+    submitted = gym(
+        tmp_path,
+        "submit",
+        "-c",
+        str(REPO / "examples" / "quickstart-slurm.yaml"),
+        "--json",
+        "+driver.benchmarks.answer-judge.resumable=true",
+        f"+driver.benchmarks.answer-judge.run.num_repeats={repeats}",
+        "+driver.benchmarks.answer-judge.run.num_samples_in_parallel=1",
+    )
     assert submitted.returncode == 0, submitted.stderr
     record = json.loads(submitted.stdout)
     [job] = record["benchmarks"]
@@ -190,14 +219,20 @@ def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(
         watched = gym(tmp_path, "status", record["gym_job_id"], "--watch", "--json", "--interval", "2")
         [final] = json.loads(watched.stdout)["jobs"]
     finally:
-        ids = [line.split("\t")[1] for line in (job_dir / ".gym" / "chain").read_text().splitlines()
-               if line.split("\t")[0] in ("start", "successor")]  # fmt: skip
+        ids = [
+            line.split("\t")[1]
+            for line in (job_dir / ".gym" / "chain").read_text().splitlines()
+            if line.split("\t")[0] in ("start", "successor")
+        ]
         subprocess.run(["scancel", *ids], capture_output=True)
     assert final["state"] == "succeeded", final
     first, second = final["chain"]
-    assert subprocess.run(["scontrol", "show", "job", "-o", first], capture_output=True, text=True).stdout.count(
-        "JobState=TIMEOUT"
-    ) == 1
+    assert (
+        subprocess.run(["scontrol", "show", "job", "-o", first], capture_output=True, text=True).stdout.count(
+            "JobState=TIMEOUT"
+        )
+        == 1
+    )
     chain = [line.split("\t") for line in (job_dir / ".gym" / "chain").read_text().splitlines()]
     [verdict] = [r for r in chain if r[0] == "verdict"]
     kept = int(verdict[4])
@@ -216,12 +251,24 @@ def test_two_quickstarts_five_seconds_apart_each_answered_by_its_own_server(envs
     the second waits, shown queued behind the first, and every rollout of each run was answered by
     its own run's vLLM (the model name the server answered with is that run's)."""
     one, two = tmp_path / "one", tmp_path / "two"
-    first = gym(one, "submit", "-c", str(REPO / "examples" / "quickstart.yaml"), "--json",
-                "services.policy.served_model_name=tiny-one")  # fmt: skip
+    first = gym(
+        one,
+        "submit",
+        "-c",
+        str(REPO / "examples" / "quickstart.yaml"),
+        "--json",
+        "services.policy.served_model_name=tiny-one",
+    )
     assert first.returncode == 0, first.stderr
     time.sleep(5)
-    second = gym(two, "submit", "-c", str(REPO / "examples" / "quickstart.yaml"), "--json",
-                 "services.policy.served_model_name=tiny-two")  # fmt: skip
+    second = gym(
+        two,
+        "submit",
+        "-c",
+        str(REPO / "examples" / "quickstart.yaml"),
+        "--json",
+        "services.policy.served_model_name=tiny-two",
+    )
     assert second.returncode == 0, second.stderr
     records = json.loads(first.stdout), json.loads(second.stdout)
     waiting = gym(two, "status", records[1]["gym_job_id"])

@@ -47,8 +47,9 @@ def export_env() -> dict[str, str]:
 
 def test_an_export_reaches_mlflow_whole(backend_python: str, mlflow_server: Server, tmp_path: Path) -> None:
     experiment = f"exp-{tmp_path.name}"
-    job = staged_job(tmp_path, {"mlflow": {"tracking_uri": mlflow_server.url, "experiment": experiment,
-                                           "tags": {"team": "eval"}}})  # fmt: skip
+    job = staged_job(
+        tmp_path, {"mlflow": {"tracking_uri": mlflow_server.url, "experiment": experiment, "tags": {"team": "eval"}}}
+    )
     started = time.monotonic()
     done = run_staged(job, backend_python, env=export_env())
     took = time.monotonic() - started
@@ -67,8 +68,12 @@ def test_an_export_reaches_mlflow_whole(backend_python: str, mlflow_server: Serv
     assert run["metrics"]["gym/wall_seconds"] == pytest.approx(59.632, abs=0.01)
     assert run["metrics"]["gym/gpu_hours"] == pytest.approx(59.632 / 3600, abs=1e-5)
     assert {k: run["tags"][k] for k in ("gym.export_key", "gym.state", "gym.samples", "gym.complete", "team")} == {
-        "gym.export_key": f"{RUN_ID}/{BENCHMARK}", "gym.state": "succeeded", "gym.samples": "12/12",
-        "gym.complete": "true", "team": "eval"}  # fmt: skip
+        "gym.export_key": f"{RUN_ID}/{BENCHMARK}",
+        "gym.state": "succeeded",
+        "gym.samples": "12/12",
+        "gym.complete": "true",
+        "team": "eval",
+    }
     assert run["artifacts"] == {"rollouts.jsonl": sha256(job / "artifacts" / "rollouts.jsonl")}
     print(f"mlflow server answered after {mlflow_server.started_in:.1f}s; one export took {took:.2f}s")
 
@@ -91,8 +96,12 @@ def test_an_export_killed_mid_way_is_finished_by_the_rerun_in_the_same_run(
 ) -> None:
     experiment = f"exp-{tmp_path.name}"
     job = staged_job(tmp_path, {"mlflow": {"tracking_uri": mlflow_server.url, "experiment": experiment}})
-    killed = subprocess.run([backend_python, "-E", "-s", "-c", KILL_AFTER_FIRST_BATCH, str(job / STAGED_DIR), str(job)],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    killed = subprocess.run(
+        [backend_python, "-E", "-s", "-c", KILL_AFTER_FIRST_BATCH, str(job / STAGED_DIR), str(job)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     interrupted = receipt(job, "mlflow")
     assert interrupted is not None and interrupted.state == "running" and interrupted.backend_run_id
@@ -126,14 +135,22 @@ def test_server_down_fails_the_export_and_a_later_rerun_completes_it(
 ) -> None:
     experiment = f"exp-{tmp_path.name}"
     forwarder = Forwarder(int(mlflow_server.url.rsplit(":", 1)[1]))
-    job = staged_job(tmp_path, {"mlflow": {"tracking_uri": f"http://127.0.0.1:{forwarder.port}", "experiment": experiment},
-                                "table": {"dir": str(tmp_path / "table")}})  # fmt: skip
+    job = staged_job(
+        tmp_path,
+        {
+            "mlflow": {"tracking_uri": f"http://127.0.0.1:{forwarder.port}", "experiment": experiment},
+            "table": {"dir": str(tmp_path / "table")},
+        },
+    )
 
     down = run_staged(job, backend_python)  # nobody listens
     assert down.returncode == 0
     failed = receipt(job, "mlflow")
     assert failed is not None and failed.state == "failed"
-    assert failed.detail == f"MLflow at http://127.0.0.1:{forwarder.port} is not reachable: connection refused (is the server running?)"
+    assert (
+        failed.detail
+        == f"MLflow at http://127.0.0.1:{forwarder.port} is not reachable: connection refused (is the server running?)"
+    )
     assert "export mlflow: FAILED: MLflow at" in down.stdout and "export table: done" in down.stdout
 
     # Up for five requests (experiment, search, run created), then down again mid-export.
@@ -213,11 +230,18 @@ def test_wandb_offline_run_holds_config_summary_and_rollouts(backend_python: str
     assert "export wandb: done (first export): offline run " in done.stdout, done.stdout + done.stderr
     (run,) = wandb_runs(backend_python, job)
     expected_id = f"{RUN_ID}--{BENCHMARK}"
-    assert (run["run_id"], run["project"], run["group"], run["name"]) == (expected_id, "gym-tests", "g1", f"{RUN_ID}/{BENCHMARK}")
+    assert (run["run_id"], run["project"], run["group"], run["name"]) == (
+        expected_id,
+        "gym-tests",
+        "g1",
+        f"{RUN_ID}/{BENCHMARK}",
+    )
     staged_spec = spec.read_spec(str(job / SPEC_FILE))
     assert {k: run["config"][k] for k in staged_spec.params} == staged_spec.params
     assert run["config"]["gym.run_id"] == RUN_ID and run["config"]["gym.state"] == "succeeded"
-    assert run["summary"]["mean/reward"] == 0.0 and run["summary"]["pass_1_avg-of-1_/accuracy"] == 0.0  # one name everywhere (facts.mlflow_safe_key)
+    assert (
+        run["summary"]["mean/reward"] == 0.0 and run["summary"]["pass_1_avg-of-1_/accuracy"] == 0.0
+    )  # one name everywhere (facts.mlflow_safe_key)
     assert run["summary"]["gym/samples_written"] == 12 and run["summary"]["gym/complete"] is True
     assert run["artifacts"] == [{"type": "rollouts", "name": f"rollouts-{expected_id}", "files": ["rollouts.jsonl"]}]
     assert receipt(job, "wandb").backend_run_id == expected_id  # type: ignore[union-attr]
@@ -232,11 +256,14 @@ def test_wandb_offline_run_holds_config_summary_and_rollouts(backend_python: str
 
 def test_no_credential_reaches_any_file_or_line(backend_python: str, mlflow_server: Server, tmp_path: Path) -> None:
     experiment = f"exp-{tmp_path.name}"
-    job = staged_job(tmp_path / "runs", {
-        "mlflow": {"tracking_uri": mlflow_server.url, "experiment": experiment},
-        "wandb": {"mode": "offline"},
-        "table": {"dir": str(tmp_path / "table")},
-    })  # fmt: skip
+    job = staged_job(
+        tmp_path / "runs",
+        {
+            "mlflow": {"tracking_uri": mlflow_server.url, "experiment": experiment},
+            "wandb": {"mode": "offline"},
+            "table": {"dir": str(tmp_path / "table")},
+        },
+    )
     done = run_staged(job, backend_python, env=export_env())
     assert [line.split(": ")[0].split()[-1] for line in done.stdout.splitlines()] == ["mlflow", "wandb", "table"]
     assert all("done (first export)" in line for line in done.stdout.splitlines()), done.stdout
@@ -249,12 +276,22 @@ def test_no_credential_reaches_any_file_or_line(backend_python: str, mlflow_serv
 
 def test_jobs_finishing_together_share_the_table(backend_python: str, tmp_path: Path) -> None:
     shared = tmp_path / "table"
-    jobs = [staged_job(tmp_path / f"r{i}", {"table": {"dir": str(shared)}}, run_id=f"gym-job-2026113{i}T000000Z-00000{i}")
-            for i in range(3)]  # fmt: skip
-    procs = [subprocess.Popen([backend_python, "-E", "-s", str(j / STAGED_DIR / "run_exports.py"), str(j)],
-                              stdout=subprocess.PIPE, text=True) for j in jobs]  # fmt: skip
+    jobs = [
+        staged_job(tmp_path / f"r{i}", {"table": {"dir": str(shared)}}, run_id=f"gym-job-2026113{i}T000000Z-00000{i}")
+        for i in range(3)
+    ]
+    procs = [
+        subprocess.Popen(
+            [backend_python, "-E", "-s", str(j / STAGED_DIR / "run_exports.py"), str(j)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for j in jobs
+    ]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert all("export table: done" in out for out in outputs), outputs
     rows = (shared / "results.csv").read_text().splitlines()
-    assert len(rows) == 4 and sorted(r.split(",")[0] for r in rows[1:]) == [f"gym-job-2026113{i}T000000Z-00000{i}" for i in range(3)]
+    assert len(rows) == 4 and sorted(r.split(",")[0] for r in rows[1:]) == [
+        f"gym-job-2026113{i}T000000Z-00000{i}" for i in range(3)
+    ]
     assert len(json.loads((shared / "results.json").read_text())["rows"]) == 3

@@ -56,7 +56,7 @@ class FakeCluster:
             wrapper.write_text(
                 "#!/bin/sh\n"
                 f"FAKE_SLURM_STATE={shlex.quote(str(self.state_path))} "
-                f"exec {shlex.quote(sys.executable)} -I {shlex.quote(str(FAKE_SLURM))} {name} \"$@\"\n"
+                f'exec {shlex.quote(sys.executable)} -I {shlex.quote(str(FAKE_SLURM))} {name} "$@"\n'
             )
             wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 

@@ -170,8 +170,10 @@ class FakeConnection:
         script_file.write_text(script)
         return subprocess.Popen(
             [sys.executable, str(STREAM_RELAY), fault.kind, fault.after_output, str(script_file)],
-            stdout=subprocess.PIPE, text=True, env=self._env(),
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            text=True,
+            env=self._env(),
+        )
 
     def _run_until(self, script: str, text: str, timeout: float | None) -> None:
         work = self._work_dir()
@@ -179,9 +181,14 @@ class FakeConnection:
         prelude = CUT_PRELUDE.format(out=shlex.quote(str(out_path)), text=shlex.quote(text))
         with open(out_path, "w") as out, open(err_path, "w") as err:
             proc = subprocess.Popen(
-                ["bash", "-s"], stdin=subprocess.PIPE, stdout=out, stderr=err, text=True, env=self._env(),
+                ["bash", "-s"],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                text=True,
+                env=self._env(),
                 start_new_session=True,
-            )  # fmt: skip
+            )
             try:
                 proc.communicate(prelude + script, timeout=timeout)
             except subprocess.TimeoutExpired:

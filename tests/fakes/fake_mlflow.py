@@ -40,8 +40,16 @@ class FakeMlflow:
     faults: dict[str, Fault] = field(default_factory=dict)  # endpoint (after /api/2.0) -> fault
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fail(self, endpoint: str, status: int, body: Any = "", times: int = 1, then_do_it: bool = False,
-             content_type: str = "application/json", headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def fail(
+        self,
+        endpoint: str,
+        status: int,
+        body: Any = "",
+        times: int = 1,
+        then_do_it: bool = False,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         text = body if isinstance(body, str) else json.dumps(body)
         self.faults[endpoint] = Fault(status, text, content_type, times, then_do_it, dict(headers or {}))
 
@@ -50,8 +58,9 @@ class FakeMlflow:
 
     # -- answering ----------------------------------------------------------------------------------
 
-    def answer(self, method: str, path: str, query: dict[str, str], headers: dict[str, str],
-               body: Any) -> tuple[int, str, str, dict[str, str]]:  # fmt: skip
+    def answer(
+        self, method: str, path: str, query: dict[str, str], headers: dict[str, str], body: Any
+    ) -> tuple[int, str, str, dict[str, str]]:
         with self.lock:
             self.requests.append((method, path, headers, body))
             endpoint = path.split("/api/2.0", 1)[-1]
@@ -74,8 +83,11 @@ class FakeMlflow:
             return 200, {}
         if path == ARTIFACTS:
             prefix = query.get("path", "").strip("/") + "/"
-            files = [{"path": k[len(prefix):], "is_dir": False, "file_size": str(len(v))}
-                     for k, v in self.artifacts.items() if k.startswith(prefix)]  # fmt: skip
+            files = [
+                {"path": k[len(prefix) :], "is_dir": False, "file_size": str(len(v))}
+                for k, v in self.artifacts.items()
+                if k.startswith(prefix)
+            ]
             return 200, {"files": files} if files else {}
         handler = {
             ("GET", "/experiments/get-by-name"): self._get_experiment,
@@ -93,7 +105,10 @@ class FakeMlflow:
     def _get_experiment(self, q: dict[str, str]) -> tuple[int, Any]:
         name = q["experiment_name"]
         if name not in self.experiments:
-            return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"Could not find experiment with name '{name}'"}
+            return 404, {
+                "error_code": "RESOURCE_DOES_NOT_EXIST",
+                "message": f"Could not find experiment with name '{name}'",
+            }
         return 200, {"experiment": {"experiment_id": self.experiments[name], "name": name, "lifecycle_stage": "active"}}
 
     def _create_experiment(self, b: dict[str, Any]) -> tuple[int, Any]:
@@ -106,18 +121,27 @@ class FakeMlflow:
         match = re.fullmatch(r"tags\.`([^`]+)` = '([^']*)'", b["filter"])
         assert match, b["filter"]
         key, value = match.groups()
-        found = [self._run_doc(r) for r in self.runs.values()
-                 if r["experiment_id"] in b["experiment_ids"] and r["tags"].get(key) == value]  # fmt: skip
+        found = [
+            self._run_doc(r)
+            for r in self.runs.values()
+            if r["experiment_id"] in b["experiment_ids"] and r["tags"].get(key) == value
+        ]
         return 200, {"runs": found} if found else {}
 
     def _create_run(self, b: dict[str, Any]) -> tuple[int, Any]:
         run_id = uuid.uuid4().hex
         self.runs[run_id] = {
-            "run_id": run_id, "experiment_id": b["experiment_id"], "run_name": b.get("run_name", ""),
-            "status": "RUNNING", "start_time": b.get("start_time"), "end_time": None,
+            "run_id": run_id,
+            "experiment_id": b["experiment_id"],
+            "run_name": b.get("run_name", ""),
+            "status": "RUNNING",
+            "start_time": b.get("start_time"),
+            "end_time": None,
             "artifact_uri": f"mlflow-artifacts:/{b['experiment_id']}/{run_id}/artifacts",
-            "tags": {t["key"]: t["value"] for t in b.get("tags", [])}, "params": {}, "metrics": {},
-        }  # fmt: skip
+            "tags": {t["key"]: t["value"] for t in b.get("tags", [])},
+            "params": {},
+            "metrics": {},
+        }
         return 200, {"run": self._run_doc(self.runs[run_id])}
 
     def _get_run(self, q: dict[str, str]) -> tuple[int, Any]:
@@ -142,7 +166,10 @@ class FakeMlflow:
 
     @staticmethod
     def _run_doc(run: dict[str, Any]) -> dict[str, Any]:
-        info = {k: run[k] for k in ("run_id", "experiment_id", "run_name", "status", "start_time", "end_time", "artifact_uri")}
+        info = {
+            k: run[k]
+            for k in ("run_id", "experiment_id", "run_name", "status", "start_time", "end_time", "artifact_uri")
+        }
         data = {
             "params": [{"key": k, "value": v} for k, v in run["params"].items()],
             "tags": [{"key": k, "value": v} for k, v in run["tags"].items()],

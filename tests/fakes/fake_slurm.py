@@ -32,21 +32,50 @@ COMMANDS = ("sbatch", "scontrol", "scancel", "sacct", "squeue")
 # Job states by what the commands do with them.
 CANCELLABLE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "STOPPED", "REQUEUED")
 STARTED_STATES = ("RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "STOPPED", "COMPLETING")
-ENDED_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-                "OUT_OF_MEMORY")  # fmt: skip
+ENDED_STATES = (
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+)
 ALL_STATES = (*CANCELLABLE_STATES, "COMPLETING", *ENDED_STATES)
 # squeue's default filter: what is "in the queue".
 QUEUE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "RESIZING", "STOPPED", "REQUEUED")
 
 # job_state_reason_string() of the reason slurmctld sets when a job ends this way.
-DEFAULT_END_REASONS = {"FAILED": "NonZeroExitCode", "TIMEOUT": "TimeLimit", "NODE_FAIL": "NodeDown",
-                       "OUT_OF_MEMORY": "OutOfMemory", "DEADLINE": "DeadLine"}  # fmt: skip
+DEFAULT_END_REASONS = {
+    "FAILED": "NonZeroExitCode",
+    "TIMEOUT": "TimeLimit",
+    "NODE_FAIL": "NodeDown",
+    "OUT_OF_MEMORY": "OutOfMemory",
+    "DEADLINE": "DeadLine",
+}
 DEFAULT_END_EXIT_CODES = {"FAILED": "1:0"}
 
-COMPACT_STATES = {"PENDING": "PD", "RUNNING": "R", "SUSPENDED": "S", "COMPLETING": "CG", "COMPLETED": "CD",
-                  "CONFIGURING": "CF", "CANCELLED": "CA", "FAILED": "F", "TIMEOUT": "TO", "PREEMPTED": "PR",
-                  "NODE_FAIL": "NF", "BOOT_FAIL": "BF", "DEADLINE": "DL", "OUT_OF_MEMORY": "OOM",
-                  "REQUEUED": "RQ", "RESIZING": "RS", "STOPPED": "ST"}  # fmt: skip
+COMPACT_STATES = {
+    "PENDING": "PD",
+    "RUNNING": "R",
+    "SUSPENDED": "S",
+    "COMPLETING": "CG",
+    "COMPLETED": "CD",
+    "CONFIGURING": "CF",
+    "CANCELLED": "CA",
+    "FAILED": "F",
+    "TIMEOUT": "TO",
+    "PREEMPTED": "PR",
+    "NODE_FAIL": "NF",
+    "BOOT_FAIL": "BF",
+    "DEADLINE": "DL",
+    "OUT_OF_MEMORY": "OOM",
+    "REQUEUED": "RQ",
+    "RESIZING": "RS",
+    "STOPPED": "ST",
+}
 
 INVALID_JOB_ID = "Invalid job id specified"
 ALREADY_DONE = "Job/step already completing or completed"
@@ -230,8 +259,9 @@ def known_job(state: dict, job_id: str) -> dict | None:
     return None if job is None or job.get("forgotten") else job
 
 
-def parse_options(args: list[str], aliases: dict[str, str], with_value: set[str], *,
-                  stop_at_operand: bool = False) -> tuple[dict[str, str], list[str]]:
+def parse_options(
+    args: list[str], aliases: dict[str, str], with_value: set[str], *, stop_at_operand: bool = False
+) -> tuple[dict[str, str], list[str]]:
     """getopt-like: --name=V, --name V, -xV, -x V and bundled flags (-XnP). Keys are long names
     without dashes (aliases map short ones); flags get ''. With stop_at_operand, everything from
     the first operand on is returned as operands (sbatch's script and its arguments)."""
@@ -266,19 +296,79 @@ def _read_option(args: list[str], i: int, aliases: dict[str, str], with_value: s
 
 # -- sbatch -----------------------------------------------------------------------------------------------
 
-SBATCH_ALIASES = {"-A": "account", "-a": "array", "-B": "extra-node-info", "-b": "begin", "-C": "constraint",
-                  "-c": "cpus-per-task", "-D": "chdir", "-d": "dependency", "-e": "error", "-F": "nodefile",
-                  "-G": "gpus", "-H": "hold", "-i": "input", "-J": "job-name", "-L": "licenses", "-M": "clusters",
-                  "-m": "distribution", "-N": "nodes", "-n": "ntasks", "-o": "output", "-p": "partition",
-                  "-q": "qos", "-S": "core-spec", "-t": "time", "-v": "verbose", "-W": "wait", "-w": "nodelist",
-                  "-x": "exclude"}  # fmt: skip
+SBATCH_ALIASES = {
+    "-A": "account",
+    "-a": "array",
+    "-B": "extra-node-info",
+    "-b": "begin",
+    "-C": "constraint",
+    "-c": "cpus-per-task",
+    "-D": "chdir",
+    "-d": "dependency",
+    "-e": "error",
+    "-F": "nodefile",
+    "-G": "gpus",
+    "-H": "hold",
+    "-i": "input",
+    "-J": "job-name",
+    "-L": "licenses",
+    "-M": "clusters",
+    "-m": "distribution",
+    "-N": "nodes",
+    "-n": "ntasks",
+    "-o": "output",
+    "-p": "partition",
+    "-q": "qos",
+    "-S": "core-spec",
+    "-t": "time",
+    "-v": "verbose",
+    "-W": "wait",
+    "-w": "nodelist",
+    "-x": "exclude",
+}
 SBATCH_WITH_VALUE = {
-    "account", "array", "begin", "chdir", "clusters", "comment", "constraint", "core-spec", "cpus-per-task",
-    "dependency", "distribution", "error", "exclude", "export", "extra-node-info", "gpus", "gpus-per-node", "gres",
-    "input", "job-name", "kill-on-invalid-dep", "licenses", "mail-type", "mail-user", "mem", "mem-per-cpu",
-    "mem-per-gpu", "nodefile", "nodelist", "nodes", "ntasks", "ntasks-per-node", "output", "partition", "qos",
-    "reservation", "signal", "time", "time-min", "wckey", "wrap",
-}  # fmt: skip
+    "account",
+    "array",
+    "begin",
+    "chdir",
+    "clusters",
+    "comment",
+    "constraint",
+    "core-spec",
+    "cpus-per-task",
+    "dependency",
+    "distribution",
+    "error",
+    "exclude",
+    "export",
+    "extra-node-info",
+    "gpus",
+    "gpus-per-node",
+    "gres",
+    "input",
+    "job-name",
+    "kill-on-invalid-dep",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mem",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "nodefile",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "output",
+    "partition",
+    "qos",
+    "reservation",
+    "signal",
+    "time",
+    "time-min",
+    "wckey",
+    "wrap",
+}
 
 
 def split_sbatch_args(args: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -442,12 +532,18 @@ def job_record(job: dict) -> list[list[str]]:
         [f"JobState={job['state']}", f"Reason={job['reason']}", f"Dependency={dependency}"],
         ["Requeue=1", f"Restarts={job['restarts']}", "BatchFlag=1", "Reboot=0", f"ExitCode={job['exit_code']}"],
         [f"RunTime={format_duration(run_time)}", f"TimeLimit={job['time_limit']}", "TimeMin=N/A"],
-        [f"SubmitTime={format_timestamp(job['submit_time'])}",
-         f"EligibleTime={format_timestamp(None if job['dependency'] else job['submit_time'])}"],
+        [
+            f"SubmitTime={format_timestamp(job['submit_time'])}",
+            f"EligibleTime={format_timestamp(None if job['dependency'] else job['submit_time'])}",
+        ],
         [f"AccrueTime={format_timestamp(job['submit_time'])}"],
         [f"StartTime={format_timestamp(started)}", f"EndTime={format_timestamp(ended)}", "Deadline=N/A"],
-        ["SuspendTime=None", "SecsPreSuspend=0", f"LastSchedEval={format_timestamp(job['submit_time'])}",
-         "Scheduler=Main"],
+        [
+            "SuspendTime=None",
+            "SecsPreSuspend=0",
+            f"LastSchedEval={format_timestamp(job['submit_time'])}",
+            "Scheduler=Main",
+        ],
         [f"Partition={job['partition']}", f"AllocNode:Sid={job['submit_host']}:{job['submit_pid']}"],
         ["ReqNodeList=(null)", "ExcNodeList=(null)"],
         [f"NodeList={nodes or '(null)'}"],
@@ -464,7 +560,7 @@ def job_record(job: dict) -> list[list[str]]:
         ["StdIn=/dev/null"],
         [f"StdOut={job['stdout']}"],
         ["Power="],
-    ]  # fmt: skip
+    ]
 
 
 def show_hostnames(words: list[str]) -> Reply:
@@ -481,12 +577,39 @@ def show_hostnames(words: list[str]) -> Reply:
 
 # -- scancel ---------------------------------------------------------------------------------------------
 
-SCANCEL_ALIASES = {"-s": "signal", "-n": "name", "--jobname": "name", "-p": "partition", "-u": "user",
-                   "-A": "account", "-q": "qos", "-t": "state", "-w": "nodelist", "-M": "clusters",
-                   "-R": "reservation", "-v": "verbose", "-Q": "quiet", "-b": "batch", "-f": "full",
-                   "-H": "hurry", "-i": "interactive"}  # fmt: skip
-SCANCEL_WITH_VALUE = {"signal", "name", "partition", "user", "account", "qos", "state", "nodelist", "clusters",
-                      "reservation", "sibling", "wckey"}  # fmt: skip
+SCANCEL_ALIASES = {
+    "-s": "signal",
+    "-n": "name",
+    "--jobname": "name",
+    "-p": "partition",
+    "-u": "user",
+    "-A": "account",
+    "-q": "qos",
+    "-t": "state",
+    "-w": "nodelist",
+    "-M": "clusters",
+    "-R": "reservation",
+    "-v": "verbose",
+    "-Q": "quiet",
+    "-b": "batch",
+    "-f": "full",
+    "-H": "hurry",
+    "-i": "interactive",
+}
+SCANCEL_WITH_VALUE = {
+    "signal",
+    "name",
+    "partition",
+    "user",
+    "account",
+    "qos",
+    "state",
+    "nodelist",
+    "clusters",
+    "reservation",
+    "sibling",
+    "wckey",
+}
 
 
 def scancel(state: dict, args: list[str]) -> Reply:
@@ -535,12 +658,39 @@ def mark_cancelled(job: dict) -> None:
 
 # -- sacct -----------------------------------------------------------------------------------------------
 
-SACCT_ALIASES = {"-j": "jobs", "-o": "format", "-n": "noheader", "-P": "parsable2", "-p": "parsable",
-                 "-X": "allocations", "-b": "brief", "-S": "starttime", "-E": "endtime", "-u": "user",
-                 "-A": "accounts", "-s": "state", "-M": "clusters", "-r": "partition", "-N": "nodelist",
-                 "-a": "allusers", "-L": "allclusters", "-D": "duplicates"}  # fmt: skip
-SACCT_WITH_VALUE = {"jobs", "format", "starttime", "endtime", "user", "accounts", "state", "clusters", "partition",
-                    "nodelist", "name"}  # fmt: skip
+SACCT_ALIASES = {
+    "-j": "jobs",
+    "-o": "format",
+    "-n": "noheader",
+    "-P": "parsable2",
+    "-p": "parsable",
+    "-X": "allocations",
+    "-b": "brief",
+    "-S": "starttime",
+    "-E": "endtime",
+    "-u": "user",
+    "-A": "accounts",
+    "-s": "state",
+    "-M": "clusters",
+    "-r": "partition",
+    "-N": "nodelist",
+    "-a": "allusers",
+    "-L": "allclusters",
+    "-D": "duplicates",
+}
+SACCT_WITH_VALUE = {
+    "jobs",
+    "format",
+    "starttime",
+    "endtime",
+    "user",
+    "accounts",
+    "state",
+    "clusters",
+    "partition",
+    "nodelist",
+    "name",
+}
 # name -> width (negative: left-justified), as sacct's print_fields prints them.
 SACCT_FIELDS: dict[str, tuple[int, Callable[[dict], str]]] = {
     "jobid": (-12, lambda j: j["id"]),
@@ -561,8 +711,17 @@ SACCT_FIELDS: dict[str, tuple[int, Callable[[dict], str]]] = {
     "elapsedraw": (10, lambda j: str(int(elapsed_seconds(j)))),
     "alloctres": (10, lambda j: alloc_tres(j)),
 }
-SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "elapsedraw": "ElapsedRaw", "alloctres": "AllocTRES", "jobname": "JobName", "alloccpus": "AllocCPUS",
-                 "exitcode": "ExitCode", "timelimit": "Timelimit", "nodelist": "NodeList"}  # fmt: skip
+SACCT_HEADERS = {
+    "jobid": "JobID",
+    "jobidraw": "JobIDRaw",
+    "elapsedraw": "ElapsedRaw",
+    "alloctres": "AllocTRES",
+    "jobname": "JobName",
+    "alloccpus": "AllocCPUS",
+    "exitcode": "ExitCode",
+    "timelimit": "Timelimit",
+    "nodelist": "NodeList",
+}
 SACCT_DEFAULT_FORMAT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 
 
@@ -663,9 +822,21 @@ def sacct_line(values: list[str], fields: list[str], separator: str | None, trai
 # -- squeue ----------------------------------------------------------------------------------------------
 
 SQUEUE_DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
-SQUEUE_HEADERS = {"i": "JOBID", "A": "JOBID", "j": "NAME", "P": "PARTITION", "u": "USER", "t": "ST", "T": "STATE",
-                  "M": "TIME", "D": "NODES", "R": "NODELIST(REASON)", "r": "REASON", "N": "NODELIST",
-                  "l": "TIME_LIMIT"}  # fmt: skip
+SQUEUE_HEADERS = {
+    "i": "JOBID",
+    "A": "JOBID",
+    "j": "NAME",
+    "P": "PARTITION",
+    "u": "USER",
+    "t": "ST",
+    "T": "STATE",
+    "M": "TIME",
+    "D": "NODES",
+    "R": "NODELIST(REASON)",
+    "r": "REASON",
+    "N": "NODELIST",
+    "l": "TIME_LIMIT",
+}
 
 
 def squeue(state: dict, args: list[str]) -> Reply:
@@ -688,8 +859,16 @@ def squeue(state: dict, args: list[str]) -> Reply:
 
 
 def squeue_options(args: list[str]) -> dict[str, str]:
-    aliases = {"-j": "jobs", "-o": "format", "-h": "noheader", "-t": "states", "-u": "user", "-p": "partition",
-               "-a": "all", "-l": "long"}  # fmt: skip
+    aliases = {
+        "-j": "jobs",
+        "-o": "format",
+        "-h": "noheader",
+        "-t": "states",
+        "-u": "user",
+        "-p": "partition",
+        "-a": "all",
+        "-l": "long",
+    }
     options, _ = parse_options(args, aliases, {"jobs", "format", "states", "user", "partition"})
     return options
 
@@ -719,12 +898,20 @@ def squeue_line(fmt: str, job: dict | None) -> str:
 def squeue_value(letter: str, job: dict) -> str:
     started = job["start_time"] if job["state"] in STARTED_STATES else None
     values = {
-        "i": job["id"], "A": job["id"], "j": job["name"], "P": job["partition"], "u": user_and_group()[0],
-        "t": COMPACT_STATES.get(job["state"], job["state"]), "T": job["state"], "r": job["reason"],
-        "M": format_squeue_time(time.time() - started) if started else "0:00", "D": "1",
-        "R": job["nodes"] if started and job["nodes"] else f"({job['reason']})", "N": job["nodes"] or "",
+        "i": job["id"],
+        "A": job["id"],
+        "j": job["name"],
+        "P": job["partition"],
+        "u": user_and_group()[0],
+        "t": COMPACT_STATES.get(job["state"], job["state"]),
+        "T": job["state"],
+        "r": job["reason"],
+        "M": format_squeue_time(time.time() - started) if started else "0:00",
+        "D": "1",
+        "R": job["nodes"] if started and job["nodes"] else f"({job['reason']})",
+        "N": job["nodes"] or "",
         "l": job["time_limit"],
-    }  # fmt: skip
+    }
     return values.get(letter, "")
 
 

@@ -78,8 +78,9 @@ def test_sbatch_takes_the_command_line_over_the_script_and_the_file_name_without
 
 def test_sbatch_dependency_shows_in_scontrol_until_the_job_leaves_pending(cluster, job_script):
     cluster.next_id = 900
-    out = cluster.run("sbatch", "--parsable", "--dependency=afternotok:42", "--kill-on-invalid-dep=yes",
-                      str(job_script), "42")  # fmt: skip
+    out = cluster.run(
+        "sbatch", "--parsable", "--dependency=afternotok:42", "--kill-on-invalid-dep=yes", str(job_script), "42"
+    )
     assert out.stdout == "900\n"
     fields = scontrol_fields(cluster, "900")
     assert (fields["reason"], fields["dependency"]) == ("Dependency", "afternotok:42(unfulfilled)")
@@ -230,9 +231,13 @@ def test_strict_scancel_fails_for_ended_and_unknown_jobs(cluster):
     ended = cluster.run("scancel", done)
     unknown = cluster.run("scancel", "4242")
     assert (ended.returncode, ended.stderr) == (
-        1, f"scancel: error: Kill job error on job id {done}: Job/step already completing or completed\n")  # fmt: skip
+        1,
+        f"scancel: error: Kill job error on job id {done}: Job/step already completing or completed\n",
+    )
     assert (unknown.returncode, unknown.stderr) == (
-        1, "scancel: error: Kill job error on job id 4242: Invalid job id specified\n")  # fmt: skip
+        1,
+        "scancel: error: Kill job error on job id 4242: Invalid job id specified\n",
+    )
     assert cluster.job(done)["state"] == "COMPLETED"
 
 

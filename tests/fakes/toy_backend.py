@@ -43,7 +43,7 @@ class ToyBackend(Backend):
         for job in plan.submitted_jobs:
             script = shlex.quote(f"{job.job_dir}/{contract.JOB_SCRIPT}")
             marker = shlex.quote(f"{contract.JOB_MARKER}{job.benchmark}")
-            lines.append(f"out=$(toyq submit {script} 2>&1); printf '%s:%s:%s\\n' {marker} \"$?\" \"$out\"")
+            lines.append(f'out=$(toyq submit {script} 2>&1); printf \'%s:%s:%s\\n\' {marker} "$?" "$out"')
         return lines
 
     def describe(self, answer: list[str]) -> SchedulerView:

@@ -41,7 +41,9 @@ def _unavailable(reason: str) -> None:
 def _ray_python() -> str:
     python = os.environ.get("GYM_RAY_PYTHON", "")
     if not python:
-        _unavailable("GYM_RAY_PYTHON is not set: no Python with ray and aiohttp to run the gateway (scripts/envs/ray-env.sh)")
+        _unavailable(
+            "GYM_RAY_PYTHON is not set: no Python with ray and aiohttp to run the gateway (scripts/envs/ray-env.sh)"
+        )
     probe = subprocess.run([python, "-c", "import ray, aiohttp"], capture_output=True, text=True)
     if probe.returncode != 0:
         _unavailable(f"`ray`/`aiohttp` not importable by GYM_RAY_PYTHON={python}: {probe.stderr.strip()[-200:]}")
@@ -119,16 +121,35 @@ def ray_head():
     port = _free_port()
     env = {
         **os.environ,
-        "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), "RAY_USAGE_STATS_ENABLED": "0",
-        "GYM_JOB_DIR": tmp, "STANDIN_RAY_GPUS": "2", "PATH": f"{Path(python).parent}:{os.environ['PATH']}",
-    }  # fmt: skip
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(token),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "GYM_JOB_DIR": tmp,
+        "STANDIN_RAY_GPUS": "2",
+        "PATH": f"{Path(python).parent}:{os.environ['PATH']}",
+    }
     log = open(Path(tmp) / "ray-head.log", "w")  # noqa: SIM115 - Ray writes it while the test runs
     head = subprocess.Popen(
-        [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=4",
-         "--num-gpus=4", "--include-dashboard=false", f"--dashboard-agent-listen-port={_free_port()}",
-         f"--ray-client-server-port={_free_port()}", f"--temp-dir={tmp}/ray", "--disable-usage-stats"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp,
-    )  # fmt: skip
+        [
+            ray,
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=4",
+            "--num-gpus=4",
+            "--include-dashboard=false",
+            f"--dashboard-agent-listen-port={_free_port()}",
+            f"--ray-client-server-port={_free_port()}",
+            f"--temp-dir={tmp}/ray",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=tmp,
+    )
     address = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -157,11 +178,27 @@ class Gateway:
         self.log = open(self.log_path, "w")  # noqa: SIM115 - the gateway writes it for its life
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [head["python"], str(GATEWAY), "--address", head["address"], "--port", str(self.port),
-             "--instances", str(instances), "--log-dir", str(self.dir / f"logs-{self.port}"), *options,
-             "--", *vllm],
-            env=head["env"], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir,
-        )  # fmt: skip
+            [
+                head["python"],
+                str(GATEWAY),
+                "--address",
+                head["address"],
+                "--port",
+                str(self.port),
+                "--instances",
+                str(instances),
+                "--log-dir",
+                str(self.dir / f"logs-{self.port}"),
+                *options,
+                "--",
+                *vllm,
+            ],
+            env=head["env"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=self.dir,
+        )
 
     def text(self) -> str:
         return self.log_path.read_text()
@@ -206,8 +243,14 @@ class Gateway:
 @pytest.fixture(scope="module")
 def gateway(ray_head):
     """Two streaming stand-in replicas with 2 reserved GPUs each, behind one gateway."""
-    gw = Gateway(ray_head, [ray_head["python"], str(STREAMING_VLLM), "serve", "tiny-model", "--served-model-name",
-                            "tiny"], "--gpus-per-instance", "2", "--exit-grace", "4")  # fmt: skip
+    gw = Gateway(
+        ray_head,
+        [ray_head["python"], str(STREAMING_VLLM), "serve", "tiny-model", "--served-model-name", "tiny"],
+        "--gpus-per-instance",
+        "2",
+        "--exit-grace",
+        "4",
+    )
     try:
         gw.ready_seconds = gw.wait_ready()
         records = [json.loads(Path(p).read_text()) for p in glob.glob(str(ray_head["dir"] / "standin" / "vllm-*.json"))]
@@ -253,8 +296,10 @@ def test_streamed_response_arrives_chunk_by_chunk(gateway):
     body = json.dumps({"stream": True, "standin_chunks": 6, "standin_delay": 1.0}).encode()
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=60) as sock:
         sent = time.monotonic()
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         buffer, arrivals = b"", []
         while chunk := sock.recv(65536):
             now = time.monotonic() - sent
@@ -272,17 +317,34 @@ def test_streamed_response_arrives_chunk_by_chunk(gateway):
 
 def test_hop_by_hop_headers_are_dropped_both_ways(gateway):
     conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
-    hop = {"Connection": "keep-alive, X-Hop-Req", "X-Hop-Req": "1", "Keep-Alive": "timeout=5", "TE": "trailers",
-           "Proxy-Authorization": "Basic eDp5", "Proxy-Connection": "keep-alive", "Trailer": "X-Sum",
-           "Upgrade": "websocket", "X-End-To-End": "kept"}  # fmt: skip
+    hop = {
+        "Connection": "keep-alive, X-Hop-Req",
+        "X-Hop-Req": "1",
+        "Keep-Alive": "timeout=5",
+        "TE": "trailers",
+        "Proxy-Authorization": "Basic eDp5",
+        "Proxy-Connection": "keep-alive",
+        "Trailer": "X-Sum",
+        "Upgrade": "websocket",
+        "X-End-To-End": "kept",
+    }
     # A chunked request body: the proxy must not pass Transfer-Encoding on with a re-framed body.
     conn.request("POST", "/standin/echo", body=iter([b"abc", b"defg"]), headers=hop, encode_chunked=True)
     resp = conn.getresponse()
     echoed = json.loads(resp.read())
     conn.close()
     received = {k.lower(): v for k, v in echoed["headers"]}
-    for name in ("connection", "x-hop-req", "keep-alive", "te", "proxy-authorization", "proxy-connection",
-                 "trailer", "transfer-encoding", "upgrade"):  # fmt: skip
+    for name in (
+        "connection",
+        "x-hop-req",
+        "keep-alive",
+        "te",
+        "proxy-authorization",
+        "proxy-connection",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ):
         assert name not in received, (name, received)
     assert received["x-end-to-end"] == "kept"
     assert echoed["body_length"] == 7 and received["content-length"] == "7"
@@ -325,7 +387,9 @@ def test_a_dead_replica_fails_health_and_the_gateway_exits(gateway):
         time.sleep(0.2)
     unhealthy = time.monotonic() - killed
     rc = gateway.proc.wait(60)
-    print(f"replica killed: /health 503 after {unhealthy:.2f} s, gateway exit {rc} after {time.monotonic() - killed:.1f} s")
+    print(
+        f"replica killed: /health 503 after {unhealthy:.2f} s, gateway exit {rc} after {time.monotonic() - killed:.1f} s"
+    )
     assert rc == 3, gateway.text()[-3000:]
     assert f"(pid {victim['pid']}) exited with status -9" in gateway.text()
     deadline = time.monotonic() + 20

@@ -24,14 +24,31 @@ def test_script_is_shipped_and_standalone():
 
 
 def test_hop_by_hop_headers_are_dropped_including_those_named_in_connection():
-    headers = [("Connection", "keep-alive, X-Private"), ("X-Private", "1"), ("Keep-Alive", "5"), ("TE", "trailers"),
-               ("Transfer-Encoding", "chunked"), ("Upgrade", "h2c"), ("Proxy-Authorization", "x"),
-               ("Proxy-Authenticate", "y"), ("Proxy-Connection", "close"), ("Trailer", "X-Sum"),
-               ("Content-Type", "application/json"), ("Authorization", "Bearer t"), ("Host", "gw:8000"),
-               ("Content-Length", "12")]  # fmt: skip
-    assert gw.filter_headers(headers, request=True) == [("Content-Type", "application/json"), ("Authorization", "Bearer t")]
+    headers = [
+        ("Connection", "keep-alive, X-Private"),
+        ("X-Private", "1"),
+        ("Keep-Alive", "5"),
+        ("TE", "trailers"),
+        ("Transfer-Encoding", "chunked"),
+        ("Upgrade", "h2c"),
+        ("Proxy-Authorization", "x"),
+        ("Proxy-Authenticate", "y"),
+        ("Proxy-Connection", "close"),
+        ("Trailer", "X-Sum"),
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer t"),
+        ("Host", "gw:8000"),
+        ("Content-Length", "12"),
+    ]
+    assert gw.filter_headers(headers, request=True) == [
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer t"),
+    ]
     assert gw.filter_headers(headers, request=False) == [
-        ("Content-Type", "application/json"), ("Authorization", "Bearer t"), ("Host", "gw:8000"), ("Content-Length", "12")
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer t"),
+        ("Host", "gw:8000"),
+        ("Content-Length", "12"),
     ]
 
 
@@ -43,8 +60,10 @@ def test_replica_argv_adds_port_and_ray_backend_once():
 
 
 def test_replica_env_sets_ray_address_and_drops_worker_only_and_blank_visibility():
-    env = gw.replica_env({"RAY_JOB_ID": "01000000", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "0,1",
-                          "HF_TOKEN": "t"}, "10.0.0.1:6379")  # fmt: skip
+    env = gw.replica_env(
+        {"RAY_JOB_ID": "01000000", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "0,1", "HF_TOKEN": "t"},
+        "10.0.0.1:6379",
+    )
     assert env == {"HIP_VISIBLE_DEVICES": "0,1", "HF_TOKEN": "t", "RAY_ADDRESS": "10.0.0.1:6379"}
 
 
@@ -63,14 +82,32 @@ def test_pick_replica_least_outstanding_then_round_robin():
 
 
 def test_cli():
-    args = gw.parse_args(["--address", "h:6379", "--port", "8000", "--instances", "2", "--gpus-per-instance", "16",
-                          "--", "vllm", "serve", "m", "--max-model-len", "8192"])  # fmt: skip
+    args = gw.parse_args(
+        [
+            "--address",
+            "h:6379",
+            "--port",
+            "8000",
+            "--instances",
+            "2",
+            "--gpus-per-instance",
+            "16",
+            "--",
+            "vllm",
+            "serve",
+            "m",
+            "--max-model-len",
+            "8192",
+        ]
+    )
     assert (args.address, args.port, args.instances, args.gpus_per_instance) == ("h:6379", 8000, 2, 16)
     assert args.vllm == ["vllm", "serve", "m", "--max-model-len", "8192"]
-    for bad in (["--address", "h:1", "--port", "1", "--instances", "2", "vllm", "serve", "m"],
-                ["--address", "h:1", "--port", "1", "--instances", "2", "--", "vllm", "serve", "m", "--port", "9"],
-                ["--address", "h:1", "--port", "1", "--instances", "0", "--", "vllm"],
-                ["--address", "h:1", "--port", "1", "--instances", "1", "--"]):  # fmt: skip
+    for bad in (
+        ["--address", "h:1", "--port", "1", "--instances", "2", "vllm", "serve", "m"],
+        ["--address", "h:1", "--port", "1", "--instances", "2", "--", "vllm", "serve", "m", "--port", "9"],
+        ["--address", "h:1", "--port", "1", "--instances", "0", "--", "vllm"],
+        ["--address", "h:1", "--port", "1", "--instances", "1", "--"],
+    ):
         with pytest.raises(SystemExit) as exc:
             gw.parse_args(bad)
         assert exc.value.code == gw.EXIT_USAGE

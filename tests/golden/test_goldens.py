@@ -61,7 +61,11 @@ def test_helpers_are_verbatim(config) -> None:
         if rel.endswith(".py"):
             name = Path(rel).name
             staged_exporter = "/exporters/" in rel and name[: -len(".py")] not in exporters.SHARED_MODULES
-            candidates = [package / "exporters" / name] if staged_exporter else [package / name, package / "gateway" / name, package / "backends" / name]
+            candidates = (
+                [package / "exporters" / name]
+                if staged_exporter
+                else [package / name, package / "gateway" / name, package / "backends" / name]
+            )
             source = next(path for path in candidates if path.exists())
             assert staged_file.content == source.read_text(), rel
 

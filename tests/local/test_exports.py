@@ -23,9 +23,12 @@ TOKEN = "mlflow-token-LOCAL-SENTINEL-77"
 
 def cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args], capture_output=True, text=True,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), **env}, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), **env},
+        timeout=300,
+    )
 
 
 def final_status(tmp_path: Path) -> dict:
@@ -47,10 +50,15 @@ def test_the_job_exports_once_a_down_server_is_retried_by_gym_eval_export(
     experiment = f"local-{tmp_path.name}"
     table = tmp_path / "table"
     record = submit(
-        tmp_path, {"policy": {"type": "vllm", "model": "/m/step-100", "served_model_name": "ckpt", "port": 18241}},
-        job={"export": {"mlflow": {"tracking_uri": f"http://127.0.0.1:{forwarder.port}", "experiment": experiment},
-                        "table": {"dir": str(table)}}},
-    )  # fmt: skip
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "/m/step-100", "served_model_name": "ckpt", "port": 18241}},
+        job={
+            "export": {
+                "mlflow": {"tracking_uri": f"http://127.0.0.1:{forwarder.port}", "experiment": experiment},
+                "table": {"dir": str(table)},
+            }
+        },
+    )
     job = final_status(tmp_path)
     assert job["state"] == "succeeded", job  # an export failing never fails the benchmark
     assert "export mlflow failed" in job["detail"] and job["exports"]["mlflow"]["state"] == "failed"

@@ -23,25 +23,36 @@ PATH = f"lit:{STANDINS}:/usr/local/bin:/usr/bin:/bin"
 pytestmark = pytest.mark.slow
 
 
-def submit(tmp_path: Path, services: dict, benchmarks: dict | None = None, driver_env: dict | None = None,
-           expect_rc: int = 0, job: dict | None = None) -> dict:  # fmt: skip
+def submit(
+    tmp_path: Path,
+    services: dict,
+    benchmarks: dict | None = None,
+    driver_env: dict | None = None,
+    expect_rc: int = 0,
+    job: dict | None = None,
+) -> dict:
     for service in services.values():
         service.setdefault("container", "unused")
         service.setdefault("env", {}).setdefault("PATH", PATH)
     config = {
         "services": services,
         "compute": {"here": {"type": "local"}},
-        "driver": {"policy_model": next(iter(services)), "benchmarks": benchmarks or {"bench": {}},
-                   "env": {"PATH": PATH, **(driver_env or {})}},
+        "driver": {
+            "policy_model": next(iter(services)),
+            "benchmarks": benchmarks or {"bench": {}},
+            "env": {"PATH": PATH, **(driver_env or {})},
+        },
         "job": {"output_path": str(tmp_path / "runs"), **(job or {})},
         "otel": {"enabled": False},
-    }  # fmt: skip
+    }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = subprocess.run(
         [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"],
-        capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
     assert proc.returncode == expect_rc, proc.stderr
     return json.loads(proc.stdout)
 
@@ -63,8 +74,11 @@ def job_log(job: dict) -> str:
 
 
 def test_local_run_serves_checks_and_drives_each_benchmark_in_turn(tmp_path) -> None:
-    record = submit(tmp_path, {"policy": {"type": "vllm", "model": "/m/tiny", "served_model_name": "tiny", "port": 18231}},
-                    benchmarks={"a": {"run": {"limit": 2}}, "b": {}})
+    record = submit(
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "/m/tiny", "served_model_name": "tiny", "port": 18231}},
+        benchmarks={"a": {"run": {"limit": 2}}, "b": {}},
+    )
     assert record["executor"] == "local"
     for job in record["benchmarks"]:
         assert wait_state(job)["phase"] == "succeeded", job_log(job)
@@ -91,7 +105,9 @@ def test_local_service_failing_at_start_fails_fast(tmp_path) -> None:
 
 
 def test_local_service_death_stops_the_driver(tmp_path) -> None:
-    services = {"policy": {"type": "vllm", "model": "m", "port": 18233, "env": {"PATH": PATH, "STANDIN_DIE_AFTER": "lit:2"}}}
+    services = {
+        "policy": {"type": "vllm", "model": "m", "port": 18233, "env": {"PATH": PATH, "STANDIN_DIE_AFTER": "lit:2"}}
+    }
     [job] = submit(tmp_path, services, driver_env={"STANDIN_DRIVER_SECONDS": "lit:300"})["benchmarks"]
     start = time.monotonic()
     state = wait_state(job, timeout=60)
@@ -99,17 +115,27 @@ def test_local_service_death_stops_the_driver(tmp_path) -> None:
     assert state["detail"].startswith("service policy died on node") and "exit status 7" in state["detail"]
     assert "service policy died on node" in job_log(job) and "(exit status 7)" in job_log(job)
     time.sleep(0.5)
-    leftovers = subprocess.run(["pgrep", "-f", "STANDIN_NEVER_MATCHES|standins/gym eval run"], capture_output=True, text=True)
+    leftovers = subprocess.run(
+        ["pgrep", "-f", "STANDIN_NEVER_MATCHES|standins/gym eval run"], capture_output=True, text=True
+    )
     assert leftovers.stdout.strip() == ""  # the driver was stopped, not left running
 
 
 def test_watch_in_a_terminal_redraws_in_place_and_exits_when_done(tmp_path) -> None:
-    record = submit(tmp_path, {"policy": {"type": "vllm", "model": "m", "port": 18234}},
-                    driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"})  # fmt: skip
+    record = submit(
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "m", "port": 18234}},
+        driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"},
+    )
     cmd = f"{sys.executable} -m nemo_gym.orchestration.cli.main eval status --last --watch --interval 0.5"
     start = time.monotonic()
-    proc = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "120"})  # fmt: skip
+    proc = subprocess.run(
+        ["script", "-qec", cmd, "/dev/null"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "120"},
+    )
     assert proc.returncode == 0, proc.stdout
     assert time.monotonic() - start < 30
     screen = proc.stdout
@@ -120,14 +146,21 @@ def test_watch_in_a_terminal_redraws_in_place_and_exits_when_done(tmp_path) -> N
 def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> None:
     """Someone else answers on the service's port; our server cannot bind and exits. The job must
     fail naming the service, not report success from talking to the impostor."""
-    impostor = subprocess.Popen([sys.executable, "-c", (
-        "import http.server as h\n"
-        "class H(h.BaseHTTPRequestHandler):\n"
-        "    def do_GET(self):\n"
-        "        self.send_response(200); self.send_header('Content-Type','application/json'); self.end_headers()\n"
-        "        self.wfile.write(b'{\"data\": [{\"id\": \"impostor\"}]}')\n"
-        "    def log_message(self, *a): pass\n"
-        "h.HTTPServer(('0.0.0.0', 18235), H).serve_forever()\n")])  # fmt: skip
+    impostor = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import http.server as h\n"
+                "class H(h.BaseHTTPRequestHandler):\n"
+                "    def do_GET(self):\n"
+                "        self.send_response(200); self.send_header('Content-Type','application/json'); self.end_headers()\n"
+                '        self.wfile.write(b\'{"data": [{"id": "impostor"}]}\')\n'
+                "    def log_message(self, *a): pass\n"
+                "h.HTTPServer(('0.0.0.0', 18235), H).serve_forever()\n"
+            ),
+        ]
+    )
     try:
         deadline = time.monotonic() + 20
         while subprocess.run(["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:18235/"]).returncode != 0:
@@ -143,24 +176,39 @@ def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> No
     assert state["phase"] == "failed", job_log(job)
     # Whichever check sees it first: the step's (the port is held) or the job's (the answer is not its own).
     detail = state["detail"]
-    assert (re.match(r"service policy died on node \S+ \(port 18235 on node \S+ was already in use", detail)
-            or detail.startswith('service policy: localhost:18235 is answered by another server (serving "impostor"')), detail
-    assert state["detail"].endswith("another run on this node?") or state["detail"].endswith("another run on this node?)")
+    assert re.match(
+        r"service policy died on node \S+ \(port 18235 on node \S+ was already in use", detail
+    ) or detail.startswith('service policy: localhost:18235 is answered by another server (serving "impostor"'), detail
+    assert state["detail"].endswith("another run on this node?") or state["detail"].endswith(
+        "another run on this node?)"
+    )
 
 
 def test_shared_deployment_starts_the_model_once_for_every_benchmark(tmp_path) -> None:
     record = submit(
-        tmp_path, {"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "port": 18236}},
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "m", "served_model_name": "tiny", "port": 18236}},
         benchmarks={"a": {}, "b": {"run": {"standin_fail": True}}, "c": {}, "d": {}},
-        driver_env={"STANDIN_DRIVER_SECONDS": "lit:1"}, job={"deployment": "shared", "benchmarks_at_once": 2},
-    )  # fmt: skip
+        driver_env={"STANDIN_DRIVER_SECONDS": "lit:1"},
+        job={"deployment": "shared", "benchmarks_at_once": 2},
+    )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
     assert len({b["job_id"] for b in record["benchmarks"]}) == 1  # one job for all
-    watched = subprocess.run([*cli, "status", "--last", "--watch", "--json", "--interval", "0.5"],
-                             capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    watched = subprocess.run(
+        [*cli, "status", "--last", "--watch", "--json", "--interval", "0.5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     states = {j["benchmark"]: j for j in json.loads(watched.stdout)["jobs"]}
-    assert {b: j["state"] for b, j in states.items()} == {"a": "succeeded", "b": "failed", "c": "succeeded", "d": "succeeded"}
+    assert {b: j["state"] for b, j in states.items()} == {
+        "a": "succeeded",
+        "b": "failed",
+        "c": "succeeded",
+        "d": "succeeded",
+    }
     assert states["b"]["detail"] == "driver failed with exit status 5"  # and it did not stop c and d
     shared = Path(record["run_dir"], "shared-deployment")
     assert len(list(shared.glob("standin/vllm-*.json"))) == 1  # the model started once
@@ -182,21 +230,28 @@ def test_command_benchmarks_in_a_shared_local_deployment_report_their_own_exit(t
         tmp_path,
         {"policy": {"type": "vllm", "model": "/m/tiny", "served_model_name": "tiny", "port": 18236}},
         benchmarks={
-            "asks": {"command": 'curl -sf "$NEMO_GYM_POLICY_BASE_URL/models" > "$NEMO_GYM_BENCH_DIR/artifacts/models.json"\n'
-                                'echo "done by $NEMO_GYM_POLICY_MODEL_NAME"'},
+            "asks": {
+                "command": 'curl -sf "$NEMO_GYM_POLICY_BASE_URL/models" > "$NEMO_GYM_BENCH_DIR/artifacts/models.json"\n'
+                'echo "done by $NEMO_GYM_POLICY_MODEL_NAME"'
+            },
             "fails": {"command": "echo 'about to fail' >&2\nexit 4"},
             "gym": {},
         },
         job={"deployment": "shared"},
-    )  # fmt: skip
+    )
     jobs = {b["benchmark"]: b for b in record["benchmarks"]}
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
     deadline = time.monotonic() + 90
     while True:
-        status = json.loads(subprocess.run([*cli, "status", "--last", "--json"], capture_output=True, text=True, env=env).stdout)
+        status = json.loads(
+            subprocess.run([*cli, "status", "--last", "--json"], capture_output=True, text=True, env=env).stdout
+        )
         states = {j["benchmark"]: j for j in status["jobs"]}
-        if all(j["state"] not in ("queued", "starting", "running") for j in states.values()) or time.monotonic() > deadline:
+        if (
+            all(j["state"] not in ("queued", "starting", "running") for j in states.values())
+            or time.monotonic() > deadline
+        ):
             break
         time.sleep(0.5)
     assert states["asks"]["state"] == "succeeded" and states["gym"]["state"] == "succeeded", states
@@ -219,21 +274,36 @@ def submit_local_sweep(tmp_path: Path, accuracies: dict[int, float], port: int, 
         (model / "standin-accuracy").write_text(f"{accuracy}\n")
         models.append(str(model))
     config = {
-        "services": {"policy": {"type": "vllm", "model": "/placeholder", "container": "unused", "port": port,
-                                "env": {"PATH": PATH}}},
+        "services": {
+            "policy": {
+                "type": "vllm",
+                "model": "/placeholder",
+                "container": "unused",
+                "port": port,
+                "env": {"PATH": PATH},
+            }
+        },
         "compute": {"here": {"type": "local"}},
-        "driver": {"policy_model": "policy", "benchmarks": {"math": {"run": {"standin_rollouts": 4}}},
-                   "env": {"PATH": PATH, "STANDIN_DRIVER_SECONDS": f"lit:{driver_seconds}"}},
+        "driver": {
+            "policy_model": "policy",
+            "benchmarks": {"math": {"run": {"standin_rollouts": 4}}},
+            "env": {"PATH": PATH, "STANDIN_DRIVER_SECONDS": f"lit:{driver_seconds}"},
+        },
         "job": {"output_path": str(tmp_path / "runs")},
         "otel": {"enabled": False},
-    }  # fmt: skip
+    }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
     def gym(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
-                              capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
 
     proc = gym("submit", "-c", str(path), "-m", f"services.policy.model={','.join(models)}", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -268,8 +338,10 @@ def test_cancel_of_a_local_sweep_stops_the_running_run_and_the_waiting_one_never
         time.sleep(0.3)
     proc = gym("cancel", "--last")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [f"  {models[0]}: cancelled math ({'job ' + first['job_id']})",
-                                        f"  {models[1]}: cancelled math ({'job ' + second['job_id']})"]  # fmt: skip
+    assert proc.stdout.splitlines() == [
+        f"  {models[0]}: cancelled math ({'job ' + first['job_id']})",
+        f"  {models[1]}: cancelled math ({'job ' + second['job_id']})",
+    ]
     deadline = time.monotonic() + 30
     while True:
         states = [run["jobs"][0]["state"] for run in json.loads(gym("status", "--last", "--json").stdout)["runs"]]
@@ -294,8 +366,11 @@ def test_two_runs_submitted_one_after_the_other_take_turns_and_each_is_answered_
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     service = {"type": "vllm", "model": "/m/same", "port": 18241}
-    first = submit(tmp_path / "one", {"policy": {**service, "served_model_name": "one"}},
-                   driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"})["benchmarks"][0]  # fmt: skip
+    first = submit(
+        tmp_path / "one",
+        {"policy": {**service, "served_model_name": "one"}},
+        driver_env={"STANDIN_DRIVER_SECONDS": "lit:3"},
+    )["benchmarks"][0]
     time.sleep(1)
     second_record = submit(tmp_path / "two", {"policy": {**service, "served_model_name": "two", "env": {"PATH": PATH}}})
     second = second_record["benchmarks"][0]
@@ -307,8 +382,12 @@ def test_two_runs_submitted_one_after_the_other_take_turns_and_each_is_answered_
     first_run = Path(first["job_dir"]).parent.name
     assert f"queued behind run {first_run} (local runs take turns on this machine)" in state.read_text()
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "two" / "cache")}
-    shown = subprocess.run([sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last"],
-                           capture_output=True, text=True, env=env)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert f"queued behind run {first_run}" in shown.stdout, shown.stdout + shown.stderr
     for job, name in ((first, "one"), (second, "two")):
         assert wait_state(job, timeout=90)["phase"] == "succeeded", job_log(job)

@@ -38,7 +38,10 @@ with_newlines = st.text(st.characters(blacklist_categories=("Cs",), blacklist_ch
 words = st.lists(st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=10), max_size=4)
 run_values = st.recursive(
     st.none() | st.booleans() | st.integers(-1000, 1000) | nasty,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), inner, max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), inner, max_size=2)
+    ),
     max_leaves=6,
 )
 
@@ -51,15 +54,27 @@ def configs(draw):
     env_value = draw(with_newlines)
     run = draw(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True), run_values, max_size=3))
     run = {k: v for k, v in run.items() if not k.startswith("policy_")}
-    return {
-        "services": {"policy": {"type": "vllm", "container": "unused", "model": model, "served_model_name": served,
-                                "port": 18240, "extra_args": shlex.join(extra),
-                                "env": {"PATH": f"lit:{PATH}", "HF_USER_VALUE": f"lit:{env_value}"}}},
-        "compute": {"here": {"type": "local"}},
-        "driver": {"policy_model": "policy", "env": {"PATH": f"lit:{PATH}"}, "benchmarks": {"b": {"run": run}}},
-        "job": {"output_path": "/tmp/unused"},
-        "otel": {"enabled": False},
-    }, extra, env_value  # fmt: skip
+    return (
+        {
+            "services": {
+                "policy": {
+                    "type": "vllm",
+                    "container": "unused",
+                    "model": model,
+                    "served_model_name": served,
+                    "port": 18240,
+                    "extra_args": shlex.join(extra),
+                    "env": {"PATH": f"lit:{PATH}", "HF_USER_VALUE": f"lit:{env_value}"},
+                }
+            },
+            "compute": {"here": {"type": "local"}},
+            "driver": {"policy_model": "policy", "env": {"PATH": f"lit:{PATH}"}, "benchmarks": {"b": {"run": run}}},
+            "job": {"output_path": "/tmp/unused"},
+            "otel": {"enabled": False},
+        },
+        extra,
+        env_value,
+    )
 
 
 def _validated(data):
@@ -85,7 +100,9 @@ CASES = {"run": 0}
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(configs())
 def test_any_valid_config_renders_sound_scripts_whose_arguments_arrive_exactly(tmp_path_factory, case) -> None:
     data, extra, env_value = case
@@ -110,7 +127,7 @@ def test_any_valid_config_renders_sound_scripts_whose_arguments_arrive_exactly(t
     service = config.services["policy"]
     assert vllm["argv"][:2] == ["serve", service.model]
     assert vllm["argv"][vllm["argv"].index("--served-model-name") + 1] == service.served_model_name
-    assert vllm["argv"][len(vllm["argv"]) - len(extra):] == extra or not extra
+    assert vllm["argv"][len(vllm["argv"]) - len(extra) :] == extra or not extra
     assert vllm["env"]["HF_USER_VALUE"] == env_value
     [driver] = [json.loads(p.read_text()) for p in (job_dir / "standin").glob("gym-run-*.json")]
     overrides = [a for a in driver["argv"] if a.startswith("+")]
@@ -121,13 +138,42 @@ def test_any_valid_config_renders_sound_scripts_whose_arguments_arrive_exactly(t
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
-        ["services", "compute", "driver", "job", "otel", "type", "model", "port", "env", "benchmarks", "policy",
-         "node_pools", "nodes", "x", "vllm", "slurm", "account", "output_path", "container"]), inner, max_size=5),
-    max_leaves=20,
-))  # fmt: skip
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "services",
+                        "compute",
+                        "driver",
+                        "job",
+                        "otel",
+                        "type",
+                        "model",
+                        "port",
+                        "env",
+                        "benchmarks",
+                        "policy",
+                        "node_pools",
+                        "nodes",
+                        "x",
+                        "vllm",
+                        "slurm",
+                        "account",
+                        "output_path",
+                        "container",
+                    ]
+                ),
+                inner,
+                max_size=5,
+            )
+        ),
+        max_leaves=20,
+    )
+)
 def test_any_invalid_config_fails_cleanly(data) -> None:
     try:
         _validated(data if isinstance(data, dict) else {"services": data})
@@ -137,7 +183,9 @@ def test_any_invalid_config_fails_cleanly(data) -> None:
 
 slurm_times = st.one_of(
     st.integers(1, 10**6).map(str),
-    st.tuples(st.integers(0, 99), st.integers(0, 59), st.integers(0, 59)).map(lambda t: "{:02d}:{:02d}:{:02d}".format(*t)),
+    st.tuples(st.integers(0, 99), st.integers(0, 59), st.integers(0, 59)).map(
+        lambda t: "{:02d}:{:02d}:{:02d}".format(*t)
+    ),
     st.tuples(st.integers(0, 30), st.integers(0, 23), st.integers(0, 59)).map(lambda t: "{}-{:02d}:{:02d}".format(*t)),
 ).filter(lambda t: walltime_seconds(t) > 0)
 
@@ -167,8 +215,10 @@ def test_any_valid_resumable_config_renders_sound_scripts(retries, cap, flag, mo
     # The caps reach the judge exactly: call it with a python3 that only prints its arguments.
     shown = subprocess.run(
         ["bash", "-c", resume + '\npython3() { printf "%s\\n" "$@"; }\ngym_resume begin 7 0'],
-        capture_output=True, text=True, env={**os.environ, "GYM_JOB_DIR": "/j"},
-    ).stdout.splitlines()  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GYM_JOB_DIR": "/j"},
+    ).stdout.splitlines()
     caps, scheduler, rest = _arguments(shown[4:])
     assert shown[:4] == ["-E", "-s", "/j/steps/resume.py", "begin"] and rest == ["7", "0"]
     assert scheduler == "slurm_node"
@@ -180,5 +230,7 @@ def test_any_valid_resumable_config_renders_sound_scripts(retries, cap, flag, mo
         if rel.endswith(".sh"):
             assert subprocess.run(["bash", "-n"], input=f.content, text=True, capture_output=True).returncode == 0
             if shutil.which("shellcheck"):
-                proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=f.content, text=True, capture_output=True)
+                proc = subprocess.run(
+                    ["shellcheck", "-s", "bash", "-"], input=f.content, text=True, capture_output=True
+                )
                 assert proc.returncode == 0, proc.stdout

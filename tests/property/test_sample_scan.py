@@ -34,7 +34,9 @@ def gym_row(draw) -> str:
         row[facts.TASK_INDEX_KEY] = task
     row[facts.ROLLOUT_INDEX_KEY] = rollout
     row["agent_ref"] = {"name": draw(filler)}
-    return json.dumps(row, ensure_ascii=draw(st.booleans()), separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+    return json.dumps(
+        row, ensure_ascii=draw(st.booleans()), separators=draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    )
 
 
 @st.composite
@@ -53,9 +55,14 @@ def line(draw) -> str:
 def scan_peak_mb(job_dir: Path) -> float:
     """The scan's peak memory, measured in a fresh process (this one's children include others)."""
     script = observe.check_samples_shell() + f"\ngym_check_samples {BENCH} {job_dir}\n"
-    measure = ("import resource, subprocess, sys; subprocess.run(['bash', '-c', sys.argv[1]], stdout=subprocess.DEVNULL); "
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
-    return int(subprocess.run([sys.executable, "-c", measure, script], capture_output=True, text=True, check=True).stdout) / 1024
+    measure = (
+        "import resource, subprocess, sys; subprocess.run(['bash', '-c', sys.argv[1]], stdout=subprocess.DEVNULL); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    return (
+        int(subprocess.run([sys.executable, "-c", measure, script], capture_output=True, text=True, check=True).stdout)
+        / 1024
+    )
 
 
 def expected_line(draw_pair: tuple[int, int]) -> str:
@@ -79,8 +86,15 @@ def decided(expected_lines: list[str], written_lines: list[str]) -> observe.Samp
     check = facts.completeness(expected, written.pairs, written.duplicates)
     in_order = list(dict.fromkeys(p for r in facts.rows_of(expected_lines) for p in [r.pair]))
     missing = [p for p in in_order if p not in written.pairs]
-    return observe.SampleCheck(check.expected or 0, check.written, check.duplicates, len(check.extra), len(missing),
-                               tuple(missing[: observe.MISSING_NAMED]), written.unreadable)  # fmt: skip
+    return observe.SampleCheck(
+        check.expected or 0,
+        check.written,
+        check.duplicates,
+        len(check.extra),
+        len(missing),
+        tuple(missing[: observe.MISSING_NAMED]),
+        written.unreadable,
+    )
 
 
 def job_with(tmp_path: Path, expected_lines: list[str], written_lines: list[str]) -> Path:

@@ -332,8 +332,15 @@ def test_deployed_services_put_each_pds_tiers_right_before_its_router(pd) -> Non
     }
     config = valid(pd)
     assert list(config.deployed_services) == [
-        "judge", "pd-prefill", "pd-decode", "pd", "envs", "pd2-prefill", "pd2-decode", "pd2",
-    ]  # fmt: skip
+        "judge",
+        "pd-prefill",
+        "pd-decode",
+        "pd",
+        "envs",
+        "pd2-prefill",
+        "pd2-decode",
+        "pd2",
+    ]
     assert list(config.services) == ["judge", "pd", "envs", "pd2"]  # services keeps what was written
 
 
@@ -569,7 +576,12 @@ def test_unknown_service_type_lists_vllm_pd(pd) -> None:
 def test_the_tier_class_is_never_written_by_users(pd) -> None:
     # A tier is a plain vllm entry; the deployed tier's own fields cannot be set on a vllm service.
     pd["services"]["solo"] = {
-        "type": "vllm", "container": "c", "model": "m", "node_pool": "decode", "port": 9000, "kv_transfer_config": {},
-    }  # fmt: skip
+        "type": "vllm",
+        "container": "c",
+        "model": "m",
+        "node_pool": "decode",
+        "port": 9000,
+        "kv_transfer_config": {},
+    }
     assert problem(pd).startswith("services.solo.kv_transfer_config: unknown key")
     assert api.VllmPDTierConfig.model_fields["kv_transfer_config"].is_required()

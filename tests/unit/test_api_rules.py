@@ -128,7 +128,9 @@ def test_unknown_service_type(base) -> None:
 def test_data_parallel_rpc_port_is_a_port(base) -> None:
     assert validate_quietly(base).services["policy"].data_parallel_rpc_port == 13345
     base["services"]["policy"]["data_parallel_rpc_port"] = 0
-    assert problem_lines(base) == ["services.policy.data_parallel_rpc_port: 0 is not a TCP port; use a number from 1 to 65535"]
+    assert problem_lines(base) == [
+        "services.policy.data_parallel_rpc_port: 0 is not a TCP port; use a number from 1 to 65535"
+    ]
 
 
 # -- otel ---------------------------------------------------------------------------------------
@@ -206,10 +208,38 @@ def pools(base, nodes: int, gpus: int) -> None:
 @pytest.mark.parametrize(
     "nodes, tp, pp, n, ray_serve, message",
     [
-        (1, 4, 1, 3, False, "requires 12 GPUs (tensor_parallel_size=4 x pipeline_parallel_size=1 x number_of_instances=3), which exceeds the node pool's gpus_per_node (8)"),
-        (2, 8, 1, 4, False, "requires 16 GPUs (tensor_parallel_size=8 x pipeline_parallel_size=1 x 2 instance(s) per node), which exceeds a single node's gpus_per_node (8)"),
-        (2, 8, 4, 1, False, "requires 32 GPUs (tensor_parallel_size=8 x pipeline_parallel_size=4), which exceeds the total GPUs across all nodes (16)"),
-        (2, 8, 1, 3, True, "requires 24 GPUs (tensor_parallel_size=8 x pipeline_parallel_size=1 x number_of_instances=3 (ray_serve gateway)), which exceeds the total GPUs across all nodes (16)"),
+        (
+            1,
+            4,
+            1,
+            3,
+            False,
+            "requires 12 GPUs (tensor_parallel_size=4 x pipeline_parallel_size=1 x number_of_instances=3), which exceeds the node pool's gpus_per_node (8)",
+        ),
+        (
+            2,
+            8,
+            1,
+            4,
+            False,
+            "requires 16 GPUs (tensor_parallel_size=8 x pipeline_parallel_size=1 x 2 instance(s) per node), which exceeds a single node's gpus_per_node (8)",
+        ),
+        (
+            2,
+            8,
+            4,
+            1,
+            False,
+            "requires 32 GPUs (tensor_parallel_size=8 x pipeline_parallel_size=4), which exceeds the total GPUs across all nodes (16)",
+        ),
+        (
+            2,
+            8,
+            1,
+            3,
+            True,
+            "requires 24 GPUs (tensor_parallel_size=8 x pipeline_parallel_size=1 x number_of_instances=3 (ray_serve gateway)), which exceeds the total GPUs across all nodes (16)",
+        ),
     ],
 )
 def test_gpu_footprint_errors(base, nodes, tp, pp, n, ray_serve, message) -> None:
@@ -336,7 +366,10 @@ def test_policy_model_name_falls_back_to_model(base) -> None:
 def test_policy_wiring_conflict(base) -> None:
     base["driver"]["policy_model"] = "policy"
     base["driver"]["benchmarks"]["answer-judge"] = {"run": {"policy_base_url": "http://elsewhere/v1"}}
-    assert "Benchmark 'answer-judge' run config already sets ['policy_base_url'] but driver.policy_model is also set. Remove one." in errors_of(base)
+    assert (
+        "Benchmark 'answer-judge' run config already sets ['policy_base_url'] but driver.policy_model is also set. Remove one."
+        in errors_of(base)
+    )
 
 
 def test_policy_wiring_accepts_its_own_earlier_output(base) -> None:
@@ -355,14 +388,22 @@ def test_policy_host_is_the_host_of_the_injected_url(base) -> None:
     base["driver"].update(policy_model="policy", policy_host="10.1.2.3")
     assert validate_quietly(base).driver.benchmarks["answer-judge"].run["policy_base_url"] == "http://10.1.2.3:8000/v1"
     base["driver"]["policy_host"] = "[fd00::17]"
-    assert validate_quietly(base).driver.benchmarks["answer-judge"].run["policy_base_url"] == "http://[fd00::17]:8000/v1"
+    assert (
+        validate_quietly(base).driver.benchmarks["answer-judge"].run["policy_base_url"] == "http://[fd00::17]:8000/v1"
+    )
 
 
 @pytest.mark.parametrize(
     "host, message",
     [
-        ("http://head-node:8000", "'http://head-node:8000' is a URL; give only the host, e.g. 'head-node' (the scheme and port are added)"),
-        ("head node", "'head node' is not a host name; give a name or IP address without spaces, port or path, e.g. 'localhost'"),
+        (
+            "http://head-node:8000",
+            "'http://head-node:8000' is a URL; give only the host, e.g. 'head-node' (the scheme and port are added)",
+        ),
+        (
+            "head node",
+            "'head node' is not a host name; give a name or IP address without spaces, port or path, e.g. 'localhost'",
+        ),
         ("head:8000", "'head:8000' is not a host name"),
         ("head/v1", "'head/v1' is not a host name"),
         ("-oProxyCommand", "'-oProxyCommand' is not a host name"),
@@ -452,7 +493,11 @@ def test_ray_policy_injects_nothing(base) -> None:
         (("otel", "gpu_metrics_port"), 0, "0 is not a TCP port"),
         (("compute", "cluster", "walltime"), "4 hours", "is not a Slurm time"),
         (("compute", "cluster", "account"), "my account", "is not a Slurm name"),
-        (("compute", "cluster", "extra_args"), {"--exclusive": ""}, "write the option without dashes, e.g. 'exclusive'"),
+        (
+            ("compute", "cluster", "extra_args"),
+            {"--exclusive": ""},
+            "write the option without dashes, e.g. 'exclusive'",
+        ),
         (("compute", "cluster", "extra_args"), {"comment": "a\n#SBATCH --x"}, "contains a line break"),
         (("job", "output_path"), "runs", "is not an absolute path"),
     ],

@@ -14,44 +14,106 @@ from nemo_gym.orchestration import api
 REQUIRED = object()
 SPEC = {
     "_StrictModel": ("BaseModel", {}),
-    "HealthCheckConfig": ("_StrictModel", {"path": (str, "/health"), "port": (int | None, None), "timeout_seconds": (int, 60)}),
-    "BaseServiceConfig": ("_StrictModel", {
-        "container": (str, REQUIRED), "env": (dict[str, str], {}), "health_check": (api.HealthCheckConfig | None, None),
-        "mounts": (list[str], []), "node_pool": (str | None, None), "placement": (str | None, None), "pre_command": (str, ""),
-    }),
-    "BaseModelServiceConfig": ("BaseServiceConfig", {"model": (str, REQUIRED), "port": (int, 8000), "served_model_name": (str | None, None)}),
-    "VllmServiceConfig": ("BaseModelServiceConfig", {
-        "extra_args": (str, ""), "number_of_instances": (int, 1), "pipeline_parallel_size": (int, 1),
-        "tensor_parallel_size": (int, 1), "trust_remote_code": (bool, False), "type": (typing.Literal["vllm"], REQUIRED),
-        "use_ray_serve": (bool, False),
-    }),
-    "RayServiceConfig": ("BaseServiceConfig", {
-        "extra_args": (str, ""), "node_pools": (list[str], []), "num_cpus": (int | None, None), "num_gpus": (int | None, None),
-        "port": (int, 6379), "resources": (dict[str, dict[str, float]], {}), "type": (typing.Literal["ray"], REQUIRED),
-    }),
+    "HealthCheckConfig": (
+        "_StrictModel",
+        {"path": (str, "/health"), "port": (int | None, None), "timeout_seconds": (int, 60)},
+    ),
+    "BaseServiceConfig": (
+        "_StrictModel",
+        {
+            "container": (str, REQUIRED),
+            "env": (dict[str, str], {}),
+            "health_check": (api.HealthCheckConfig | None, None),
+            "mounts": (list[str], []),
+            "node_pool": (str | None, None),
+            "placement": (str | None, None),
+            "pre_command": (str, ""),
+        },
+    ),
+    "BaseModelServiceConfig": (
+        "BaseServiceConfig",
+        {"model": (str, REQUIRED), "port": (int, 8000), "served_model_name": (str | None, None)},
+    ),
+    "VllmServiceConfig": (
+        "BaseModelServiceConfig",
+        {
+            "extra_args": (str, ""),
+            "number_of_instances": (int, 1),
+            "pipeline_parallel_size": (int, 1),
+            "tensor_parallel_size": (int, 1),
+            "trust_remote_code": (bool, False),
+            "type": (typing.Literal["vllm"], REQUIRED),
+            "use_ray_serve": (bool, False),
+        },
+    ),
+    "RayServiceConfig": (
+        "BaseServiceConfig",
+        {
+            "extra_args": (str, ""),
+            "node_pools": (list[str], []),
+            "num_cpus": (int | None, None),
+            "num_gpus": (int | None, None),
+            "port": (int, 6379),
+            "resources": (dict[str, dict[str, float]], {}),
+            "type": (typing.Literal["ray"], REQUIRED),
+        },
+    ),
     "BaseComputeConfig": ("_StrictModel", {}),
-    "NodePool": ("_StrictModel", {
-        "extra_args": (dict[str, str], {}), "gpus_per_node": (int | None, None), "nodes": (int, 1),
-        "ntasks_per_node": (int, 1), "partition": (str, REQUIRED),
-    }),
-    "SlurmComputeConfig": ("BaseComputeConfig", {
-        "account": (str, REQUIRED), "extra_args": (dict[str, str], {}), "hostname": (str | None, None),
-        "node_pools": (dict[str, api.NodePool], {}), "type": (typing.Literal["slurm"], REQUIRED), "walltime": (str | None, None),
-    }),
-    "BenchmarkRunConfig": ("_StrictModel", {"prepare": (dict[str, typing.Any], {}), "run": (dict[str, typing.Any], {})}),
+    "NodePool": (
+        "_StrictModel",
+        {
+            "extra_args": (dict[str, str], {}),
+            "gpus_per_node": (int | None, None),
+            "nodes": (int, 1),
+            "ntasks_per_node": (int, 1),
+            "partition": (str, REQUIRED),
+        },
+    ),
+    "SlurmComputeConfig": (
+        "BaseComputeConfig",
+        {
+            "account": (str, REQUIRED),
+            "extra_args": (dict[str, str], {}),
+            "hostname": (str | None, None),
+            "node_pools": (dict[str, api.NodePool], {}),
+            "type": (typing.Literal["slurm"], REQUIRED),
+            "walltime": (str | None, None),
+        },
+    ),
+    "BenchmarkRunConfig": (
+        "_StrictModel",
+        {"prepare": (dict[str, typing.Any], {}), "run": (dict[str, typing.Any], {})},
+    ),
     "GymInstallConfig": ("_StrictModel", {"ref": (str, REQUIRED), "repo": (str, "https://github.com/NVIDIA-NeMo/gym")}),
-    "DriverConfig": ("_StrictModel", {
-        "benchmarks": (dict[str, api.BenchmarkRunConfig], REQUIRED), "container": (str, "python:3.12"),
-        "env": (dict[str, str], {}), "gym_install": (api.GymInstallConfig | None, None), "mounts": (list[str], []),
-        "policy_model": (str | None, None), "policy_model_type": (str, "openai_model"),
-    }),
+    "DriverConfig": (
+        "_StrictModel",
+        {
+            "benchmarks": (dict[str, api.BenchmarkRunConfig], REQUIRED),
+            "container": (str, "python:3.12"),
+            "env": (dict[str, str], {}),
+            "gym_install": (api.GymInstallConfig | None, None),
+            "mounts": (list[str], []),
+            "policy_model": (str | None, None),
+            "policy_model_type": (str, "openai_model"),
+        },
+    ),
     "JobConfig": ("_StrictModel", {"output_path": (str, REQUIRED)}),
-    "OtelConfig": ("_StrictModel", {
-        "binary": (str, "otelcol-contrib"), "component": (str, "gym-vllm"), "container": (str | None, None),
-        "enabled": (bool, True), "endpoint": (str | None, None), "gpu_metrics_port": (int | None, 9400),
-        "health_check_timeout_seconds": (int, 300), "node_metrics_port": (int | None, 9100),
-        "scrape_interval_seconds": (int, 15), "service_name": (str | None, None), "token_env": (str, "OTEL_TOKEN"),
-    }),
+    "OtelConfig": (
+        "_StrictModel",
+        {
+            "binary": (str, "otelcol-contrib"),
+            "component": (str, "gym-vllm"),
+            "container": (str | None, None),
+            "enabled": (bool, True),
+            "endpoint": (str | None, None),
+            "gpu_metrics_port": (int | None, 9400),
+            "health_check_timeout_seconds": (int, 300),
+            "node_metrics_port": (int | None, 9100),
+            "scrape_interval_seconds": (int, 15),
+            "service_name": (str | None, None),
+            "token_env": (str, "OTEL_TOKEN"),
+        },
+    ),
 }
 
 
@@ -89,14 +151,22 @@ UPSTREAM_070 = {
     "DriverConfig": {"policy_host": (str, "localhost")},
     "OtelConfig": {"gym_telemetry": (bool, True), "gym_span_groups": (str, "default,verify"), "gym_logs": (bool, True)},
     "VllmPDServiceConfig": {
-        "type": (typing.Literal["vllm_pd"], REQUIRED), "prefill": (api.VllmServiceConfig, REQUIRED),
-        "decode": (api.VllmServiceConfig, REQUIRED), "server_per_node": (bool, False), "nixl_side_channel_port": (int, 5600),
-        "prefill_policy": (str, "cache_aware"), "decode_policy": (str, "cache_aware"),
-        "intra_node_data_parallel_size": (int, 1), "request_timeout_secs": (int, 86400), "log_level": (str, "error"),
-        "kv_connector": (str, "NixlConnector"), "kv_load_failure_policy": (str, "fail"),
+        "type": (typing.Literal["vllm_pd"], REQUIRED),
+        "prefill": (api.VllmServiceConfig, REQUIRED),
+        "decode": (api.VllmServiceConfig, REQUIRED),
+        "server_per_node": (bool, False),
+        "nixl_side_channel_port": (int, 5600),
+        "prefill_policy": (str, "cache_aware"),
+        "decode_policy": (str, "cache_aware"),
+        "intra_node_data_parallel_size": (int, 1),
+        "request_timeout_secs": (int, 86400),
+        "log_level": (str, "error"),
+        "kv_connector": (str, "NixlConnector"),
+        "kv_load_failure_policy": (str, "fail"),
     },
     "VllmPDTierConfig": {
-        "nixl_side_channel_port": (int, REQUIRED), "server_per_node": (bool, REQUIRED),
+        "nixl_side_channel_port": (int, REQUIRED),
+        "server_per_node": (bool, REQUIRED),
         "kv_transfer_config": (dict[str, str], REQUIRED),
     },
 }

@@ -99,13 +99,17 @@ def test_missing_required_keys_each_named(capsys, write_config, base) -> None:
 def test_missing_service_type(capsys, write_config, base) -> None:
     del base["services"]["policy"]["type"]
     code, _, err = run_cli(capsys, "-c", str(write_config(base)), "--resolve-only")
-    assert error_lines(err) == ["error: services.policy.type: required key is missing; set type to one of: vllm, ray, vllm_pd"]
+    assert error_lines(err) == [
+        "error: services.policy.type: required key is missing; set type to one of: vllm, ray, vllm_pd"
+    ]
 
 
 def test_bad_service_type(capsys, write_config, base) -> None:
     base["services"]["policy"]["type"] = "sglang"
     code, _, err = run_cli(capsys, "-c", str(write_config(base)), "--resolve-only")
-    assert error_lines(err) == ["error: services.policy.type: 'sglang' is not a known type; use one of: vllm, ray, vllm_pd"]
+    assert error_lines(err) == [
+        "error: services.policy.type: 'sglang' is not a known type; use one of: vllm, ray, vllm_pd"
+    ]
 
 
 def test_nested_compute_path_has_no_union_tag(capsys, write_config, base) -> None:
@@ -162,7 +166,10 @@ def test_overrides_follow_hydra(capsys, write_config, base) -> None:
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("services.policy.nope=1", "override 'services.policy.nope=1': services.policy.nope is not in the config; write '+services.policy.nope=1' to add it"),
+        (
+            "services.policy.nope=1",
+            "override 'services.policy.nope=1': services.policy.nope is not in the config; write '+services.policy.nope=1' to add it",
+        ),
         ("+services.policy.model=x", "services.policy.model already exists; drop the '+' to change it, or use '++'"),
         ("~services.policy.nope", "services.policy.nope is not in the config, so it cannot be deleted"),
         ("services.policy.model=[1,", "override 'services.policy.model=[1,': cannot be parsed"),
@@ -241,7 +248,16 @@ def test_examples_validate(capsys, monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "[", "a: [1, 2", "services: 3", "- 1", "services: {p: {type: vllm}}", "\x00\x01", "job: {output_path: ${nope}}"],
+    [
+        "",
+        "[",
+        "a: [1, 2",
+        "services: 3",
+        "- 1",
+        "services: {p: {type: vllm}}",
+        "\x00\x01",
+        "job: {output_path: ${nope}}",
+    ],
 )
 def test_no_traceback_for_any_input(tmp_path, text) -> None:
     path = tmp_path / "config.yaml"

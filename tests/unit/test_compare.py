@@ -53,8 +53,10 @@ def real_pair(tmp_path: Path) -> tuple[Path, Path]:
     candidate = tmp_path / "candidate"
     shutil.copytree(REAL_RUN, base)
     shutil.copytree(REAL_RUN, candidate)
-    write_rows(candidate, [{**r, "reward": 1.0 if r["_ng_task_index"] in FLIPPED else r["reward"]}
-                           for r in real_rows(candidate)])  # fmt: skip
+    write_rows(
+        candidate,
+        [{**r, "reward": 1.0 if r["_ng_task_index"] in FLIPPED else r["reward"]} for r in real_rows(candidate)],
+    )
     return base, candidate
 
 
@@ -110,7 +112,9 @@ def test_benchmarks_of_one_run_only_are_listed_not_dropped(tmp_path, capsys) -> 
     (candidate / BENCH).rename(candidate / "answer-judge-v2")
     code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--json")
     doc = json.loads(out)
-    assert doc["benchmarks"] == [] and doc["only_in_base"] == [BENCH] and doc["only_in_candidate"] == ["answer-judge-v2"]
+    assert (
+        doc["benchmarks"] == [] and doc["only_in_base"] == [BENCH] and doc["only_in_candidate"] == ["answer-judge-v2"]
+    )
     code, out, _ = cli(capsys, "compare", str(base), str(candidate))
     assert "Only in base (not compared): answer-judge" in out
     assert "Only in candidate (not compared): answer-judge-v2" in out
@@ -119,7 +123,10 @@ def test_benchmarks_of_one_run_only_are_listed_not_dropped(tmp_path, capsys) -> 
 def test_compare_needs_two_runs_and_a_metric_the_rows_carry(tmp_path, capsys) -> None:
     base, candidate = real_pair(tmp_path)
     code, _, err = cli(capsys, "compare", str(base))
-    assert code == 1 and err == "error: compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last\n"
+    assert (
+        code == 1
+        and err == "error: compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last\n"
+    )
     code, _, err = cli(capsys, "compare", str(base), str(candidate), "--metric", "acc")
     assert code == 1 and err.startswith("error: no rollout carries a numeric 'acc'; the rows have: ")
 
@@ -131,10 +138,18 @@ def generated_run(root: Path, name: str, scores: dict[str, dict[int, list[float]
     """A run directory as gym leaves it: per benchmark, rollouts (shuffled, as gym writes them in
     completion order) and the materialized inputs; the job succeeded."""
     run_dir = root / name
-    record = {"gym_job_id": f"gym-job-{name}", "submitted_at": "2026-01-01T00:00:00Z", "run_dir": "/elsewhere",
-              "cluster": "c", "executor": "local", "submitted_by": "me", "schema_version": 1,
-              "benchmarks": [{"benchmark": b, "job_dir": f"/elsewhere/{b}", "job_id": f"local-{name}-{i}"}
-                             for i, b in enumerate(scores)]}  # fmt: skip
+    record = {
+        "gym_job_id": f"gym-job-{name}",
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "run_dir": "/elsewhere",
+        "cluster": "c",
+        "executor": "local",
+        "submitted_by": "me",
+        "schema_version": 1,
+        "benchmarks": [
+            {"benchmark": b, "job_dir": f"/elsewhere/{b}", "job_id": f"local-{name}-{i}"} for i, b in enumerate(scores)
+        ],
+    }
     run_dir.mkdir(parents=True)
     (run_dir / contract.RECORD_FILE).write_text(json.dumps(record))
     rng = random.Random(name)
@@ -146,7 +161,9 @@ def generated_run(root: Path, name: str, scores: dict[str, dict[int, list[float]
         (job / "artifacts" / "m_aggregate_metrics.json").write_text("{}")
         pairs = [(t, r, v) for t, values in tasks.items() for r, v in enumerate(values)]
         (job / contract.MATERIALIZED_INPUTS_FILE).write_text(
-            "".join(json.dumps({"_ng_task_index": t, "_ng_rollout_index": r, "prompt": "x"}) + "\n" for t, r, _ in pairs)
+            "".join(
+                json.dumps({"_ng_task_index": t, "_ng_rollout_index": r, "prompt": "x"}) + "\n" for t, r, _ in pairs
+            )
         )
         rng.shuffle(pairs)
         (job / contract.ROLLOUTS_FILE).write_text(
@@ -166,12 +183,25 @@ def independent(base: dict[int, list[float]], candidate: dict[int, list[float]])
     if np.all(d == d[0]):
         ci = (float(d[0]), float(d[0]))
     else:
-        boot = scipy_stats.bootstrap((d,), np.mean, confidence_level=0.95, n_resamples=20_000, method="percentile",
-                                     random_state=np.random.default_rng(1))  # fmt: skip
+        boot = scipy_stats.bootstrap(
+            (d,),
+            np.mean,
+            confidence_level=0.95,
+            n_resamples=20_000,
+            method="percentile",
+            random_state=np.random.default_rng(1),
+        )
         ci = (float(boot.confidence_interval.low), float(boot.confidence_interval.high))
-    return {"base": float(b.mean()), "candidate": float(c.mean()), "delta": float(d.mean()), "p": p, "ci": ci,
-            "se": float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0,
-            "improved": [t for t, x in zip(tasks, d) if x > 0], "regressed": [t for t, x in zip(tasks, d) if x < 0]}  # fmt: skip
+    return {
+        "base": float(b.mean()),
+        "candidate": float(c.mean()),
+        "delta": float(d.mean()),
+        "p": p,
+        "ci": ci,
+        "se": float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0,
+        "improved": [t for t, x in zip(tasks, d) if x > 0],
+        "regressed": [t for t, x in zip(tasks, d) if x < 0],
+    }
 
 
 def scenario_scores(seed: int) -> tuple[dict, dict]:
@@ -185,10 +215,22 @@ def scenario_scores(seed: int) -> tuple[dict, dict]:
     cont_base = {t: [rng.gauss(0.5, 0.2) for _ in range(2)] for t in range(120)}
     cont_candidate = {t: [v + rng.gauss(0.02, 0.05) for v in cont_base.get(t, [0.5, 0.5])] for t in range(1, 121)}
     same = {t: [0.5, 1.0] for t in range(30)}
-    base = {"binary": binary_base, "repeats": repeats_base, "continuous": cont_base, "all-equal": same,
-            "single-task": {7: [0.0, 1.0, 1.0]}, "single-task-tie": {3: [1.0]}}  # fmt: skip
-    candidate = {"binary": binary_candidate, "repeats": repeats_candidate, "continuous": cont_candidate,
-                 "all-equal": same, "single-task": {7: [1.0, 1.0, 1.0]}, "single-task-tie": {3: [1.0]}}  # fmt: skip
+    base = {
+        "binary": binary_base,
+        "repeats": repeats_base,
+        "continuous": cont_base,
+        "all-equal": same,
+        "single-task": {7: [0.0, 1.0, 1.0]},
+        "single-task-tie": {3: [1.0]},
+    }
+    candidate = {
+        "binary": binary_candidate,
+        "repeats": repeats_candidate,
+        "continuous": cont_candidate,
+        "all-equal": same,
+        "single-task": {7: [1.0, 1.0, 1.0]},
+        "single-task-tie": {3: [1.0]},
+    }
     return base, candidate
 
 
@@ -284,11 +326,20 @@ def test_a_regression_is_exit_1_even_where_something_else_cannot_be_compared(tmp
     assert "Cannot be compared: answer-judge: the candidate run is not complete" in out
 
 
-def benchmark(name: str, state: str = "succeeded", complete: bool | None = True, means: dict[int, float] | None = None) -> BenchmarkResult:
+def benchmark(
+    name: str, state: str = "succeeded", complete: bool | None = True, means: dict[int, float] | None = None
+) -> BenchmarkResult:
     means = dict.fromkeys(range(4), 1.0) if means is None else means
-    return BenchmarkResult(benchmark=name, state=state, samples=len(means), expected_samples=4, complete=complete,
-                           completeness_reason=None if complete else f"the job is {state}",
-                           task_means=means, scored_tasks=len(means))  # fmt: skip
+    return BenchmarkResult(
+        benchmark=name,
+        state=state,
+        samples=len(means),
+        expected_samples=4,
+        complete=complete,
+        completeness_reason=None if complete else f"the job is {state}",
+        task_means=means,
+        scored_tasks=len(means),
+    )
 
 
 def run_of(*results: BenchmarkResult) -> RunResults:
@@ -300,17 +351,34 @@ def run_of(*results: BenchmarkResult) -> RunResults:
     [
         ([benchmark("a"), benchmark("b")], [benchmark("a")], [("b", Blocker.MISSING)]),
         ([benchmark("a")], [benchmark("a"), benchmark("c")], [("c", Blocker.MISSING)]),
-        ([benchmark("a")], [benchmark("a", "queued", False, {})], [("a", Blocker.NOT_STARTED), ("a", Blocker.NO_COMMON_TASKS)]),
-        ([benchmark("a", "starting", False, {})], [benchmark("a")], [("a", Blocker.NOT_STARTED), ("a", Blocker.NO_COMMON_TASKS)]),
+        (
+            [benchmark("a")],
+            [benchmark("a", "queued", False, {})],
+            [("a", Blocker.NOT_STARTED), ("a", Blocker.NO_COMMON_TASKS)],
+        ),
+        (
+            [benchmark("a", "starting", False, {})],
+            [benchmark("a")],
+            [("a", Blocker.NOT_STARTED), ("a", Blocker.NO_COMMON_TASKS)],
+        ),
         ([benchmark("a")], [benchmark("a", "incomplete", False, {0: 1.0})], [("a", Blocker.NOT_COMPLETE)]),
         ([benchmark("a")], [benchmark("a", complete=None)], [("a", Blocker.NOT_COMPLETE)]),
         ([benchmark("a", means={0: 1.0})], [benchmark("a", means={1: 1.0})], [("a", Blocker.NO_COMMON_TASKS)]),
         ([], [], [("-", Blocker.NOTHING)]),
         ([benchmark("a")], [benchmark("a")], []),
     ],
-    ids=["candidate-missing", "base-missing", "candidate-queued", "base-starting", "incomplete", "unknown",
-         "no-common-tasks", "no-benchmarks", "comparable"],
-)  # fmt: skip
+    ids=[
+        "candidate-missing",
+        "base-missing",
+        "candidate-queued",
+        "base-starting",
+        "incomplete",
+        "unknown",
+        "no-common-tasks",
+        "no-benchmarks",
+        "comparable",
+    ],
+)
 def test_every_benchmark_that_cannot_decide_the_gate_says_why(base, candidate, blockers) -> None:
     outcome = compare_runs(run_of(*base), run_of(*candidate), "reward")
     assert [(u.benchmark, u.blocker) for u in outcome.uncomparable] == blockers
@@ -319,9 +387,14 @@ def test_every_benchmark_that_cannot_decide_the_gate_says_why(base, candidate, b
 
 def test_unscoreable_rows_are_flagged_by_name_and_block_the_gate(tmp_path, capsys) -> None:
     base, candidate = real_pair(tmp_path)
-    write_rows(candidate, [{**r, "reward": float("nan") if r["_ng_task_index"] == 4 else r["reward"]}
-                           for r in real_rows(candidate)])  # fmt: skip
+    write_rows(
+        candidate,
+        [{**r, "reward": float("nan") if r["_ng_task_index"] == 4 else r["reward"]} for r in real_rows(candidate)],
+    )
     code, out, _ = cli(capsys, "compare", str(base), str(candidate), "--fail-on-regression")
     assert code == 3
-    assert "answer-judge: candidate has 1 row(s) without a 'reward' score, left out: task 4 rollout 0 (NaN or infinite)" in out
+    assert (
+        "answer-judge: candidate has 1 row(s) without a 'reward' score, left out: task 4 rollout 0 (NaN or infinite)"
+        in out
+    )
     assert "answer-judge: compared on the 11 task(s) both have (1 only in base, 0 only in candidate)" in out

@@ -24,7 +24,15 @@ from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import SweepRecord, run_in_directory
 from nemo_gym.orchestration.report import report_html
 
-BIDI = {"\u061c", "\u200e", "\u200f", "\u2028", "\u2029", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
+BIDI = {
+    "\u061c",
+    "\u200e",
+    "\u200f",
+    "\u2028",
+    "\u2029",
+    *map(chr, range(0x202A, 0x202F)),
+    *map(chr, range(0x2066, 0x206A)),
+}
 
 
 @pytest.fixture(autouse=True)
@@ -32,15 +40,18 @@ def own_index(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("label, shown", [
-    ("\x1b]0;owned\x07step", "\\x1b]0;owned\\x07step"),
-    ("\x1b[31mred", "\\x1b[31mred"),
-    ("abc\u202edef", "abc\\u202edef"),
-    ("two\nlines\r", "two\\x0alines\\x0d"),
-    ("caf\udce9", "caf\\xe9"),  # a byte that was not UTF-8, as surrogateescape keeps it
-    ("\x9b31m", "\\x9b31m"),  # the one-character CSI
-    ("/ckpt/exp_$a_$/step-1000 ü 日本", "/ckpt/exp_$a_$/step-1000 ü 日本"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "label, shown",
+    [
+        ("\x1b]0;owned\x07step", "\\x1b]0;owned\\x07step"),
+        ("\x1b[31mred", "\\x1b[31mred"),
+        ("abc\u202edef", "abc\\u202edef"),
+        ("two\nlines\r", "two\\x0alines\\x0d"),
+        ("caf\udce9", "caf\\xe9"),  # a byte that was not UTF-8, as surrogateescape keeps it
+        ("\x9b31m", "\\x9b31m"),  # the one-character CSI
+        ("/ckpt/exp_$a_$/step-1000 ü 日本", "/ckpt/exp_$a_$/step-1000 ü 日本"),
+    ],
+)
 def test_the_terminal_sees_control_characters_escaped(label, shown) -> None:
     assert display.terminal(label) == shown
 
@@ -66,8 +77,9 @@ def test_status_watch_shows_a_swept_list_and_markup_in_its_cells(tmp_path) -> No
     record = run_in_directory(str(run_dir)).model_copy(update={"sweep_values": {"m": "[a,b]"}, "sweep_id": "s"})
     job = JobStatus("b", "1", "failed", "[/bad] \x1b[31mdied", 0, str(run_dir), ["1"])
     other = record.model_copy(update={"sweep_values": {"m": "[c]"}, "gym_job_id": "other"})
-    sweep = SweepRecord(sweep_id="s", submitted_at="", submitted_by="", config="", swept=["m"], executor="local",
-                        hostname=None, runs=[])  # fmt: skip
+    sweep = SweepRecord(
+        sweep_id="s", submitted_at="", submitted_by="", config="", swept=["m"], executor="local", hostname=None, runs=[]
+    )
     text = rendered(rich_table(Selection([record, other], sweep), [RunStatus(record, [job]), RunStatus(other, [job])]))
     assert "[a,b]" in text and "[c]" in text and "[/bad] \\x1b[31mdied" in text and "\x1b" not in text
 
@@ -79,7 +91,9 @@ def test_tables_escape_every_cell() -> None:
 def test_a_report_draws_labels_with_dollars_and_escapes(tmp_path) -> None:
     dirs = checkpoint_runs(tmp_path)
     labels = ["/ckpt/exp_$a_$/step-1000", "/ckpt/exp_$a_$/step-2000\x1b]0;x\x07", "$\\frac{$"]
-    records = [run_in_directory(str(d)).model_copy(update={"sweep_values": {"m": label}}) for d, label in zip(dirs, labels)]
+    records = [
+        run_in_directory(str(d)).model_copy(update={"sweep_values": {"m": label}}) for d, label in zip(dirs, labels)
+    ]
     html = report_html(library.results(records), "reward")
     assert "/ckpt/exp_$a_$/step-1000" in html[html.index("<svg") :] and "\x1b" not in html
 
@@ -112,8 +126,15 @@ def test_status_of_a_run_dir_whose_record_names_hostile_things_is_escaped(tmp_pa
     run_dir = tmp_path / "run"
     shutil.copytree(REAL_RUN, run_dir)
     path = run_dir / contract.RECORD_FILE
-    path.write_text(json.dumps({**json.loads(path.read_text()), "gym_job_id": "r\x1b]0;x\x07\u202e",
-                                "sweep_values": {"k\x1b[31m": "v\u202e"}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                **json.loads(path.read_text()),
+                "gym_job_id": "r\x1b]0;x\x07\u202e",
+                "sweep_values": {"k\x1b[31m": "v\u202e"},
+            }
+        )
+    )
     for verb in ("status", "results"):
         main(["eval", verb, str(run_dir)])
         out, err = capsys.readouterr()

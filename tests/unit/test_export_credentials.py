@@ -42,7 +42,9 @@ TOKEN_TEXT = st.text(alphabet="0123456789abcdef", min_size=12, max_size=40)
 
 
 def hostile(draw_body: str, control: str, where: str) -> str:
-    return {"end": draw_body + control, "crlf": draw_body + "\r\n", "inside": draw_body[:6] + control + draw_body[6:]}[where]
+    return {"end": draw_body + control, "crlf": draw_body + "\r\n", "inside": draw_body[:6] + control + draw_body[6:]}[
+        where
+    ]
 
 
 # -- a control character in a credential ---------------------------------------------------------------
@@ -50,7 +52,9 @@ def hostile(draw_body: str, control: str, where: str) -> str:
 
 @settings(max_examples=200, deadline=None)
 @given(body=TOKEN_TEXT, control=CONTROL, where=st.sampled_from(["end", "crlf", "inside"]))
-def test_a_credential_with_a_control_character_is_refused_by_name_never_shown(body: str, control: str, where: str) -> None:
+def test_a_credential_with_a_control_character_is_refused_by_name_never_shown(
+    body: str, control: str, where: str
+) -> None:
     token = hostile(body, control, where)
     problem = rec.credential_problem("MLFLOW_TRACKING_TOKEN", token)
     assert problem is not None and problem.startswith("MLFLOW_TRACKING_TOKEN holds ")
@@ -64,7 +68,9 @@ def test_a_token_file_with_windows_line_endings_is_named_as_such() -> None:
         "WANDB_API_KEY holds a line ending at its end (CR/LF: a token file saved with Windows line endings?); refused "
         "before any request, and not shown: strip it (for a token file: export WANDB_API_KEY=\"$(tr -d '\\r\\n' < FILE)\")"
     )
-    assert rec.credential_problem("WANDB_API_KEY", TOKEN) is None and rec.credential_problem("WANDB_API_KEY", None) is None
+    assert (
+        rec.credential_problem("WANDB_API_KEY", TOKEN) is None and rec.credential_problem("WANDB_API_KEY", None) is None
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -138,10 +144,14 @@ def own_index(tmp_path: Path, monkeypatch) -> Path:
 def run_record(job: Path, export_to: dict[str, str] | None = None) -> SubmissionRecord:
     """The run's record; with ``export_to``, also the user's own index entry recording those destinations."""
     record = SubmissionRecord(
-        gym_job_id=RUN_ID, submitted_at="2026-11-30T21:50:59Z", run_dir=str(job.parent), cluster="local",
-        executor="local", submitted_by="me",
+        gym_job_id=RUN_ID,
+        submitted_at="2026-11-30T21:50:59Z",
+        run_dir=str(job.parent),
+        cluster="local",
+        executor="local",
+        submitted_by="me",
         benchmarks=[BenchmarkJob(benchmark=BENCHMARK, job_dir=str(job), job_id="1", export_to=export_to or {})],
-    )  # fmt: skip
+    )
     if export_to is not None:
         write_local_index(record)
     return record
@@ -157,11 +167,15 @@ def plant(job: Path) -> None:
             (directory / name).write_text(PLANTED)
 
 
-def test_gym_eval_export_of_a_planted_run_directory_runs_our_code_and_leaks_nothing(tmp_path: Path, monkeypatch) -> None:
+def test_gym_eval_export_of_a_planted_run_directory_runs_our_code_and_leaks_nothing(
+    tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TOKEN)
     monkeypatch.setenv("WANDB_API_KEY", TOKEN + "-wandb")
     with FakeMlflowServer() as server:
-        job = staged_job(tmp_path / "runs", {"mlflow": {"tracking_uri": server.url}, "table": {"dir": str(tmp_path / "t")}})
+        job = staged_job(
+            tmp_path / "runs", {"mlflow": {"tracking_uri": server.url}, "table": {"dir": str(tmp_path / "t")}}
+        )
         plant(job)
         monkeypatch.chdir(job)  # the shell stands in the run directory, planted modules beside it
         [result] = library.export([run_record(job, {"mlflow": server.url})])[0]
@@ -249,8 +263,9 @@ def test_a_token_in_the_tracking_uris_query_is_refused_like_user_info(query: str
 
 def test_a_query_that_is_no_credential_is_still_refused_as_unused() -> None:
     problem = problem_of(config_with(job__export__mlflow={"tracking_uri": "http://m:5000/?workspace=3"}))
-    assert problem == ("job.export.mlflow.tracking_uri: has a query or a fragment, which the MLflow REST API does not "
-                       "use: remove it")  # fmt: skip
+    assert problem == (
+        "job.export.mlflow.tracking_uri: has a query or a fragment, which the MLflow REST API does not use: remove it"
+    )
 
 
 @pytest.mark.parametrize("table_dir", ["table", "./t", "../shared/t"])
@@ -284,7 +299,9 @@ def test_mlflow_without_an_address_anywhere_is_refused_at_submit(monkeypatch) ->
 
 def test_a_benchmarks_own_mlflow_without_an_address_is_named_by_its_path(monkeypatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    data = config_with(job__export={"table": {"dir": "/t"}}, driver__benchmarks={"a": {}, "b": {"export": {"mlflow": {}}}})
+    data = config_with(
+        job__export={"table": {"dir": "/t"}}, driver__benchmarks={"a": {}, "b": {"export": {"mlflow": {}}}}
+    )
     with pytest.raises(UserError, match=r"^driver\.benchmarks\.b\.export\.mlflow\.tracking_uri: not set"):
         secrets_of(data)
     assert "MLFLOW_TRACKING_URI" not in secrets_of(config_with())  # an address in the config: nothing carried
@@ -319,7 +336,9 @@ def test_the_shipped_exporters_run_under_the_hosts_python_3_8(tmp_path: Path, mo
     job = staged_job(tmp_path / "runs", {"table": {"dir": str(tmp_path / "t")}})
     plant(job)
     [result] = library.export([run_record(job)])[0]
-    assert not result.failed and len(result.lines) == 1 and "] export table: done (first export): row " in result.lines[0]
+    assert (
+        not result.failed and len(result.lines) == 1 and "] export table: done (first export): row " in result.lines[0]
+    )
 
 
 def test_an_unexpected_error_quoting_a_header_is_printed_scrubbed(monkeypatch, capsys) -> None:
@@ -341,9 +360,26 @@ def test_a_spec_staged_with_a_relative_table_dir_is_refused_where_the_export_run
     from nemo_gym.orchestration.exporters import table
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(rec.ExportError, match=r"^the table dir 'tables' is relative, .*set an absolute job\.export\.table\.dir"):
-        table.export_to_table(rec.ExportRecord(
-            run_id=RUN_ID, sweep_id=None, benchmark=BENCHMARK, model="m", served_name="s", params={}, metrics={},
-            written=1, expected=1, gpu_hours=None, wall_seconds=None, state="succeeded", rollouts_path=None,
-        ), {"dir": "tables"}, lambda _: None)  # fmt: skip
+    with pytest.raises(
+        rec.ExportError, match=r"^the table dir 'tables' is relative, .*set an absolute job\.export\.table\.dir"
+    ):
+        table.export_to_table(
+            rec.ExportRecord(
+                run_id=RUN_ID,
+                sweep_id=None,
+                benchmark=BENCHMARK,
+                model="m",
+                served_name="s",
+                params={},
+                metrics={},
+                written=1,
+                expected=1,
+                gpu_hours=None,
+                wall_seconds=None,
+                state="succeeded",
+                rollouts_path=None,
+            ),
+            {"dir": "tables"},
+            lambda _: None,
+        )
     assert not (tmp_path / "tables").exists()

@@ -38,10 +38,14 @@ def own_index(tmp_path: Path, monkeypatch) -> None:
 
 def the_record(job: Path, export_to: dict[str, str]) -> SubmissionRecord:
     return SubmissionRecord(
-        gym_job_id=RUN_ID, submitted_at="2026-11-30T21:50:59Z", run_dir=str(job.parent), cluster="local",
-        executor="local", submitted_by="me",
+        gym_job_id=RUN_ID,
+        submitted_at="2026-11-30T21:50:59Z",
+        run_dir=str(job.parent),
+        cluster="local",
+        executor="local",
+        submitted_by="me",
         benchmarks=[BenchmarkJob(benchmark=BENCHMARK, job_dir=str(job), job_id="1", export_to=export_to)],
-    )  # fmt: skip
+    )
 
 
 def run_directory(tmp_path: Path, uri: str, index_says: str | None) -> Path:
@@ -75,7 +79,9 @@ def tokens_sent(server: FakeMlflowServer) -> set[str | None]:
 # -- gym eval export sends credentials only where the user chose -----------------------------------------
 
 
-def test_a_planted_destination_receives_no_request_and_the_recorded_one_still_works(tmp_path, monkeypatch, capsys) -> None:
+def test_a_planted_destination_receives_no_request_and_the_recorded_one_still_works(
+    tmp_path, monkeypatch, capsys
+) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TOKEN)
     with FakeMlflowServer() as mine, FakeMlflowServer() as planted:
         job = run_directory(tmp_path, mine.url, index_says=mine.url)
@@ -83,7 +89,10 @@ def test_a_planted_destination_receives_no_request_and_the_recorded_one_still_wo
         code, out = gym_eval_export(capsys, str(job.parent))
         assert planted.state.requests == [] and mine.state.requests == []
         assert code == 1 and TOKEN not in out
-        assert f"refused to send your credentials to {planted.url} ({exporters.SPEC_FILE} exporters.mlflow.tracking_uri)" in out
+        assert (
+            f"refused to send your credentials to {planted.url} ({exporters.SPEC_FILE} exporters.mlflow.tracking_uri)"
+            in out
+        )
         assert f"your local index records {mine.url} for this run" in out
         assert f"rerun gym eval export with --trust-destination {planted.url}" in out and len(out.splitlines()) == 1
         assert receipt(job, "mlflow") is None  # nothing written into a run directory that may not be ours
@@ -126,7 +135,10 @@ def test_wandbs_entity_and_project_are_a_destination_too() -> None:
     assert "exporters.wandb.entity/project" in problem and "your local index records team/evals" in problem
     assert chosen.problem("wandb", {"entity": "team", "project": "evals", "mode": "online"}) is None
     assert chosen.problem("wandb", {"entity": "them", "project": "loot", "mode": "offline"}) is None  # sends nothing
-    assert Chosen({}, ["them/loot"], {"WANDB_API_KEY": TOKEN}).problem("wandb", {"entity": "them", "project": "loot"}) is None
+    assert (
+        Chosen({}, ["them/loot"], {"WANDB_API_KEY": TOKEN}).problem("wandb", {"entity": "them", "project": "loot"})
+        is None
+    )
 
 
 def test_the_table_and_an_address_from_the_environment_carry_nothing_to_refuse() -> None:
@@ -142,7 +154,10 @@ def test_the_submit_records_each_benchmarks_destinations_in_the_index() -> None:
         "services": {"policy": {"type": "vllm", "container": "c", "model": "/m/step-10", "served_model_name": "s"}},
         "compute": {"c": {"type": "slurm", "account": "a"}},
         "driver": {"policy_model": "policy", "benchmarks": {"a": {}, "b": {"export": {"mlflow": None}}}},
-        "job": {"output_path": "/runs", "export": {"mlflow": {"tracking_uri": "http://m:5000/"}, "table": {"dir": "/t"}}},
+        "job": {
+            "output_path": "/runs",
+            "export": {"mlflow": {"tracking_uri": "http://m:5000/"}, "table": {"dir": "/t"}},
+        },
         "otel": {"enabled": False},
     }
     with warnings.catch_warnings():
@@ -150,7 +165,9 @@ def test_the_submit_records_each_benchmarks_destinations_in_the_index() -> None:
         plan = build_plan(SubmitConfig.model_validate(data), RUN_ID)
     record = make_record(plan, [QueuedJob("a", "1", None), QueuedJob("b", "2", None)])
     assert {job.benchmark: job.export_to for job in record.benchmarks} == {
-        "a": {"mlflow": "http://m:5000", "table": "/t"}, "b": {"table": "/t"}}  # fmt: skip
+        "a": {"mlflow": "http://m:5000", "table": "/t"},
+        "b": {"table": "/t"},
+    }
 
 
 # -- every spec read back is checked by the rules of submit -----------------------------------------------
@@ -167,12 +184,16 @@ def test_a_spec_edited_to_hold_credentials_is_refused_in_the_job(tmp_path: Path,
         assert server.state.requests == []
     [line] = done.stdout.splitlines()
     assert done.returncode == 0 and not done.stderr
-    assert f"FAILED: the export spec {job / exporters.SPEC_FILE}: exporters.mlflow.tracking_uri: holds credentials" in line
+    assert (
+        f"FAILED: the export spec {job / exporters.SPEC_FILE}: exporters.mlflow.tracking_uri: holds credentials" in line
+    )
     assert "pw-SECRET" not in line and TOKEN not in line and "(nothing exported;" in line
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
-def test_a_spec_edited_to_hold_credentials_is_refused_by_gym_eval_export(tmp_path, monkeypatch, capsys, edit: str) -> None:
+def test_a_spec_edited_to_hold_credentials_is_refused_by_gym_eval_export(
+    tmp_path, monkeypatch, capsys, edit: str
+) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TOKEN)
     with FakeMlflowServer() as server:
         uri = EDITS[edit].format(host=server.url.split("//", 1)[1])
@@ -184,11 +205,14 @@ def test_a_spec_edited_to_hold_credentials_is_refused_by_gym_eval_export(tmp_pat
     assert "pw-SECRET" not in out and TOKEN not in out
 
 
-@pytest.mark.parametrize(("field", "value", "problem"), [
-    ("params", ["a"], "params: must be a mapping"),
-    ("params_notes", 3, "params_notes: must be a list"),
-    ("usage_dir", {"x": 1}, "usage_dir: must be a string"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("params", ["a"], "params: must be a mapping"),
+        ("params_notes", 3, "params_notes: must be a list"),
+        ("usage_dir", {"x": 1}, "usage_dir: must be a string"),
+    ],
+)
 def test_a_spec_of_the_wrong_shape_is_one_line_naming_the_field(field: str, value: Any, problem: str) -> None:
     data = {"version": 1, "run_id": "r", "benchmark": "b", "exporters": {"table": {"dir": "/t"}}, field: value}
     with pytest.raises(rec.ExportError) as err:
@@ -203,6 +227,8 @@ def test_an_address_from_the_environment_is_checked_by_the_same_rules(tmp_path: 
         done = run_staged(job, sys.executable, env=env)
         assert server.state.requests == []
     [line] = done.stdout.splitlines()
-    assert "export mlflow: FAILED: MLFLOW_TRACKING_URI (the address, as the mlflow exporter's settings have none): " \
-           "holds credentials in its query (?token=...)" in line
+    assert (
+        "export mlflow: FAILED: MLFLOW_TRACKING_URI (the address, as the mlflow exporter's settings have none): "
+        "holds credentials in its query (?token=...)" in line
+    )
     assert "pw-SECRET" not in line and TOKEN not in line

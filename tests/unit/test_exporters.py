@@ -42,10 +42,20 @@ MLFLOW_NAME = re.compile(r"^[/\w.\- :]*$")
 
 def record(**changes: Any) -> rec.ExportRecord:
     base = rec.ExportRecord(
-        run_id=RUN_ID, sweep_id=None, benchmark=BENCHMARK, model="tiny", served_name="policy",
-        params={"services.policy.model": "tiny"}, metrics={"mean/reward": 0.5, "pass@1/accuracy": 0.25},
-        written=12, expected=12, gpu_hours=0.5, wall_seconds=1800.0, state="succeeded", rollouts_path=None,
-    )  # fmt: skip
+        run_id=RUN_ID,
+        sweep_id=None,
+        benchmark=BENCHMARK,
+        model="tiny",
+        served_name="policy",
+        params={"services.policy.model": "tiny"},
+        metrics={"mean/reward": 0.5, "pass@1/accuracy": 0.25},
+        written=12,
+        expected=12,
+        gpu_hours=0.5,
+        wall_seconds=1800.0,
+        state="succeeded",
+        rollouts_path=None,
+    )
     return base._replace(**changes)
 
 
@@ -59,8 +69,15 @@ def no_op(_: str) -> None:
 def test_flatten_joins_keys_indexes_lists_and_stringifies_values() -> None:
     config = {"a": {"b": [1, {"c": True}], "d": None, "e": 2.5, "f": "host:TOKEN"}, "g": {}, "h": []}
     params, notes = rec.flatten_config(config)
-    assert params == {"a.b.0": "1", "a.b.1.c": "true", "a.d": "null", "a.e": "2.5", "a.f": "host:TOKEN",
-                      "g": "{}", "h": "[]"}  # fmt: skip
+    assert params == {
+        "a.b.0": "1",
+        "a.b.1.c": "true",
+        "a.d": "null",
+        "a.e": "2.5",
+        "a.f": "host:TOKEN",
+        "g": "{}",
+        "h": "[]",
+    }
     assert notes == []
 
 
@@ -84,14 +101,17 @@ def test_long_keys_are_shortened_with_a_hash_so_that_two_stay_two() -> None:
     assert len(names[a]) <= rec.KEY_LIMIT and len(names[b]) <= rec.KEY_LIMIT and names[a] != names[b]
 
 
-@pytest.mark.parametrize(("name", "safe"), [
-    ("pass@1[avg-of-1]/accuracy", "pass_1_avg-of-1_/accuracy"),
-    ("mean/reward", "mean/reward"),
-    ("/lead//double/trail/", "lead/double/trail"),
-    ("a/./b/../c", "a/_/b/__/c"),
-    ("..0/x", "_.0/x"),  # found by hypothesis: MLflow refuses any name that begins with ".."
-    ("", "_"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "safe"),
+    [
+        ("pass@1[avg-of-1]/accuracy", "pass_1_avg-of-1_/accuracy"),
+        ("mean/reward", "mean/reward"),
+        ("/lead//double/trail/", "lead/double/trail"),
+        ("a/./b/../c", "a/_/b/__/c"),
+        ("..0/x", "_.0/x"),  # found by hypothesis: MLflow refuses any name that begins with ".."
+        ("", "_"),
+    ],
+)
 def test_mlflow_safe_key(name: str, safe: str) -> None:
     assert rec.mlflow_safe_key(name) == safe
 
@@ -117,22 +137,39 @@ def test_fingerprint_ignores_cost_but_not_results() -> None:
 
 
 def test_benchmark_export_overrides_setting_by_setting_and_null_drops_an_exporter() -> None:
-    defaults = {"mlflow": {"tracking_uri": "http://m", "experiment": "e", "tags": {"a": 1}},
-                "table": {"dir": "/t"}, "wandb": {"project": "p"}}  # fmt: skip
+    defaults = {
+        "mlflow": {"tracking_uri": "http://m", "experiment": "e", "tags": {"a": 1}},
+        "table": {"dir": "/t"},
+        "wandb": {"project": "p"},
+    }
     merged = spec.merge_exporters(defaults, {"mlflow": {"experiment": "mine", "tags": {"b": 2}}, "wandb": None})
-    assert merged == {"mlflow": {"tracking_uri": "http://m", "experiment": "mine", "tags": {"b": 2}}, "table": {"dir": "/t"}}
-    assert spec.merge_exporters(defaults, None) == {"mlflow": defaults["mlflow"], "wandb": {"project": "p"}, "table": {"dir": "/t"}}
+    assert merged == {
+        "mlflow": {"tracking_uri": "http://m", "experiment": "mine", "tags": {"b": 2}},
+        "table": {"dir": "/t"},
+    }
+    assert spec.merge_exporters(defaults, None) == {
+        "mlflow": defaults["mlflow"],
+        "wandb": {"project": "p"},
+        "table": {"dir": "/t"},
+    }
     assert spec.merge_exporters(None, {"table": {"dir": "/x"}}) == {"table": {"dir": "/x"}}
     assert list(spec.merge_exporters({"table": {}, "mlflow": {}}, {})) == ["mlflow", "table"]
 
 
 def test_spec_round_trip_carries_flat_params_and_identity(tmp_path: Path) -> None:
-    doc = spec.make_spec("run-1", "bench", "m", "policy", {"a": {"b": "x" * 600}}, {"table": {"dir": "/t"}},
-                         sweep_id="sweep-1", gpus=8)  # fmt: skip
+    doc = spec.make_spec(
+        "run-1", "bench", "m", "policy", {"a": {"b": "x" * 600}}, {"table": {"dir": "/t"}}, sweep_id="sweep-1", gpus=8
+    )
     spec.write_spec(str(tmp_path / "s.json"), doc)
     read = spec.read_spec(str(tmp_path / "s.json"))
     assert (read.run_id, read.sweep_id, read.benchmark, read.model, read.served_name, read.gpus) == (
-        "run-1", "sweep-1", "bench", "m", "policy", 8)
+        "run-1",
+        "sweep-1",
+        "bench",
+        "m",
+        "policy",
+        8,
+    )
     assert read.params["a.b"].endswith(rec.CUT_MARK) and read.params_notes[0].startswith("cut 1 param value")
     assert read.exporters == {"table": {"dir": "/t"}}
     with pytest.raises(ValueError, match="unknown exporter"):
@@ -140,12 +177,14 @@ def test_spec_round_trip_carries_flat_params_and_identity(tmp_path: Path) -> Non
 
 
 def test_settings_problems_name_the_setting_and_refuse_credentials_in_the_config() -> None:
-    problems = spec.settings_problems({
-        "mlflow": {"tracking_uri": "https://me:secret@mlflow.example", "tags": ["x"], "experimnet": "e"},
-        "wandb": {"mode": "sometimes"},
-        "table": {},
-        "neptune": {},
-    })  # fmt: skip
+    problems = spec.settings_problems(
+        {
+            "mlflow": {"tracking_uri": "https://me:secret@mlflow.example", "tags": ["x"], "experimnet": "e"},
+            "wandb": {"mode": "sometimes"},
+            "table": {},
+            "neptune": {},
+        }
+    )
     assert problems == [
         "export.mlflow.experimnet: unknown setting; known: tracking_uri, experiment, run_name, tags",
         "export.mlflow.tracking_uri: holds credentials; remove them and set MLFLOW_TRACKING_TOKEN "
@@ -158,12 +197,15 @@ def test_settings_problems_name_the_setting_and_refuse_credentials_in_the_config
     assert spec.settings_problems({"mlflow": {"tracking_uri": "http://127.0.0.1:5000"}, "table": {"dir": "/t"}}) == []
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ([], "not a JSON object"),
-    ({"version": 9, "run_id": "r", "benchmark": "b"}, "version 9"),
-    ({"version": 1, "benchmark": "b"}, "no run_id"),
-    ({"version": 1, "run_id": "r", "benchmark": "b", "exporters": {"table": "x"}}, "map each name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "not a JSON object"),
+        ({"version": 9, "run_id": "r", "benchmark": "b"}, "version 9"),
+        ({"version": 1, "benchmark": "b"}, "no run_id"),
+        ({"version": 1, "run_id": "r", "benchmark": "b", "exporters": {"table": "x"}}, "map each name"),
+    ],
+)
 def test_a_bad_spec_is_one_clear_error(data: Any, message: str) -> None:
     with pytest.raises(rec.ExportError, match=message):
         spec.parse_spec(data)
@@ -200,15 +242,22 @@ def test_missing_rows_make_a_succeeded_job_incomplete(tmp_path: Path) -> None:
     job = quickstart_job(tmp_path)
     rollouts = job / "artifacts" / "rollouts.jsonl"
     lines = rollouts.read_text().splitlines(keepends=True)
-    rollouts.write_text("".join(lines[:9]) + lines[0] + '{"_ng_task_index": 11, "_ng_rol')  # a duplicate and a torn line
+    rollouts.write_text(
+        "".join(lines[:9]) + lines[0] + '{"_ng_task_index": 11, "_ng_rol'
+    )  # a duplicate and a torn line
     got = jobfiles.read_record(str(job), quickstart_spec(), now=0)
     assert (got.state, got.written, got.expected, got.complete) == ("incomplete", 9, 12, False)
 
 
 def test_completeness_counts_expected_pairs_only() -> None:
-    rows = [b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b'{"_ng_task_index": 0, "_ng_rollout_index": 0}',
-            b'{"_ng_task_index": 9, "_ng_rollout_index": 0}', b'{"_ng_task_index": true, "_ng_rollout_index": 1}',
-            b"not json", b""]  # fmt: skip
+    rows = [
+        b'{"_ng_task_index": 0, "_ng_rollout_index": 0}',
+        b'{"_ng_task_index": 0, "_ng_rollout_index": 0}',
+        b'{"_ng_task_index": 9, "_ng_rollout_index": 0}',
+        b'{"_ng_task_index": true, "_ng_rollout_index": 1}',
+        b"not json",
+        b"",
+    ]
     assert facts.written_pairs(rows) == facts.Written(frozenset({(0, 0), (9, 0)}), duplicates=1, unreadable=2)
     assert facts.expected_pairs([b'{"_ng_task_index": 0, "_ng_rollout_index": 0}', b""]) == {(0, 0)}
     with pytest.raises(untrusted.Unreadable, match="line 2 of the materialized inputs"):
@@ -224,16 +273,25 @@ def test_no_list_of_expected_samples_leaves_completeness_unknown(tmp_path: Path)
 
 
 def test_metrics_of_several_agents_are_prefixed_and_other_shapes_give_their_numbers() -> None:
-    doc = [{"agent_ref": {"name": "a"}, "agent_metrics": {"mean/reward": 1}, "key_metrics": {"acc": 0.5}},
-           {"agent_ref": {"name": "b"}, "agent_metrics": {"mean/reward": 0}, "group_level_metrics": [{"x": 1}]}]  # fmt: skip
+    doc = [
+        {"agent_ref": {"name": "a"}, "agent_metrics": {"mean/reward": 1}, "key_metrics": {"acc": 0.5}},
+        {"agent_ref": {"name": "b"}, "agent_metrics": {"mean/reward": 0}, "group_level_metrics": [{"x": 1}]},
+    ]
     got = facts.benchmark_metrics([doc])
     assert got.values == {"a/mean/reward": 1.0, "a/acc": 0.5, "b/mean/reward": 0.0} and got.key_names == ("a/acc",)
-    other = {"score": 3, "nested": {"f1": 0.5, "nan": float("nan"), "flag": True}, "rows": [1, 2], "group_level_metrics": {"x": 1}}
+    other = {
+        "score": 3,
+        "nested": {"f1": 0.5, "nan": float("nan"), "flag": True},
+        "rows": [1, 2],
+        "group_level_metrics": {"x": 1},
+    }
     assert facts.benchmark_metrics([other]).values == {"score": 3.0, "nested/f1": 0.5}
 
 
 def test_metric_names_are_made_mlflow_safe_once_and_a_collision_keeps_gyms_order() -> None:
-    doc = [{"agent_metrics": {"pass@1": {"accuracy": 1}, "pass_1": {"accuracy": 2}}, "key_metrics": {"pass@1/accuracy": 1}}]
+    doc = [
+        {"agent_metrics": {"pass@1": {"accuracy": 1}, "pass_1": {"accuracy": 2}}, "key_metrics": {"pass@1/accuracy": 1}}
+    ]
     got = facts.benchmark_metrics([doc])
     assert got.values == {"pass_1/accuracy": 1.0, "pass_1/accuracy_2": 2.0} and got.key_names == ("pass_1/accuracy",)
 
@@ -270,28 +328,43 @@ def test_a_job_without_job_end_counts_to_its_last_sign_of_life_as_status_counts_
     heartbeat = f"{contract.MARKERS_DIR}/7/{contract.HEARTBEAT_FILE}"
     dirs = state_dirs_with(tmp_path, events, {heartbeat: 1500.0})
     wall, _started, ended = jobfiles.job_times(str(tmp_path), dirs, events, current=None, now=9999.0)
-    status_side = usage.job_usage("7", {}, {"7": [usage.own_record("7", "1000", "", "1100", [1500.0], contract.ATTEMPT_SUFFIX)]},
-                                  2, 9999.0, running=False)  # fmt: skip
+    status_side = usage.job_usage(
+        "7",
+        {},
+        {"7": [usage.own_record("7", "1000", "", "1100", [1500.0], contract.ATTEMPT_SUFFIX)]},
+        2,
+        9999.0,
+        running=False,
+    )
     assert wall == status_side.wall_seconds == 500.0 and ended == 1500.0 and status_side.approximate
 
 
-@pytest.mark.parametrize(("text", "exit_status"), [
-    ("1 driver-end 0\n", 0), ("1 driver-end 3\n", 3), ("1 driver-end other 1\n2 driver-end answer-judge 0\n", 0),
-    ("1 driver-end other 1\n", None), ("1 job-start\n", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "exit_status"),
+    [
+        ("1 driver-end 0\n", 0),
+        ("1 driver-end 3\n", 3),
+        ("1 driver-end other 1\n2 driver-end answer-judge 0\n", 0),
+        ("1 driver-end other 1\n", None),
+        ("1 job-start\n", None),
+    ],
+)
 def test_driver_exit_plain_and_shared(text: str, exit_status: int | None) -> None:
     assert jobfiles.driver_exit(text, "answer-judge") == exit_status
 
 
-@pytest.mark.parametrize(("explicit", "phase", "exit_status", "written", "state"), [
-    ("failed", "succeeded", 0, 12, "failed"),
-    (None, "succeeded", None, 12, "succeeded"),
-    (None, "succeeded", None, 5, "incomplete"),
-    (None, "running", 0, 12, "succeeded"),  # exporting after the driver, before the job ends
-    (None, "running", 2, 12, "failed"),
-    (None, "running", None, 12, "running"),
-    (None, None, None, 0, "unknown"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("explicit", "phase", "exit_status", "written", "state"),
+    [
+        ("failed", "succeeded", 0, 12, "failed"),
+        (None, "succeeded", None, 12, "succeeded"),
+        (None, "succeeded", None, 5, "incomplete"),
+        (None, "running", 0, 12, "succeeded"),  # exporting after the driver, before the job ends
+        (None, "running", 2, 12, "failed"),
+        (None, "running", None, 12, "running"),
+        (None, None, None, 0, "unknown"),
+    ],
+)
 def test_benchmark_state(explicit, phase, exit_status, written, state) -> None:
     explicit, phase = Status.from_word(explicit), Phase.from_word(phase)
     assert jobfiles.benchmark_state(explicit, phase, exit_status, written, 12) is Status(state)
@@ -304,8 +377,9 @@ def test_a_shared_job_is_timed_by_the_shared_deployments_events(tmp_path: Path) 
     (bench / ".gym" / "7" / "state").write_text("phase=running\n")
     (run / "shared-deployment" / ".gym" / "7").mkdir(parents=True)
     (run / "shared-deployment" / ".gym" / "7" / "events").write_text("0 job-start\n90 driver-end bench 0\n")
-    got = jobfiles.read_record(str(bench), quickstart_spec(benchmark="bench", usage_dir="../shared-deployment"),
-                               job_id="7", now=120.0)  # fmt: skip
+    got = jobfiles.read_record(
+        str(bench), quickstart_spec(benchmark="bench", usage_dir="../shared-deployment"), job_id="7", now=120.0
+    )
     assert got.wall_seconds == 120 and got.gpu_hours == pytest.approx(120 * 4 / 3600)
     assert got.state == "succeeded" and got.rollouts_path is None and got.written == 0
 
@@ -333,9 +407,11 @@ def test_new_metrics_add_columns_at_the_end_and_none_moves(tmp_path: Path) -> No
     d = tmp_path / "t"
     table.export_to_table(record(), {"dir": str(d)}, no_op, now=0)
     before = (d / "results.csv").read_text().splitlines()[0].split(",")
-    table.export_to_table(record(run_id="run-2", metrics={"new/metric": 1.0, "state": 3.0}), {"dir": str(d)}, no_op, now=0)
+    table.export_to_table(
+        record(run_id="run-2", metrics={"new/metric": 1.0, "state": 3.0}), {"dir": str(d)}, no_op, now=0
+    )
     after = (d / "results.csv").read_text().splitlines()[0].split(",")
-    assert after[: len(before)] == before and after[len(before):] == ["new/metric", "metric:state"]
+    assert after[: len(before)] == before and after[len(before) :] == ["new/metric", "metric:state"]
     assert list(table.FIXED_COLUMNS) == before[: len(table.FIXED_COLUMNS)]
     first, second = read_csv(d)
     assert first["new/metric"] == "" and second["mean/reward"] == "" and second["metric:state"] == "3.0"
@@ -407,14 +483,17 @@ def test_two_processes_upserting_at_once_lose_nothing(tmp_path: Path) -> None:
 # -- receipts and the runner -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("state", "fp", "force", "why"), [
-    (None, "f", False, "first export"),
-    ("done", "f", False, None),
-    ("done", "f", True, "forced"),
-    ("done", "other", False, "the results changed since the last export"),
-    ("running", "f", False, "retrying an export that was cut short"),
-    ("failed", "f", False, "retrying after a failure"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("state", "fp", "force", "why"),
+    [
+        (None, "f", False, "first export"),
+        ("done", "f", False, None),
+        ("done", "f", True, "forced"),
+        ("done", "other", False, "the results changed since the last export"),
+        ("running", "f", False, "retrying an export that was cut short"),
+        ("failed", "f", False, "retrying after a failure"),
+    ],
+)
 def test_receipt_decides_whether_an_export_runs(state, fp, force, why) -> None:
     earlier = receipts.Receipt(state, "id", "", "t", "f") if state else None
     assert receipts.decide(earlier, fp, force) == why
@@ -460,11 +539,19 @@ def test_a_failure_is_recorded_and_the_other_exports_still_run(tmp_path: Path) -
     calls.behaviour["wandb"] = KeyError("surprise")
     assert runner.run(record()) == {"mlflow": "failed", "wandb": "failed", "table": "done"}
     mlflow_receipt = receipt(tmp_path, "mlflow")
-    assert mlflow_receipt is not None and mlflow_receipt.state == "failed" and mlflow_receipt.backend_run_id == "mlflow-run"
+    assert (
+        mlflow_receipt is not None
+        and mlflow_receipt.state == "failed"
+        and mlflow_receipt.backend_run_id == "mlflow-run"
+    )
     assert mlflow_receipt.detail == "MLflow at http://h is not reachable: connection refused"
     wandb_receipt = receipt(tmp_path, "wandb")
     assert wandb_receipt is not None and wandb_receipt.detail == "KeyError: 'surprise'"
-    assert len(lines) == 3 and lines[0].startswith("mlflow: FAILED: MLflow at http://h") and lines[2].startswith("table: done")
+    assert (
+        len(lines) == 3
+        and lines[0].startswith("mlflow: FAILED: MLflow at http://h")
+        and lines[2].startswith("table: done")
+    )
 
 
 def test_done_exports_are_skipped_interrupted_and_failed_ones_retried(tmp_path: Path) -> None:
@@ -565,14 +652,20 @@ def test_server_down_is_one_line_after_retries() -> None:
     with pytest.raises(MlflowError) as err:
         client.get_or_create_experiment("e")
     message = str(err.value)
-    assert re.fullmatch(r"MLflow at http://127\.0\.0\.1:\d+/prefix is not reachable: connection refused \(is the server running\?\)", message)
+    assert re.fullmatch(
+        r"MLflow at http://127\.0\.0\.1:\d+/prefix is not reachable: connection refused \(is the server running\?\)",
+        message,
+    )
     assert sleeps == [1.0, 2.0]
 
 
-@pytest.mark.parametrize(("token", "fix"), [
-    (None, "it needs credentials: set MLFLOW_TRACKING_TOKEN"),
-    ("tok-secret", "the credentials in the environment were not accepted"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("token", "fix"),
+    [
+        (None, "it needs credentials: set MLFLOW_TRACKING_TOKEN"),
+        ("tok-secret", "the credentials in the environment were not accepted"),
+    ],
+)
 @pytest.mark.parametrize("status", [401, 403])
 def test_refused_credentials_say_what_to_set_and_never_show_the_token(status: int, token: str | None, fix: str) -> None:
     with FakeMlflowServer() as server:
@@ -581,40 +674,55 @@ def test_refused_credentials_say_what_to_set_and_never_show_the_token(status: in
         with pytest.raises(MlflowError) as err:
             client_for(server.url, token=token).get_experiment_id("e")
     message = str(err.value)
-    assert message.startswith(f"MLflow at {server.url} refused /api/2.0/mlflow/experiments/get-by-name (HTTP {status}): {fix}")
+    assert message.startswith(
+        f"MLflow at {server.url} refused /api/2.0/mlflow/experiments/get-by-name (HTTP {status}): {fix}"
+    )
     assert err.value.status == status and "tok-secret" not in message
 
 
 def test_mlflows_host_guard_is_named_as_such_not_as_bad_credentials() -> None:
     # What mlflow server 3.x answers a Host outside --allowed-hosts (seen from the real server here).
     with FakeMlflowServer() as server:
-        server.state.fail("/mlflow/experiments/get-by-name", 403,
-                          "Invalid Host header - possible DNS rebinding attack detected", content_type="text/plain")
+        server.state.fail(
+            "/mlflow/experiments/get-by-name",
+            403,
+            "Invalid Host header - possible DNS rebinding attack detected",
+            content_type="text/plain",
+        )
         with pytest.raises(MlflowError) as err:
             client_for(server.url, token="tok-secret").get_experiment_id("e")
     host = server.url.split("//", 1)[1]
-    assert str(err.value).endswith(f"(HTTP 403): the server does not accept the host name {host}: "
-                                   f"start it with --allowed-hosts listing {host}")
+    assert str(err.value).endswith(
+        f"(HTTP 403): the server does not accept the host name {host}: start it with --allowed-hosts listing {host}"
+    )
 
 
 def test_a_404_that_is_not_mlflow_says_check_the_uri_and_mlflows_own_404_is_not_found() -> None:
     with FakeMlflowServer() as server:
         server.state.fail("/mlflow/experiments/get-by-name", 404, "<html>nginx</html>", content_type="text/html")
-        with pytest.raises(MlflowError, match=r"^no MLflow REST API at http://127.0.0.1:\d+ \(HTTP 404 on "
-                                              r"/api/2.0/mlflow/experiments/get-by-name\): check tracking_uri$"):
+        with pytest.raises(
+            MlflowError,
+            match=r"^no MLflow REST API at http://127.0.0.1:\d+ \(HTTP 404 on "
+            r"/api/2.0/mlflow/experiments/get-by-name\): check tracking_uri$",
+        ):
             client_for(server.url).get_experiment_id("e")
         assert client_for(server.url).get_experiment_id("e") is None  # MLflow's own RESOURCE_DOES_NOT_EXIST
 
 
 def test_other_errors_carry_mlflows_code_and_message_scrubbed_and_short() -> None:
     with FakeMlflowServer() as server:
-        server.state.fail("/mlflow/runs/get", 400, {"error_code": "INVALID_PARAMETER_VALUE",
-                                                    "message": "bad Bearer tok-secret " + "x" * 500})  # fmt: skip
+        server.state.fail(
+            "/mlflow/runs/get",
+            400,
+            {"error_code": "INVALID_PARAMETER_VALUE", "message": "bad Bearer tok-secret " + "x" * 500},
+        )
         with pytest.raises(MlflowError) as err:
             client_for(server.url, token="tok-secret").get_run("r")
     message = str(err.value)
-    assert message.startswith(f"MLflow at {server.url} answered HTTP 400 to GET /api/2.0/mlflow/runs/get: "
-                              "INVALID_PARAMETER_VALUE: bad Bearer ***")  # fmt: skip
+    assert message.startswith(
+        f"MLflow at {server.url} answered HTTP 400 to GET /api/2.0/mlflow/runs/get: "
+        "INVALID_PARAMETER_VALUE: bad Bearer ***"
+    )
     assert len(message) < 400 and "tok-secret" not in message
 
 
@@ -629,8 +737,12 @@ def test_server_errors_are_retried_and_the_bearer_token_is_sent() -> None:
 
 def test_a_redirect_is_refused_so_that_the_token_stays_home() -> None:
     with FakeMlflowServer() as server:
-        server.state.fail("/mlflow/experiments/get-by-name", 302, "", headers={"Location": "http://elsewhere.example/x?t=1"})
-        with pytest.raises(MlflowError, match=r"redirects to http://elsewhere.example/x: set tracking_uri to that address"):
+        server.state.fail(
+            "/mlflow/experiments/get-by-name", 302, "", headers={"Location": "http://elsewhere.example/x?t=1"}
+        )
+        with pytest.raises(
+            MlflowError, match=r"redirects to http://elsewhere.example/x: set tracking_uri to that address"
+        ):
             client_for(server.url, token="tok-secret").get_experiment_id("e")
         assert len(server.state.requests) == 1
 
@@ -646,18 +758,26 @@ def test_log_batch_respects_mlflows_limits() -> None:
         assert client.log_batch(run_id, metrics, params, tags, 0) == 3 + 2 + 3
         batches = server.state.calls("/runs/log-batch")
         stored = server.state.runs[run_id]
-    assert all(len(b.get("params", [])) <= 100 and len(b.get("tags", [])) <= 100 and len(b.get("metrics", [])) <= 1000
-               and sum(len(b.get(k, [])) for k in ("params", "tags", "metrics")) <= 1000 for b in batches)  # fmt: skip
+    assert all(
+        len(b.get("params", [])) <= 100
+        and len(b.get("tags", [])) <= 100
+        and len(b.get("metrics", [])) <= 1000
+        and sum(len(b.get(k, [])) for k in ("params", "tags", "metrics")) <= 1000
+        for b in batches
+    )
     assert len(stored["metrics"]) == 2500 and len(stored["params"]) == 250 and len(stored["tags"]) == 150
 
 
-@pytest.mark.parametrize(("uri", "directory"), [
-    ("mlflow-artifacts:/1/abc/artifacts", "1/abc/artifacts"),
-    ("mlflow-artifacts://host:5000/1/abc/artifacts", "1/abc/artifacts"),
-    ("http://host:5000/api/2.0/mlflow-artifacts/artifacts/1/abc/artifacts", "1/abc/artifacts"),
-    ("s3://bucket/1/abc/artifacts", None),
-    ("/var/mlruns/1/abc/artifacts", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("uri", "directory"),
+    [
+        ("mlflow-artifacts:/1/abc/artifacts", "1/abc/artifacts"),
+        ("mlflow-artifacts://host:5000/1/abc/artifacts", "1/abc/artifacts"),
+        ("http://host:5000/api/2.0/mlflow-artifacts/artifacts/1/abc/artifacts", "1/abc/artifacts"),
+        ("s3://bucket/1/abc/artifacts", None),
+        ("/var/mlruns/1/abc/artifacts", None),
+    ],
+)
 def test_which_artifact_locations_the_proxy_serves(uri: str, directory: str | None) -> None:
     assert mlflow_rest.proxied_artifact_dir(uri) == directory
 
@@ -668,7 +788,9 @@ def test_run_name_fills_known_fields_only() -> None:
 
 def mlflow_export(server: FakeMlflowServer, rec_: rec.ExportRecord, **settings_: Any) -> rec.ExportOutcome:
     seen: list[str] = []
-    outcome = export_to_mlflow(rec_, {"experiment": "exp", **settings_}, seen.append, client=client_for(server.url), now=1000)
+    outcome = export_to_mlflow(
+        rec_, {"experiment": "exp", **settings_}, seen.append, client=client_for(server.url), now=1000
+    )
     assert seen == [outcome.backend_run_id]
     return outcome
 
@@ -677,8 +799,12 @@ def test_an_export_creates_one_tagged_run_with_everything(tmp_path: Path) -> Non
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text('{"x": 1}\n')
     with FakeMlflowServer() as server:
-        outcome = mlflow_export(server, record(rollouts_path=str(rollouts), started_at=10.0, ended_at=20.0),
-                                tags={"team": "eval"}, run_name="{benchmark}")  # fmt: skip
+        outcome = mlflow_export(
+            server,
+            record(rollouts_path=str(rollouts), started_at=10.0, ended_at=20.0),
+            tags={"team": "eval"},
+            run_name="{benchmark}",
+        )
         run = server.state.runs[outcome.backend_run_id]
         artifacts = dict(server.state.artifacts)
     assert run["run_name"] == BENCHMARK and run["status"] == "FINISHED"
@@ -699,7 +825,9 @@ def test_a_second_export_completes_the_same_run_without_repeating_itself(tmp_pat
     with FakeMlflowServer() as server:
         first = mlflow_export(server, record(rollouts_path=str(rollouts)))
         uploads = len([r for r in server.state.requests if r[0] == "PUT"])
-        second = mlflow_export(server, record(rollouts_path=str(rollouts), metrics={"mean/reward": 0.75, "pass@1/accuracy": 0.25}))
+        second = mlflow_export(
+            server, record(rollouts_path=str(rollouts), metrics={"mean/reward": 0.75, "pass@1/accuracy": 0.25})
+        )
         run = server.state.runs[first.backend_run_id]
         assert second.backend_run_id == first.backend_run_id and len(server.state.runs) == 1
         assert run["metrics"]["mean/reward"] == [0.5, 0.75] and run["metrics"]["pass_1/accuracy"] == [0.25]
@@ -734,11 +862,15 @@ def test_a_server_that_keeps_artifacts_elsewhere_still_gets_the_metrics(tmp_path
 
 def test_no_tracking_uri_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    with pytest.raises(MlflowError, match="no tracking_uri: set it in the mlflow exporter's settings or MLFLOW_TRACKING_URI"):
+    with pytest.raises(
+        MlflowError, match="no tracking_uri: set it in the mlflow exporter's settings or MLFLOW_TRACKING_URI"
+    ):
         export_to_mlflow(record(), {}, no_op)
     with pytest.raises(MlflowError, match="is not the http"):
         MlflowClient("file:///tmp/mlruns")
-    with pytest.raises(MlflowError, match=r"^tracking_uri 'https://host/x' holds credentials: set MLFLOW_TRACKING_TOKEN") as err:
+    with pytest.raises(
+        MlflowError, match=r"^tracking_uri 'https://host/x' holds credentials: set MLFLOW_TRACKING_TOKEN"
+    ) as err:
         MlflowClient("https://me:pa55word@host/x")
     assert "pa55word" not in str(err.value)
 
@@ -755,7 +887,9 @@ def test_wandb_run_ids_are_deterministic_and_free_of_reserved_characters() -> No
 
 def test_without_wandb_the_failure_says_what_to_install_where(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
-    with pytest.raises(rec.ExportError, match=rf"wandb library is not installed for {re.escape(sys.executable)}.*-m pip install"):
+    with pytest.raises(
+        rec.ExportError, match=rf"wandb library is not installed for {re.escape(sys.executable)}.*-m pip install"
+    ):
         wandb_export.export_to_wandb(record(), {}, no_op, "/tmp")
 
 
@@ -786,23 +920,51 @@ def test_wandb_export_resumes_the_run_of_its_key(tmp_path: Path) -> None:
     fake = types.SimpleNamespace(init=init, Artifact=Artifact, Settings=lambda **kw: kw)
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text("{}\n")
-    outcome = wandb_export.export_to_wandb(record(rollouts_path=str(rollouts)), {"mode": "offline", "project": "p"},
-                                           no_op, str(tmp_path), wandb=fake)  # fmt: skip
+    outcome = wandb_export.export_to_wandb(
+        record(rollouts_path=str(rollouts)), {"mode": "offline", "project": "p"}, no_op, str(tmp_path), wandb=fake
+    )
     init_args = seen["init"]
     assert (init_args["id"], init_args["resume"], init_args["mode"], init_args["dir"]) == (
-        f"{RUN_ID}--{BENCHMARK}", "allow", "offline", str(tmp_path))
+        f"{RUN_ID}--{BENCHMARK}",
+        "allow",
+        "offline",
+        str(tmp_path),
+    )
     assert init_args["config"]["gym.run_id"] == RUN_ID and init_args["config"]["services.policy.model"] == "tiny"
     assert Run.summary["mean/reward"] == 0.5 and Run.summary["gym/samples_written"] == 12.0
     assert seen["artifact"].type == "rollouts" and seen["artifact"].files == [(str(rollouts), "rollouts.jsonl")]
-    assert seen["finished"] and outcome.detail.startswith(f"offline run {RUN_ID}--{BENCHMARK} in {tmp_path}/wandb/offline-run-x")
+    assert seen["finished"] and outcome.detail.startswith(
+        f"offline run {RUN_ID}--{BENCHMARK} in {tmp_path}/wandb/offline-run-x"
+    )
     with pytest.raises(rec.ExportError, match="wandb mode 'sometimes'"):
         wandb_export.export_to_wandb(record(), {"mode": "sometimes"}, no_op, "/tmp", wandb=fake)
 
 
 # -- what the node must have ---------------------------------------------------------------------------
 
-NODE_SIDE_STDLIB = {"__future__", "base64", "csv", "enum", "errno", "fcntl", "glob", "hashlib", "http", "io", "json", "math",
-                    "os", "re", "socket", "ssl", "sys", "time", "typing", "collections", "urllib"}  # fmt: skip
+NODE_SIDE_STDLIB = {
+    "__future__",
+    "base64",
+    "csv",
+    "enum",
+    "errno",
+    "fcntl",
+    "glob",
+    "hashlib",
+    "http",
+    "io",
+    "json",
+    "math",
+    "os",
+    "re",
+    "socket",
+    "ssl",
+    "sys",
+    "time",
+    "typing",
+    "collections",
+    "urllib",
+}
 SIBLINGS = set(exporters_pkg.NODE_MODULES) | set(exporters_pkg.SHARED_MODULES) | {"wandb"}
 PACKAGE_DIR = Path(exporters_pkg.__file__).parent.parent
 
@@ -824,8 +986,14 @@ def test_node_side_modules_parse_as_python_3_8_and_import_only_stdlib(module: st
 @pytest.mark.skipif(not os.path.exists(PY38), reason="no Python 3.8 on this machine")
 def test_the_staged_runner_works_under_python_3_8_without_our_package(tmp_path: Path) -> None:
     with FakeMlflowServer() as server:
-        job = staged_job(tmp_path, {"mlflow": {"tracking_uri": server.url}, "wandb": {"mode": "offline"},
-                                    "table": {"dir": str(tmp_path / "shared")}})  # fmt: skip
+        job = staged_job(
+            tmp_path,
+            {
+                "mlflow": {"tracking_uri": server.url},
+                "wandb": {"mode": "offline"},
+                "table": {"dir": str(tmp_path / "shared")},
+            },
+        )
         done = run_staged(job, PY38, env={"MLFLOW_TRACKING_TOKEN": "tok-secret"})
         (run,) = server.state.runs.values()
     assert done.returncode == 0, done.stderr
@@ -835,5 +1003,7 @@ def test_the_staged_runner_works_under_python_3_8_without_our_package(tmp_path: 
     assert "export table: done (first export): row" in lines[2]
     assert run["status"] == "FINISHED" and run["metrics"]["gym/samples_written"] == [12.0]
     rows = read_csv(tmp_path / "shared")
-    assert [(r["run_id"], r["samples_written"], r["samples_expected"], r["state"]) for r in rows] == [(RUN_ID, "12", "12", "succeeded")]
+    assert [(r["run_id"], r["samples_written"], r["samples_expected"], r["state"]) for r in rows] == [
+        (RUN_ID, "12", "12", "succeeded")
+    ]
     assert subprocess.run([PY38, "-E", "-s", "-c", "import nemo_gym"], capture_output=True).returncode != 0

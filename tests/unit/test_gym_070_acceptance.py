@@ -40,10 +40,13 @@ def prefill_decode() -> dict[str, Any]:
     data = plain()
     data["services"] = {
         "pd": {
-            "type": "vllm_pd", "container": "vllm:1", "model": "m",
-            "prefill": {"node_pool": "prefill"}, "decode": {"node_pool": "decode"},
+            "type": "vllm_pd",
+            "container": "vllm:1",
+            "model": "m",
+            "prefill": {"node_pool": "prefill"},
+            "decode": {"node_pool": "decode"},
         }
-    }  # fmt: skip
+    }
     pools = {name: {"partition": "p"} for name in ("router", "prefill", "decode")}
     data["compute"]["cluster"]["node_pools"] = pools
     data["driver"]["policy_model"] = "pd"
@@ -141,7 +144,9 @@ def test_the_library_prepare_carries_the_warning_for_submit_and_dry_run() -> Non
 
 
 def test_a_sweep_warns_once_for_all_its_runs(capsys, tmp_path) -> None:
-    code, _, lines = submit(capsys, spec_conformant(), tmp_path, "--dry-run", "-m", "+driver.benchmarks.answer-judge.run.limit=1,2")
+    code, _, lines = submit(
+        capsys, spec_conformant(), tmp_path, "--dry-run", "-m", "+driver.benchmarks.answer-judge.run.limit=1,2"
+    )
     assert (code, lines) == (0, [TELEMETRY_WARNING])
 
 
@@ -173,58 +178,79 @@ def _heterogeneous_with(change: Callable[[dict[str, Any]], None]) -> dict[str, A
 # (the path the error's own text starts with, the full path the CLI line starts with, the config)
 AT_PATH_RULES: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
     "pd rpc ports equal": (
-        "decode.data_parallel_rpc_port", "services.pd.decode.data_parallel_rpc_port",
+        "decode.data_parallel_rpc_port",
+        "services.pd.decode.data_parallel_rpc_port",
         lambda: _pd_with(lambda d: d["services"]["pd"]["decode"].update(data_parallel_rpc_port=13345)),
     ),
     "pair setting on a tier": (
-        "prefill.server_per_node", "services.pd.prefill.server_per_node",
+        "prefill.server_per_node",
+        "services.pd.prefill.server_per_node",
         lambda: _pd_with(lambda d: d["services"]["pd"]["prefill"].update(server_per_node=True)),
     ),
     "array in a heterogeneous job": (
-        "extra_args.array", "compute.cluster.extra_args.array",
+        "extra_args.array",
+        "compute.cluster.extra_args.array",
         lambda: _heterogeneous_with(lambda d: d["compute"]["cluster"].update(extra_args={"array": "1-3"})),
     ),
     "empty command": (
-        "command", "driver.benchmarks.answer-judge.command",
+        "command",
+        "driver.benchmarks.answer-judge.command",
         lambda: _set("driver.benchmarks.answer-judge.command", "  "),
     ),
     "command with resumable": (
-        "command", "driver.benchmarks.answer-judge.command",
+        "command",
+        "driver.benchmarks.answer-judge.command",
         lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "resumable": True}),
     ),
     "job export setting": (
-        "job.export.wandb.mode", "job.export.wandb.mode",
+        "job.export.wandb.mode",
+        "job.export.wandb.mode",
         lambda: _set("job.export", {"wandb": {"mode": "sometimes"}}),
     ),
     "benchmark export setting": (
-        "driver.benchmarks.answer-judge.export.table.dir", "driver.benchmarks.answer-judge.export.table.dir",
+        "driver.benchmarks.answer-judge.export.table.dir",
+        "driver.benchmarks.answer-judge.export.table.dir",
         lambda: _set("driver.benchmarks.answer-judge.export", {"table": {"dir": ""}}),
     ),
     "vllm without a pool in a heterogeneous job": (
-        "services.policy.node_pool", "services.policy.node_pool",
+        "services.policy.node_pool",
+        "services.policy.node_pool",
         lambda: _heterogeneous_with(lambda d: d["services"]["policy"].pop("node_pool")),
     ),
     "tier name taken": (
-        "services.pd", "services.pd",
-        lambda: _pd_with(lambda d: d["services"].update({"pd-prefill": {"type": "vllm", "container": "c",
-                                                                        "model": "x", "node_pool": "router",
-                                                                        "port": 9000}})),
-    ),  # fmt: skip
+        "services.pd",
+        "services.pd",
+        lambda: _pd_with(
+            lambda d: d["services"].update(
+                {"pd-prefill": {"type": "vllm", "container": "c", "model": "x", "node_pool": "router", "port": 9000}}
+            )
+        ),
+    ),
     "tier without a pool": (
-        "services.pd.prefill.node_pool", "services.pd.prefill.node_pool",
+        "services.pd.prefill.node_pool",
+        "services.pd.prefill.node_pool",
         lambda: _pd_with(lambda d: d["services"]["pd"]["prefill"].pop("node_pool")),
     ),
     "server_per_node with instances": (
-        "services.pd.prefill.number_of_instances", "services.pd.prefill.number_of_instances",
-        lambda: _pd_with(lambda d: (d["services"]["pd"].update(server_per_node=True),
-                                    d["services"]["pd"]["prefill"].update(number_of_instances=4))),
-    ),  # fmt: skip
+        "services.pd.prefill.number_of_instances",
+        "services.pd.prefill.number_of_instances",
+        lambda: _pd_with(
+            lambda d: (
+                d["services"]["pd"].update(server_per_node=True),
+                d["services"]["pd"]["prefill"].update(number_of_instances=4),
+            )
+        ),
+    ),
     "router away from the driver": (
-        "services.pd.node_pool", "services.pd.node_pool",
-        lambda: _pd_with(lambda d: (d["services"]["pd"].update(node_pool="decode"), d["driver"].update(policy_model=None))),
+        "services.pd.node_pool",
+        "services.pd.node_pool",
+        lambda: _pd_with(
+            lambda d: (d["services"]["pd"].update(node_pool="decode"), d["driver"].update(policy_model=None))
+        ),
     ),
     "command beside run settings": (
-        "driver.benchmarks.answer-judge.command", "driver.benchmarks.answer-judge.command",
+        "driver.benchmarks.answer-judge.command",
+        "driver.benchmarks.answer-judge.command",
         lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "run": {"limit": 5}}),
     ),
 }
@@ -252,7 +278,10 @@ def test_every_error_at_call_site_has_a_case(monkeypatch) -> None:
         return original(path, message)
 
     for module in list(__import__("sys").modules.values()):
-        if getattr(module, "__name__", "").startswith(package.__name__) and getattr(module, "error_at", None) is original:
+        if (
+            getattr(module, "__name__", "").startswith(package.__name__)
+            and getattr(module, "error_at", None) is original
+        ):
             monkeypatch.setattr(module, "error_at", recording)
     for _, _, make in AT_PATH_RULES.values():
         validation_error(make())
@@ -300,7 +329,9 @@ def test_a_router_pinned_away_from_the_driver_is_still_refused() -> None:
     data["services"]["pd"]["node_pool"] = "decode"
     data["driver"]["policy_model"] = None  # the driver stays on the first pool
     (line,) = cli_lines(data)
-    assert line.startswith("services.pd.node_pool: is 'decode', but a vllm_pd service's router runs on the driver's node")
+    assert line.startswith(
+        "services.pd.node_pool: is 'decode', but a vllm_pd service's router runs on the driver's node"
+    )
 
 
 def test_no_benchmark_is_refused_naming_the_fix() -> None:
@@ -314,17 +345,23 @@ def test_no_benchmark_is_refused_naming_the_fix() -> None:
 @pytest.mark.parametrize(
     "override, line",
     [
-        ("services.policy.served_model_nam=x",
-         "error: override 'services.policy.served_model_nam=x': services.policy.served_model_nam is not in the "
-         "config; did you mean 'served_model_name' (services.policy.served_model_name)?"),
-        ("services.polcy.model=x",
-         "error: override 'services.polcy.model=x': services.polcy.model is not in the config; did you mean "
-         "'policy' (services.policy.model)?"),
-        ("services.policy.tokenizer=x",
-         "error: override 'services.policy.tokenizer=x': services.policy.tokenizer is not in the config; write "
-         "'+services.policy.tokenizer=x' to add it"),
+        (
+            "services.policy.served_model_nam=x",
+            "error: override 'services.policy.served_model_nam=x': services.policy.served_model_nam is not in the "
+            "config; did you mean 'served_model_name' (services.policy.served_model_name)?",
+        ),
+        (
+            "services.polcy.model=x",
+            "error: override 'services.polcy.model=x': services.polcy.model is not in the config; did you mean "
+            "'policy' (services.policy.model)?",
+        ),
+        (
+            "services.policy.tokenizer=x",
+            "error: override 'services.policy.tokenizer=x': services.policy.tokenizer is not in the config; write "
+            "'+services.policy.tokenizer=x' to add it",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_misspelt_override_is_answered_with_the_key_it_misspells(capsys, tmp_path, override, line) -> None:
     data = plain()
     data["services"]["policy"]["served_model_name"] = "served"
@@ -348,30 +385,44 @@ BENCH = "driver.benchmarks.answer-judge"
 @pytest.mark.parametrize(
     "override, line",
     [
-        ("run.num_repeat=2",
-         f"error: {BENCH}.run.num_repeat: gym eval run reads no such key; did you mean 'num_repeats'? (to pass it "
-         f"as written, add 'run.num_repeat' to {BENCH}.unchecked_keys)"),
-        ("run.responses_create_params.temprature=1.0",
-         f"error: {BENCH}.run.responses_create_params.temprature: gym eval run reads no such key; did you mean "
-         f"'temperature'? (to pass it as written, add 'run.responses_create_params.temprature' to {BENCH}.unchecked_keys)"),
-        ("run.limt=5",
-         f"error: {BENCH}.run.limt: gym eval run reads no such key; did you mean 'limit'? (to pass it as written, "
-         f"add 'run.limt' to {BENCH}.unchecked_keys)"),
-        ("run.num_repeats=two",
-         f"error: {BENCH}.run.num_repeats: gym eval run reads a whole number or a mapping here, got 'two'; give a "
-         f"whole number or a mapping"),
-        ("run.responses_create_params.max_output_tokens=lots",
-         f"error: {BENCH}.run.responses_create_params.max_output_tokens: gym eval run reads a whole number here, "
-         f"got 'lots'; give a whole number"),
-        ("run.split=test",
-         f"error: {BENCH}.run.split: gym eval run reads one of 'train', 'validation', 'benchmark' here, got 'test'; "
-         f"give one of 'train', 'validation', 'benchmark'"),
-        ("prepare.use_cached_prepared_benchmark=true",
-         f"error: {BENCH}.prepare.use_cached_prepared_benchmark: gym eval prepare reads no such key; did you mean "
-         f"'use_cached_prepared_benchmarks'? (to pass it as written, add 'prepare.use_cached_prepared_benchmark' to "
-         f"{BENCH}.unchecked_keys)"),
+        (
+            "run.num_repeat=2",
+            f"error: {BENCH}.run.num_repeat: gym eval run reads no such key; did you mean 'num_repeats'? (to pass it "
+            f"as written, add 'run.num_repeat' to {BENCH}.unchecked_keys)",
+        ),
+        (
+            "run.responses_create_params.temprature=1.0",
+            f"error: {BENCH}.run.responses_create_params.temprature: gym eval run reads no such key; did you mean "
+            f"'temperature'? (to pass it as written, add 'run.responses_create_params.temprature' to {BENCH}.unchecked_keys)",
+        ),
+        (
+            "run.limt=5",
+            f"error: {BENCH}.run.limt: gym eval run reads no such key; did you mean 'limit'? (to pass it as written, "
+            f"add 'run.limt' to {BENCH}.unchecked_keys)",
+        ),
+        (
+            "run.num_repeats=two",
+            f"error: {BENCH}.run.num_repeats: gym eval run reads a whole number or a mapping here, got 'two'; give a "
+            f"whole number or a mapping",
+        ),
+        (
+            "run.responses_create_params.max_output_tokens=lots",
+            f"error: {BENCH}.run.responses_create_params.max_output_tokens: gym eval run reads a whole number here, "
+            f"got 'lots'; give a whole number",
+        ),
+        (
+            "run.split=test",
+            f"error: {BENCH}.run.split: gym eval run reads one of 'train', 'validation', 'benchmark' here, got 'test'; "
+            f"give one of 'train', 'validation', 'benchmark'",
+        ),
+        (
+            "prepare.use_cached_prepared_benchmark=true",
+            f"error: {BENCH}.prepare.use_cached_prepared_benchmark: gym eval prepare reads no such key; did you mean "
+            f"'use_cached_prepared_benchmarks'? (to pass it as written, add 'prepare.use_cached_prepared_benchmark' to "
+            f"{BENCH}.unchecked_keys)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_near_miss_or_a_wrong_kind_is_refused_where_a_run_is_staged(capsys, tmp_path, override, line) -> None:
     code, _, lines = submit(capsys, plain(), tmp_path, "--dry-run", f"++{BENCH}.{override}")
     assert (code, lines) == (1, [line])
@@ -401,12 +452,17 @@ def test_submit_refuses_before_it_connects() -> None:
 def test_every_problem_of_every_benchmark_is_listed() -> None:
     from nemo_gym.orchestration.library import prepare
 
-    data = _set("driver.benchmarks", {"a": {"run": {"limt": 5, "num_repeats": "x"}}, "b": {"prepare": {"prepare_script_arg": {}}}})
+    data = _set(
+        "driver.benchmarks",
+        {"a": {"run": {"limt": 5, "num_repeats": "x"}}, "b": {"prepare": {"prepare_script_arg": {}}}},
+    )
     with pytest.raises(UserError) as info:
         prepare(SubmitConfig.model_validate(data))
     assert [line.split(":")[0] for line in info.value.problems] == [
-        "driver.benchmarks.a.run.limt", "driver.benchmarks.a.run.num_repeats", "driver.benchmarks.b.prepare.prepare_script_arg",
-    ]  # fmt: skip
+        "driver.benchmarks.a.run.limt",
+        "driver.benchmarks.a.run.num_repeats",
+        "driver.benchmarks.b.prepare.prepare_script_arg",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -425,8 +481,13 @@ def test_what_gym_reads_and_what_is_far_from_it_passes(capsys, tmp_path, run) ->
 def test_unchecked_keys_pass_a_near_miss_to_gym_as_written() -> None:
     from nemo_gym.orchestration.library import prepare
 
-    data = _set(f"{BENCH}", {"run": {"num_repeat": "two", "responses_create_params": {"top_k": 20}},
-                             "unchecked_keys": ["run.num_repeat", "run.responses_create_params.top_k"]})  # fmt: skip
+    data = _set(
+        f"{BENCH}",
+        {
+            "run": {"num_repeat": "two", "responses_create_params": {"top_k": 20}},
+            "unchecked_keys": ["run.num_repeat", "run.responses_create_params.top_k"],
+        },
+    )
     argv = prepare(SubmitConfig.model_validate(data)).runs[0].plan.jobs[0].driver.run_argv
     assert '+num_repeat="two"' in argv and "+responses_create_params.top_k=20" in argv
 
@@ -443,7 +504,14 @@ def test_the_keys_are_kept_as_data_with_the_gym_version_they_come_from() -> None
     from nemo_gym.orchestration import gym_eval_keys as keys
 
     assert keys.GYM_VERSION == "0.7.0"
-    assert {"num_repeats", "limit", "num_samples_in_parallel", "split", "input_jsonl_fpath", "resume_from_cache"} <= set(keys.RUN_KEYS)
+    assert {
+        "num_repeats",
+        "limit",
+        "num_samples_in_parallel",
+        "split",
+        "input_jsonl_fpath",
+        "resume_from_cache",
+    } <= set(keys.RUN_KEYS)
     assert {"temperature", "top_p", "max_output_tokens"} <= set(keys.RESPONSES_CREATE_PARAMS_KEYS)
     assert {"use_cached_prepared_benchmarks", "prepare_script_args"} <= set(keys.PREPARE_KEYS)
     # The policy wiring every benchmark's run receives is gym's own key, never a near miss.

@@ -75,7 +75,9 @@ def test_a_run_directory_whose_name_is_not_utf8_is_read_and_shown_escaped(run_di
     assert json.loads(out)["run_dir"] == os.fsdecode(odd)
 
 
-@pytest.mark.parametrize("receipt", [b"[1, 2]", b"null", b"\xff", b'{"state": "failed", "detail": "\xff"}', b"[" * 100_000])
+@pytest.mark.parametrize(
+    "receipt", [b"[1, 2]", b"null", b"\xff", b'{"state": "failed", "detail": "\xff"}', b"[" * 100_000]
+)
 def test_a_receipt_that_is_not_one_is_ignored(run_dir, capsys, receipt) -> None:
     exports = run_dir / BENCH / contract.EXPORTS_DIR
     exports.mkdir(parents=True)

@@ -51,12 +51,21 @@ def failed_then_resumed(base, tmp_path, conn, cluster):
     which wrote every sample."""
     record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
     successor = cluster.add_job("gym-long", "COMPLETED")
-    job_file(record, "long", contract.CHAIN_FILE, "".join([
-        contract.chain_record("start", "100", 1000, 0),
-        contract.chain_record("successor", successor, "100"),
-        contract.chain_record("verdict", "100", "service-died", 600, 4, "retry", "a service died after 600s, 4 new rollout(s)"),
-        contract.chain_record("start", successor, 2000, 4),
-    ]))  # fmt: skip
+    job_file(
+        record,
+        "long",
+        contract.CHAIN_FILE,
+        "".join(
+            [
+                contract.chain_record("start", "100", 1000, 0),
+                contract.chain_record("successor", successor, "100"),
+                contract.chain_record(
+                    "verdict", "100", "service-died", 600, 4, "retry", "a service died after 600s, 4 new rollout(s)"
+                ),
+                contract.chain_record("start", successor, 2000, 4),
+            ]
+        ),
+    )
     cluster.set_state("100", "FAILED")
     job_wrote(record, "long", "100", "failed", "service policy died on node n1 (exit status 7)")
     recorded_cause(record, "long", "100", "service-died")
@@ -68,7 +77,9 @@ def failed_then_resumed(base, tmp_path, conn, cluster):
     return record, successor
 
 
-def test_a_failed_then_resumed_benchmark_lists_both_attempts_in_order_with_their_causes(base, tmp_path, conn, cluster) -> None:
+def test_a_failed_then_resumed_benchmark_lists_both_attempts_in_order_with_their_causes(
+    base, tmp_path, conn, cluster
+) -> None:
     record, successor = failed_then_resumed(base, tmp_path, conn, cluster)
     scripts_before = len(conn.plan.scripts)
     [run] = library.info([record], connect=conn.connect)
@@ -98,7 +109,9 @@ def test_status_json_gains_the_attempts_oldest_first(base, tmp_path, conn, clust
     assert doc["chain"] == ["100", successor] and doc["state"] == "succeeded"  # what was there stays
 
 
-def test_an_incomplete_benchmark_names_its_missing_pairs_and_the_plan_generates_those(base, tmp_path, conn, cluster) -> None:
+def test_an_incomplete_benchmark_names_its_missing_pairs_and_the_plan_generates_those(
+    base, tmp_path, conn, cluster
+) -> None:
     record = submitted(base, tmp_path, conn, "a")
     cluster.set_state("100", "COMPLETED")
     job_wrote(record, "a", "100", "succeeded", "driver finished")
@@ -118,7 +131,9 @@ def test_an_incomplete_benchmark_names_its_missing_pairs_and_the_plan_generates_
     assert "missing: task 2 rollout 0" in info_text([run]) and "and 2 more" in info_text([run])
 
 
-def test_the_driver_s_own_failure_would_repeat_so_the_plan_stops_and_says_what_to_fix(base, tmp_path, conn, cluster) -> None:
+def test_the_driver_s_own_failure_would_repeat_so_the_plan_stops_and_says_what_to_fix(
+    base, tmp_path, conn, cluster
+) -> None:
     record = submitted(base, tmp_path, conn, "a")
     cluster.set_state("100", "FAILED")
     job_wrote(record, "a", "100", "failed", "the driver exited with status 1")
@@ -144,8 +159,9 @@ def test_hostile_names_details_and_causes_are_escaped(base, tmp_path, conn, clus
     cluster.set_state("100", "FAILED")
     job_wrote(record, "a", "100", "failed", "boom\x1b]0;owned\x07 \u202eevil")
     recorded_cause(record, "a", "100", "\x1b[31mnot-a-cause")
-    hostile = record.model_copy(update={"benchmarks": [
-        record.benchmarks[0].model_copy(update={"benchmark": "a\x1b[2J\u202eb"})]})  # fmt: skip
+    hostile = record.model_copy(
+        update={"benchmarks": [record.benchmarks[0].model_copy(update={"benchmark": "a\x1b[2J\u202eb"})]}
+    )
     [run] = library.info([hostile], connect=conn.connect)
     [bench] = run.benchmarks
     assert bench.attempts[0].attempt.cause is None  # no word this version knows
@@ -180,13 +196,27 @@ def test_readme_example(base, tmp_path, conn, cluster) -> None:
     base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 8}}
     record = submitted(base, tmp_path, conn, "math", "code", math={"resumable": True})
     t0, successor = README_START, cluster.add_job("gym-math", "COMPLETED")
-    job_file(record, "math", contract.CHAIN_FILE, "".join([
-        contract.chain_record("start", "100", t0, 0),
-        contract.chain_record("successor", successor, "100"),
-        contract.chain_record("verdict", "100", "service-died", 1800, 40, "retry",
-                              "a service died while the driver ran after 1800s, 40 new rollout(s)"),
-        contract.chain_record("start", successor, t0 + 1900, 40),
-    ]))  # fmt: skip
+    job_file(
+        record,
+        "math",
+        contract.CHAIN_FILE,
+        "".join(
+            [
+                contract.chain_record("start", "100", t0, 0),
+                contract.chain_record("successor", successor, "100"),
+                contract.chain_record(
+                    "verdict",
+                    "100",
+                    "service-died",
+                    1800,
+                    40,
+                    "retry",
+                    "a service died while the driver ran after 1800s, 40 new rollout(s)",
+                ),
+                contract.chain_record("start", successor, t0 + 1900, 40),
+            ]
+        ),
+    )
     cluster.set_state("100", "FAILED")
     job_wrote(record, "math", "100", "failed", "service policy died on node n1 (exit status 137)")
     recorded_cause(record, "math", "100", "service-died")

@@ -49,7 +49,7 @@ def test_the_configs_extra_args_stay_last_as_written(base) -> None:
     base["services"]["policy"]["extra_args"] = "--seed 1"
     [step] = plan_of(base).jobs[0].steps
     assert step.argv[-2:] == ("--seed", "1")
-    assert f"{RUN_ID}-answer-judge-policy" in step.argv[: -2]
+    assert f"{RUN_ID}-answer-judge-policy" in step.argv[:-2]
 
 
 def test_the_alias_comes_after_the_names_a_config_serves_so_clients_see_those() -> None:
@@ -62,7 +62,7 @@ def test_the_alias_comes_after_the_names_a_config_serves_so_clients_see_those() 
 
 
 def test_an_alias_holds_only_characters_vllm_and_json_pass_unchanged() -> None:
-    assert serving_identity("run", "/runs/run/we ird\"name", "pol$icy") == "run-we_ird_name-pol_icy"
+    assert serving_identity("run", '/runs/run/we ird"name', "pol$icy") == "run-we_ird_name-pol_icy"
 
 
 def test_a_shared_deployment_serves_one_alias_for_its_one_job(base) -> None:
@@ -98,8 +98,9 @@ def test_a_config_that_says_how_nodes_are_shared_keeps_its_word(base, option, va
 
 def test_each_component_of_a_heterogeneous_job_asks_for_whole_nodes(base) -> None:
     base["compute"]["cluster"]["node_pools"] = {
-        "gpu": {"partition": "p", "gpus_per_node": 4}, "cpu": {"partition": "c", "gpus_per_node": None}
-    }  # fmt: skip
+        "gpu": {"partition": "p", "gpus_per_node": 4},
+        "cpu": {"partition": "c", "gpus_per_node": None},
+    }
     base["services"]["policy"]["node_pool"] = "gpu"
     components = plan_of(base).jobs[0].directives
     assert len(components) == 2 and all(("exclusive", None) in c for c in components)
@@ -151,10 +152,15 @@ def _bash(tmp_path: Path, lib: Path, body: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
 
 
-def _health_check(tmp_path: Path, base: dict, port: int, identity: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return _bash(tmp_path, _library(tmp_path, base),
-                 f"declare -A GYM_SERVICE_STEPS=([policy]=policy) GYM_STEP_PID=([policy]=$$)\n"
-                 f"gym_wait_http policy http://127.0.0.1:{port}/health {timeout} {identity}")  # fmt: skip
+def _health_check(
+    tmp_path: Path, base: dict, port: int, identity: str, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    return _bash(
+        tmp_path,
+        _library(tmp_path, base),
+        f"declare -A GYM_SERVICE_STEPS=([policy]=policy) GYM_STEP_PID=([policy]=$$)\n"
+        f"gym_wait_http policy http://127.0.0.1:{port}/health {timeout} {identity}",
+    )
 
 
 def test_a_server_that_lists_this_jobs_alias_passes_the_health_check(tmp_path, base, server) -> None:
@@ -185,9 +191,14 @@ def test_a_model_list_that_cannot_be_read_is_no_proof_of_another_server(tmp_path
     assert "another server" not in state
 
 
-@pytest.mark.parametrize("change", [
-    {"extra_args": "--api-key sk-1"}, {"env": {"VLLM_API_KEY": "host:KEY"}}, {"health_check": {"port": 9999}},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"extra_args": "--api-key sk-1"},
+        {"env": {"VLLM_API_KEY": "host:KEY"}},
+        {"health_check": {"port": 9999}},
+    ],
+)
 def test_no_identity_is_asked_where_the_health_check_cannot_ask_it(base, change, monkeypatch) -> None:
     monkeypatch.setenv("KEY", "k")
     base["services"]["policy"].update(change)
@@ -223,21 +234,34 @@ def test_a_port_already_held_when_a_step_starts_is_named_as_such(tmp_path, base)
 def test_a_step_that_refused_its_port_is_reported_with_its_reason(tmp_path, base) -> None:
     lib = _library(tmp_path, base)
     state = tmp_path / "job" / contract.MARKERS_DIR / "j1"
-    body = ("declare -A GYM_SERVICE_STEPS=([policy]=policy) GYM_STEP_PID=([policy]=$$)\n"
-            f"echo 1 >{state}/{contract.EXITED_DIR}/policy@n1\n"
-            f"echo 'port 8000 on node n1 was already in use before policy started' >{state}/{contract.WHY_DIR}/policy@n1\n"
-            "gym_check_alive policy")  # fmt: skip
+    body = (
+        "declare -A GYM_SERVICE_STEPS=([policy]=policy) GYM_STEP_PID=([policy]=$$)\n"
+        f"echo 1 >{state}/{contract.EXITED_DIR}/policy@n1\n"
+        f"echo 'port 8000 on node n1 was already in use before policy started' >{state}/{contract.WHY_DIR}/policy@n1\n"
+        "gym_check_alive policy"
+    )
     proc = _bash(tmp_path, lib, body)
     assert proc.returncode == 1
-    assert "service policy died on node n1 (port 8000 on node n1 was already in use" in (state / contract.STATE_FILE).read_text()
+    assert (
+        "service policy died on node n1 (port 8000 on node n1 was already in use"
+        in (state / contract.STATE_FILE).read_text()
+    )
 
 
 # -- --last -------------------------------------------------------------------------------------------
 
 
 def _record(run_id: str, origin: str | None, user: str = "me", at: str = "2026-01-01T00:00:00.000Z"):
-    return record.SubmissionRecord(gym_job_id=run_id, submitted_at=at, run_dir=f"/r/{run_id}", cluster="c",
-                                   executor="local", submitted_by=user, benchmarks=[], submitted_from=origin)  # fmt: skip
+    return record.SubmissionRecord(
+        gym_job_id=run_id,
+        submitted_at=at,
+        run_dir=f"/r/{run_id}",
+        cluster="c",
+        executor="local",
+        submitted_by=user,
+        benchmarks=[],
+        submitted_from=origin,
+    )
 
 
 @pytest.fixture
@@ -255,8 +279,11 @@ def test_last_is_the_newest_submission_of_this_shell_session(here) -> None:
 
 def test_outside_a_session_with_submissions_last_is_yours_on_this_machine_and_says_so(here, capsys) -> None:
     machine = record.machine_of(here)
-    records = [_record("mine-elsewhere", f"{machine}:terminal-9"), _record("theirs", f"{machine}:t", user="them"),
-               _record("other-machine", "login2:terminal-1")]  # fmt: skip
+    records = [
+        _record("mine-elsewhere", f"{machine}:terminal-9"),
+        _record("theirs", f"{machine}:t", user="them"),
+        _record("other-machine", "login2:terminal-1"),
+    ]
     assert record.your_last(records).gym_job_id == "mine-elsewhere"
     assert "your newest submission on" in capsys.readouterr().err
 

@@ -107,7 +107,9 @@ def test_site_noise_around_sbatch_never_becomes_a_job_id(base, tmp_path, conn, c
     assert [b.job_id for b in record.benchmarks] == ["100", "101"]
 
 
-def test_a_connection_lost_after_the_first_sbatch_is_recovered_into_a_true_record(base, tmp_path, conn, cluster) -> None:
+def test_a_connection_lost_after_the_first_sbatch_is_recovered_into_a_true_record(
+    base, tmp_path, conn, cluster
+) -> None:
     conn.lose_during(1, after_output=f"{contract.JOB_MARKER}a:")
     submission = library.submit(library.prepare(config(base, tmp_path, "a", "b", "c")), connect=conn.connect)
     queued = {b.benchmark: b.job_id for b in submission.records[0].benchmarks}
@@ -152,10 +154,17 @@ def test_a_record_that_cannot_be_written_names_the_queued_jobs(base, tmp_path, c
         f"2 job(s) of run {run.run_id} were queued but the records could not be written into {run.run_dir} "
         f"(disk full); already queued: a=100, b=101; the local index has them (gym eval status {run.run_id})"
     ]
-    assert [b.job_id for b in load_record((Path(os.environ["XDG_CACHE_HOME"]) / "nemo-gym/jobs" / f"{run.run_id}.json").read_text()).benchmarks] == ["100", "101"]
+    assert [
+        b.job_id
+        for b in load_record(
+            (Path(os.environ["XDG_CACHE_HOME"]) / "nemo-gym/jobs" / f"{run.run_id}.json").read_text()
+        ).benchmarks
+    ] == ["100", "101"]
 
 
-def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_failed_reconnect(base, tmp_path, conn, cluster) -> None:
+def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_failed_reconnect(
+    base, tmp_path, conn, cluster
+) -> None:
     conn.lose_after(1)  # every job queued, then the link goes; the reconnect works
     original_take = conn.plan.take
 
@@ -183,10 +192,17 @@ def test_the_queued_jobs_an_error_lists_are_bounded() -> None:
     from nemo_gym.orchestration.library.submitting import _queued_jobs
 
     def record(run_id: str, *jobs: tuple[str, str | None]) -> SubmissionRecord:
-        return SubmissionRecord.model_validate({
-            "gym_job_id": run_id, "submitted_at": "2026-01-01T00:00:00Z", "run_dir": f"/runs/{run_id}",
-            "cluster": "c", "executor": "slurm", "submitted_by": "me", "benchmarks": [{"benchmark": b, "job_dir": f"/runs/{run_id}/{b}", "job_id": j} for b, j in jobs],
-        })  # fmt: skip
+        return SubmissionRecord.model_validate(
+            {
+                "gym_job_id": run_id,
+                "submitted_at": "2026-01-01T00:00:00Z",
+                "run_dir": f"/runs/{run_id}",
+                "cluster": "c",
+                "executor": "slurm",
+                "submitted_by": "me",
+                "benchmarks": [{"benchmark": b, "job_dir": f"/runs/{run_id}/{b}", "job_id": j} for b, j in jobs],
+            }
+        )
 
     records = [record("r1", ("a", "1"), ("b", None), ("c", "3")), record("r2", ("a", "4"), ("b", "5"))]
     assert _queued_jobs(records, None) == "a=1, c=3; a=4, b=5"
@@ -236,7 +252,10 @@ def test_status_without_accounting_and_with_it(base, tmp_path, conn, cluster) ->
     cluster.forget("100")
     assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"][0] == "unknown"
     cluster.accounting = True
-    assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"] == ("timed out", "walltime reached (its limit)")
+    assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"] == (
+        "timed out",
+        "walltime reached (its limit)",
+    )
 
 
 def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tmp_path, conn, cluster) -> None:
@@ -281,8 +300,9 @@ def test_cancel_stops_what_runs_and_leaves_what_ended(base, tmp_path, conn, clus
     assert report.ok and cluster.cancelled_ids() == ["100"]
     assert (job_dir(record, "a") / contract.state_dir("100") / contract.CANCELLED_FILE).exists()
     assert by_benchmark(library.status([record], connect=conn.connect)[0])["a"] == (
-        "cancelled", "cancelled by the user (gym eval cancel)"
-    )  # fmt: skip
+        "cancelled",
+        "cancelled by the user (gym eval cancel)",
+    )
 
 
 def test_cancel_stops_a_chain_its_running_job_and_the_one_queued_behind_it(base, tmp_path, conn, cluster) -> None:
@@ -388,7 +408,9 @@ def test_results_are_results_only_when_the_job_succeeded(base, tmp_path, conn, c
         job_wrote(record, name, job_id, phase)
         job_file(record, name, contract.ROLLOUTS_FILE, rollout_rows(pairs[:3] if name == "cut" else pairs))
         job_file(record, name, contract.MATERIALIZED_INPUTS_FILE, rollout_rows(pairs))
-        job_file(record, name, "artifacts/b_aggregate_metrics.json", json.dumps({"mean/reward": 0.75, "nested": {"k": 2}}))
+        job_file(
+            record, name, "artifacts/b_aggregate_metrics.json", json.dumps({"mean/reward": 0.75, "nested": {"k": 2}})
+        )
     run = library.results([record], connect=conn.connect)[0]
     good, cut = run.benchmarks
     assert good.metrics == {"mean/reward": 0.75, "nested/k": 2.0} and good.complete and good.note is None
@@ -452,7 +474,12 @@ def test_with_accounting_gpu_hours_come_from_sacct(base, tmp_path, conn, cluster
     job_wrote(record, "a", "100", "succeeded")
     job_events(record, "a", "100", "10005 job-start", "10010 job-end 0")  # accounting wins over the job's own word
     [job] = library.status([record], connect=conn.connect)[0].jobs
-    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.gpus, job.usage.source) == (3600.0, 8.0, 8, "accounting")
+    assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.gpus, job.usage.source) == (
+        3600.0,
+        8.0,
+        8,
+        "accounting",
+    )
     [sacct] = [argv for argv in cluster.calls("sacct") if "JobID,ElapsedRaw,AllocTRES" in argv]
     assert "-D" in sacct  # every run of a requeued job
     cluster.slurmdbd_down = True  # accounting unreachable: the job's own record instead
@@ -466,8 +493,11 @@ def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
     successor = cluster.add_job("gym-long", "COMPLETED")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1000, 0) + contract.chain_record("successor", successor, "100")
-                     + contract.chain_record("start", successor, 5000, 40))  # fmt: skip
+    chain.write_text(
+        contract.chain_record("start", "100", 1000, 0)
+        + contract.chain_record("successor", successor, "100")
+        + contract.chain_record("start", successor, 5000, 40)
+    )
     cluster.set_state("100", "TIMEOUT")
     job_wrote(record, "long", "100", "failed", "stopped by its walltime")
     job_wrote(record, "long", successor, "succeeded", "driver finished")
@@ -477,7 +507,9 @@ def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
     assert job.chain == ["100", successor] and job.usage.wall_seconds == 3600 + 1800 and job.usage.gpu_hours == 12.0
 
 
-def test_benchmarks_of_a_shared_deployment_show_its_job_and_the_total_counts_it_once(base, tmp_path, conn, cluster) -> None:
+def test_benchmarks_of_a_shared_deployment_show_its_job_and_the_total_counts_it_once(
+    base, tmp_path, conn, cluster
+) -> None:
     base["compute"]["cluster"]["node_pools"] = GPU_POOL
     base["job"]["deployment"] = "shared"
     record = submitted(base, tmp_path, conn, "a", "b")
@@ -516,11 +548,20 @@ def test_status_calls_a_finished_job_with_missing_samples_incomplete(base, tmp_p
     run = library.status([record], connect=conn.connect)[0]
     assert by_benchmark(run) == {
         "a": ("succeeded", "driver finished"),
-        "b": ("incomplete", "driver finished, but 3 of 6 samples are missing (task 0 rollout 1, task 1 rollout 1, task 2 rollout 0)"),
+        "b": (
+            "incomplete",
+            "driver finished, but 3 of 6 samples are missing (task 0 rollout 1, task 1 rollout 1, task 2 rollout 0)",
+        ),
     }
     assert run.final and not run.succeeded
     b = run.jobs[1].as_dict()
-    assert (b["complete"], b["expected_samples"], b["samples"], b["missing_samples"], b["duplicates"]) == (False, 6, 3, 3, 1)
+    assert (b["complete"], b["expected_samples"], b["samples"], b["missing_samples"], b["duplicates"]) == (
+        False,
+        6,
+        3,
+        3,
+        1,
+    )
 
 
 def test_watching_counts_the_samples_of_an_ended_job_once(base, tmp_path, conn, cluster) -> None:
@@ -553,7 +594,9 @@ def observe_json(run: library.RunStatus) -> str:
 
 def test_a_job_killed_without_its_end_record_counts_to_its_last_sign_of_life(base, tmp_path, conn, cluster) -> None:
     base["compute"]["cluster"]["node_pools"] = GPU_POOL
-    record = library.submit(library.prepare(config(base, tmp_path / "with spaces", "a")), connect=conn.connect).records[0]
+    record = library.submit(library.prepare(config(base, tmp_path / "with spaces", "a")), connect=conn.connect).records[
+        0
+    ]
     assert " " in record.benchmarks[0].job_dir
     cluster.set_state("100", "NODE_FAIL")
     job_wrote(record, "a", "100", "running", "driver")

@@ -104,5 +104,10 @@ def test_no_use_case_has_a_one_and_a_many_twin(module: str) -> None:
         for node in ast.parse(path.read_text()).body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
     }
-    twins = [(name, name + suffix) for name in defined for suffix in ("_runs", "_of_runs", "_sweep") if name + suffix in defined]
+    twins = [
+        (name, name + suffix)
+        for name in defined
+        for suffix in ("_runs", "_of_runs", "_sweep")
+        if name + suffix in defined
+    ]
     assert not twins

@@ -37,7 +37,10 @@ TOKEN = "otel-token-s3cret-value"
 HF_TOKEN = "hf-secret-of-a-service"
 # gym_telemetry off: these tests are about the collector, and have no driver.gym_install to install gym's.
 DESTINATION = {
-    "enabled": True, "endpoint": "https://otel.example.com", "service_name": "gym-evals", "gym_telemetry": False
+    "enabled": True,
+    "endpoint": "https://otel.example.com",
+    "service_name": "gym-evals",
+    "gym_telemetry": False,
 }
 
 
@@ -155,9 +158,15 @@ def test_metrics_nodes_follow_the_step_kind() -> None:
     def step(kind: type, start: int, count: int, **more) -> Step:
         nodes = NodeSlice(start, count)
         return kind(
-            name="p", service="p", nodes=nodes, env=(), pre_command="", argv=("vllm",),
-            launch=Launch("p", "/j", nodes, None, (), False), **more,
-        )  # fmt: skip
+            name="p",
+            service="p",
+            nodes=nodes,
+            env=(),
+            pre_command="",
+            argv=("vllm",),
+            launch=Launch("p", "/j", nodes, None, (), False),
+            **more,
+        )
 
     assert metrics_nodes(step(PlainStep, 2, 1)) == (2,)
     assert metrics_nodes(step(PlainStep, 2, 2)) == (2, 3)  # a plain step serves on each of its nodes
@@ -172,8 +181,12 @@ def test_each_model_service_gets_its_own_job_on_its_own_pool(base) -> None:
     }
     base["services"]["policy"]["node_pool"] = "a"
     base["services"]["judge"] = {
-        "type": "vllm", "container": "c", "model": "j", "node_pool": "b", "port": 8001,
-    }  # fmt: skip
+        "type": "vllm",
+        "container": "c",
+        "model": "j",
+        "node_pool": "b",
+        "port": 8001,
+    }
     config = _with_otel(base, component="evals")
     _, doc, _ = _render(config)
     scrapes = _scrapes(doc)
@@ -286,7 +299,9 @@ def test_metric_names_lose_their_colons_in_the_metrics_pipeline_only(base) -> No
 def test_dollars_in_literals_are_escaped(base) -> None:
     config = _with_otel(base, service_name="cost$center")
     text, doc, _ = _render(config)
-    assert {"key": "service.name", "value": "cost$$center", "action": "upsert"} in doc["processors"]["resource"]["attributes"]
+    assert {"key": "service.name", "value": "cost$$center", "action": "upsert"} in doc["processors"]["resource"][
+        "attributes"
+    ]
     assert check_collector_config(text) == []
 
 
@@ -370,25 +385,53 @@ def _break(mutate) -> list[str]:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["service"]["pipelines"]["logs"]["exporters"].append("debug"), "'debug' is not defined under exporters"),
-        (lambda d: d["service"]["pipelines"]["traces"]["receivers"].append("prometheus"), "'prometheus' only produces metrics"),
+        (
+            lambda d: d["service"]["pipelines"]["logs"]["exporters"].append("debug"),
+            "'debug' is not defined under exporters",
+        ),
+        (
+            lambda d: d["service"]["pipelines"]["traces"]["receivers"].append("prometheus"),
+            "'prometheus' only produces metrics",
+        ),
         (lambda d: d["processors"].update({"unused": {}}), "processors::unused: defined but used by no pipeline"),
         (lambda d: d["service"]["extensions"].append("pprof"), "'pprof' is not defined under extensions"),
-        (lambda d: d["exporters"]["otlphttp"]["headers"].update(Authorization=f"Bearer {TOKEN}"), "never a literal token"),
+        (
+            lambda d: d["exporters"]["otlphttp"]["headers"].update(Authorization=f"Bearer {TOKEN}"),
+            "never a literal token",
+        ),
         (lambda d: d["exporters"]["otlphttp"].update(endpoint=f"https://x/{TOKEN}"), "holds a secret value literally"),
-        (lambda d: d["exporters"]["otlphttp"]["headers"].update(Authorization="Bearer ${OTEL_TOKEN}"), "not a well-formed ${env:NAME}"),
+        (
+            lambda d: d["exporters"]["otlphttp"]["headers"].update(Authorization="Bearer ${OTEL_TOKEN}"),
+            "not a well-formed ${env:NAME}",
+        ),
         (lambda d: d["exporters"]["file/logs"].update(path="/runs/$HOME/x"), "not a well-formed ${env:NAME}"),
         (lambda d: d["exporters"]["file/logs"].update(path="/runs/${env:1BAD}/x"), "not a well-formed ${env:NAME}"),
-        (lambda d: d["receivers"]["otlp"]["protocols"]["http"].update(endpoint="0.0.0.0:4319"), "must listen on port 4318"),
+        (
+            lambda d: d["receivers"]["otlp"]["protocols"]["http"].update(endpoint="0.0.0.0:4319"),
+            "must listen on port 4318",
+        ),
         (lambda d: d["receivers"]["otlp"]["protocols"]["grpc"].update(endpoint="localhost:4317"), "must bind 0.0.0.0"),
         (lambda d: d["extensions"]["health_check"].update(endpoint="0.0.0.0:4317"), "must listen on port 13133"),
         (
-            lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][1]["static_configs"][0]["targets"].append("${env:GYM_NODE_0}:9100"),
+            lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][1]["static_configs"][0][
+                "targets"
+            ].append("${env:GYM_NODE_0}:9100"),
             "also scraped by job 'dcgm'",
         ),
-        (lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][1].update(job_name="node"), "job_name 'node' is used twice"),
-        (lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][0].update(scrape_timeout="30s"), "exceeds scrape_interval"),
-        (lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][0]["static_configs"][0].update(targets=["${env:GYM_NODE_0}"]), "is not host:port"),
+        (
+            lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][1].update(job_name="node"),
+            "job_name 'node' is used twice",
+        ),
+        (
+            lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][0].update(scrape_timeout="30s"),
+            "exceeds scrape_interval",
+        ),
+        (
+            lambda d: d["receivers"]["prometheus"]["config"]["scrape_configs"][0]["static_configs"][0].update(
+                targets=["${env:GYM_NODE_0}"]
+            ),
+            "is not host:port",
+        ),
         (lambda d: d.update(exporter={}), "exporter: unknown top-level section"),
     ],
 )
@@ -417,7 +460,14 @@ def test_real_collector_validates_the_rendered_config(name, tmp_path) -> None:
     for job in plan.jobs:
         path = tmp_path / f"{job.benchmark}.yaml"
         path.write_text(render_collector_config(plan.run_id, job))
-        env = {**os.environ, **{v: "127.0.0.1" for v in collector_env_names(job) if v.startswith("GYM_NODE_")},
-               "GYM_JOB_ID": "1", "SLURM_JOB_ID": "1", "USER": "ci"}  # fmt: skip
-        proc = subprocess.run(["otelcol-contrib", "validate", "--config", str(path)], capture_output=True, text=True, env=env)
+        env = {
+            **os.environ,
+            **{v: "127.0.0.1" for v in collector_env_names(job) if v.startswith("GYM_NODE_")},
+            "GYM_JOB_ID": "1",
+            "SLURM_JOB_ID": "1",
+            "USER": "ci",
+        }
+        proc = subprocess.run(
+            ["otelcol-contrib", "validate", "--config", str(path)], capture_output=True, text=True, env=env
+        )
         assert proc.returncode == 0, proc.stderr

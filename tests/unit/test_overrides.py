@@ -24,8 +24,27 @@ def as_gym_sees_it(tokens: list[str]) -> dict:
 
 @pytest.mark.parametrize(
     "value",
-    ["x y", "it's", 'say "hi"', "a,b", "${x}", "\\${x}", "back\\slash", "tr\\", "\\'", "true", "", "null",
-     "$HOME", "[1,2]", "{a: b}", "=", "  spaces  ", "ünïcode", "a\nb"],
+    [
+        "x y",
+        "it's",
+        'say "hi"',
+        "a,b",
+        "${x}",
+        "\\${x}",
+        "back\\slash",
+        "tr\\",
+        "\\'",
+        "true",
+        "",
+        "null",
+        "$HOME",
+        "[1,2]",
+        "{a: b}",
+        "=",
+        "  spaces  ",
+        "ünïcode",
+        "a\nb",
+    ],
 )
 def test_strings_survive(value) -> None:
     assert as_gym_sees_it(flatten_overrides({"k": value})) == {"k": value}
@@ -47,7 +66,7 @@ def test_keys_that_hydra_cannot_take_are_refused() -> None:
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
 _values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**9, 10**9) | _text,
+    st.none() | st.booleans() | st.integers(-(10**9), 10**9) | _text,
     lambda inner: st.lists(inner, max_size=4),
     max_leaves=8,
 )

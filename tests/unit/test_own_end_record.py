@@ -26,8 +26,9 @@ def probe(phase: str, job_end: str | None, fields: str, attempt: str = "0") -> J
     return JobProbe(StateFile.from_fields(own), SLURM.describe([fields, ""]), False, job_end)
 
 
-@pytest.mark.parametrize("fields", ["JobState=PENDING Reason=Priority", "JobState=CANCELLED", "JobState=TIMEOUT",
-                                    "JobState=NODE_FAIL"])  # fmt: skip
+@pytest.mark.parametrize(
+    "fields", ["JobState=PENDING Reason=Priority", "JobState=CANCELLED", "JobState=TIMEOUT", "JobState=NODE_FAIL"]
+)
 def test_a_job_that_ended_0_by_its_own_record_succeeded_whatever_slurm_says_of_its_id(fields) -> None:
     state, detail = astuple(SLURM.job_state("100", probe("succeeded", "0", fields), 12, {}))
     word = fields.split()[0].split("=")[1]
@@ -58,7 +59,9 @@ def test_a_job_slurm_requeued_since_is_queued_not_its_earlier_runs_end() -> None
 
 def test_agreeing_answers_carry_no_flag() -> None:
     for fields in ("JobState=COMPLETED", "JobState=COMPLETING", ""):
-        assert SLURM.job_state("100", probe("succeeded", "0", fields), 0, {}) == JobState(Status.SUCCEEDED, "driver finished")
+        assert SLURM.job_state("100", probe("succeeded", "0", fields), 0, {}) == JobState(
+            Status.SUCCEEDED, "driver finished"
+        )
 
 
 # -- through the probe, against the fake cluster -----------------------------------------------------

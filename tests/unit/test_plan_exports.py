@@ -14,10 +14,13 @@ from nemo_gym.orchestration.render import render_run
 BASE = {
     "services": {"policy": {"type": "vllm", "container": "c", "model": "/m/step-10", "served_model_name": "s"}},
     "compute": {"c": {"type": "slurm", "account": "a"}},
-    "driver": {"policy_model": "policy", "benchmarks": {"a": {}, "b": {"export": {"table": None, "wandb": {"project": "p"}}}}},
+    "driver": {
+        "policy_model": "policy",
+        "benchmarks": {"a": {}, "b": {"export": {"table": None, "wandb": {"project": "p"}}}},
+    },
     "job": {"output_path": "/runs", "export": {"mlflow": {"tracking_uri": "http://m:5000"}, "table": {"dir": "/t"}}},
     "otel": {"enabled": False},
-}  # fmt: skip
+}
 
 
 def plan_of(data: dict, sweep_id: str | None = None):
@@ -37,8 +40,12 @@ def test_each_benchmark_exports_what_job_export_and_its_own_export_say() -> None
 
 def test_credentials_travel_in_the_submissions_environment_only_when_set(monkeypatch) -> None:
     config, plan = plan_of(copy.deepcopy(BASE))
-    assert plan.carried_env == ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
-                                "WANDB_API_KEY")  # fmt: skip
+    assert plan.carried_env == (
+        "MLFLOW_TRACKING_TOKEN",
+        "MLFLOW_TRACKING_USERNAME",
+        "MLFLOW_TRACKING_PASSWORD",
+        "WANDB_API_KEY",
+    )
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "tok-123")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     secrets = submission_secrets(config, plan)

@@ -15,14 +15,23 @@ HET = {
         "judge": {"type": "vllm", "container": "v", "model": "small", "port": 8001, "node_pool": "small"},
         "envs": {"type": "ray", "container": "r", "node_pools": ["cpu"]},
     },
-    "compute": {"c": {"type": "slurm", "account": "a", "walltime": "1:00:00", "extra_args": {"exclusive": ""},
-                      "node_pools": {"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4},
-                                     "small": {"partition": "small", "nodes": 1, "gpus_per_node": 1},
-                                     "cpu": {"partition": "cpu", "nodes": 1, "ntasks_per_node": 2}}}},
+    "compute": {
+        "c": {
+            "type": "slurm",
+            "account": "a",
+            "walltime": "1:00:00",
+            "extra_args": {"exclusive": ""},
+            "node_pools": {
+                "gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4},
+                "small": {"partition": "small", "nodes": 1, "gpus_per_node": 1},
+                "cpu": {"partition": "cpu", "nodes": 1, "ntasks_per_node": 2},
+            },
+        }
+    },
     "driver": {"policy_model": "policy", "benchmarks": {"b": {}}},
     "job": {"output_path": "/runs"},
     "otel": {"enabled": False},
-}  # fmt: skip
+}
 
 
 def job_of(data: dict):
@@ -46,8 +55,11 @@ def test_every_step_runs_in_its_pools_component_and_is_told_whether_it_has_gpus(
     job = job_of(copy.deepcopy(HET))
     launches = {step.name: step.launch for step in job.steps}
     assert {name: launch.component for name, launch in launches.items()} == {
-        "policy": 0, "judge": 1, "envs": 0, "envs_cpu_workers": 2,  # the Ray head beside the driver
-    }  # fmt: skip
+        "policy": 0,
+        "judge": 1,
+        "envs": 0,
+        "envs_cpu_workers": 2,  # the Ray head beside the driver
+    }
     assert launches["judge"].gpus and not launches["envs_cpu_workers"].gpus
     assert job.driver.launch.component == 0 and job.driver.node == 0
     urls = {url.service: (url.node, url.port) for url in job.service_urls}

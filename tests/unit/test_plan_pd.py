@@ -14,14 +14,29 @@ from nemo_gym.orchestration.plan import PlainStep, VllmDataParallelStep, VllmRou
 from nemo_gym.orchestration.validate import validate_config
 
 PD = {
-    "services": {"pd": {"type": "vllm_pd", "container": "c", "model": "m",
-                        "prefill": {"node_pool": "p"}, "decode": {"node_pool": "d", "number_of_instances": 2}}},
-    "compute": {"cluster": {"type": "slurm", "account": "a", "node_pools": {
-        "p": {"partition": "x", "nodes": 1, "gpus_per_node": 1}, "d": {"partition": "x", "nodes": 2, "gpus_per_node": 1}}}},
+    "services": {
+        "pd": {
+            "type": "vllm_pd",
+            "container": "c",
+            "model": "m",
+            "prefill": {"node_pool": "p"},
+            "decode": {"node_pool": "d", "number_of_instances": 2},
+        }
+    },
+    "compute": {
+        "cluster": {
+            "type": "slurm",
+            "account": "a",
+            "node_pools": {
+                "p": {"partition": "x", "nodes": 1, "gpus_per_node": 1},
+                "d": {"partition": "x", "nodes": 2, "gpus_per_node": 1},
+            },
+        }
+    },
     "driver": {"policy_model": "pd", "benchmarks": {"b": {}}},
     "job": {"output_path": "/runs"},
     "otel": {"enabled": False},
-}  # fmt: skip
+}
 
 
 def plan_of(data: dict):

@@ -33,24 +33,37 @@ def remedy(status: Status, cause: Cause | None = None, samples: Samples | None =
 # (status, samples, cause) -> remedy, with the budget not spent (1 of 3 attempts).
 TABLE = [
     # still going: nothing to resubmit, whatever else is known
-    *[(s, k, c, Remedy.WAIT) for s in (Status.QUEUED, Status.STARTING, Status.RUNNING) for k in SAMPLES
-      for c in (None, Cause.DRIVER_FAILED)],
+    *[
+        (s, k, c, Remedy.WAIT)
+        for s in (Status.QUEUED, Status.STARTING, Status.RUNNING)
+        for k in SAMPLES
+        for c in (None, Cause.DRIVER_FAILED)
+    ],
     # ended well
     *[(s, "complete", None, Remedy.NOTHING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
     *[(s, "four missing", None, Remedy.GENERATE_MISSING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
     *[(s, "unknown", None, Remedy.UNKNOWN) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
     # ended badly: a cause a rerun repeats stops, whatever was written; any other re-queues
-    *[(s, k, c, Remedy.STOP_WOULD_REPEAT) for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-      for k in SAMPLES for c in REPEATING],
-    *[(s, k, c, Remedy.REQUEUE) for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-      for k in SAMPLES for c in [None, *NOT_REPEATING]],
+    *[
+        (s, k, c, Remedy.STOP_WOULD_REPEAT)
+        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+        for k in SAMPLES
+        for c in REPEATING
+    ],
+    *[
+        (s, k, c, Remedy.REQUEUE)
+        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+        for k in SAMPLES
+        for c in [None, *NOT_REPEATING]
+    ],
     # nothing tells its state
     *[(Status.UNKNOWN, k, c, Remedy.UNKNOWN) for k in SAMPLES for c in (None, Cause.SIGNAL)],
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("status", "samples", "cause", "expected"), TABLE,
-                         ids=[f"{s}-{k}-{c}" for s, k, c, _ in TABLE])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "samples", "cause", "expected"), TABLE, ids=[f"{s}-{k}-{c}" for s, k, c, _ in TABLE]
+)
 def test_row(status: Status, samples: str, cause: Cause | None, expected: Remedy) -> None:
     assert remedy(status, cause, SAMPLES[samples]) == expected
 
@@ -82,40 +95,57 @@ def test_generate_missing_names_twenty_pairs_and_counts_the_rest() -> None:
     assert made.text.endswith("task 19 rollout 0 and 30 more")
 
 
-@pytest.mark.parametrize(("cause", "fix"), [(Cause.DRIVER_FAILED, "gym eval logs RUN BENCHMARK --driver"),
-                                            (Cause.STARTUP_FAILED, "--service NAME")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cause", "fix"),
+    [(Cause.DRIVER_FAILED, "gym eval logs RUN BENCHMARK --driver"), (Cause.STARTUP_FAILED, "--service NAME")],
+)
 def test_a_repeating_cause_says_why_and_what_to_fix(cause: Cause, fix: str) -> None:
     text = plan(Evidence(Status.FAILED, cause)).text
     assert text.startswith(f"stop: {cause.text} ({cause}), and a rerun would fail the same way; see ")
     assert fix in text
 
 
-@pytest.mark.parametrize(("status", "cause", "why"), [
-    (Status.TIMED_OUT, Cause.WALLTIME, "it reached its walltime"),
-    (Status.FAILED, Cause.SERVICE_DIED, "a service died while the driver ran"),
-    (Status.FAILED, None, "it failed"),
-    (Status.CANCELLED, None, "it was cancelled"),
-    (Status.TIMED_OUT, None, "it timed out"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "cause", "why"),
+    [
+        (Status.TIMED_OUT, Cause.WALLTIME, "it reached its walltime"),
+        (Status.FAILED, Cause.SERVICE_DIED, "a service died while the driver ran"),
+        (Status.FAILED, None, "it failed"),
+        (Status.CANCELLED, None, "it was cancelled"),
+        (Status.TIMED_OUT, None, "it timed out"),
+    ],
+)
 def test_a_requeue_says_why_and_what_it_keeps(status: Status, cause: Cause | None, why: str) -> None:
-    assert plan(Evidence(status, cause, FOUR_MISSING)).text == f"re-queue: {why}; continue from what is on disk, keeping its 8 samples written"
+    assert (
+        plan(Evidence(status, cause, FOUR_MISSING)).text
+        == f"re-queue: {why}; continue from what is on disk, keeping its 8 samples written"
+    )
     assert plan(Evidence(status, cause)).text == f"re-queue: {why}; continue from what is on disk"
 
 
 def test_unknown_completeness_is_refused_with_the_reason() -> None:
-    assert plan(Evidence(Status.SUCCEEDED)).text.startswith("refused: its completeness is unknown (no list of expected samples")
+    assert plan(Evidence(Status.SUCCEEDED)).text.startswith(
+        "refused: its completeness is unknown (no list of expected samples"
+    )
 
 
 # -- the budget -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("status", "cause", "samples"), [
-    (Status.INCOMPLETE, None, FOUR_MISSING), (Status.FAILED, Cause.SERVICE_DIED, None), (Status.TIMED_OUT, None, COMPLETE),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "cause", "samples"),
+    [
+        (Status.INCOMPLETE, None, FOUR_MISSING),
+        (Status.FAILED, Cause.SERVICE_DIED, None),
+        (Status.TIMED_OUT, None, COMPLETE),
+    ],
+)
 def test_a_remedy_that_acts_stops_once_the_attempts_are_spent(status: Status, cause: Cause | None, samples) -> None:
     assert plan(Evidence(status, cause, samples, attempts=2, max_attempts=3)).remedy.acts
     spent = plan(Evidence(status, cause, samples, attempts=3, max_attempts=3))
-    assert spent == Plan(Remedy.STOP_BUDGET_SPENT, "stop: 3 of 3 attempts made; to allow another, pass --max-attempts 4")
+    assert spent == Plan(
+        Remedy.STOP_BUDGET_SPENT, "stop: 3 of 3 attempts made; to allow another, pass --max-attempts 4"
+    )
 
 
 def test_a_spent_budget_does_not_hide_what_needs_no_attempt() -> None:
@@ -133,10 +163,21 @@ def test_the_default_budget_is_the_documented_flag() -> None:
 # -- any evidence --------------------------------------------------------------------------------------------
 
 pairs = st.tuples(st.integers(-(2**40), 2**40), st.integers(-5, 10**6))
-samples = st.none() | st.builds(Samples, st.integers(-5, 10**9), st.integers(-5, 10**9), st.integers(-5, 10**9),
-                                 st.lists(pairs, max_size=40).map(tuple))  # fmt: skip
-evidence = st.builds(Evidence, st.sampled_from(Status), st.none() | st.sampled_from(Cause), samples,
-                     st.integers(-5, 10**6), st.integers(-5, 10**6))  # fmt: skip
+samples = st.none() | st.builds(
+    Samples,
+    st.integers(-5, 10**9),
+    st.integers(-5, 10**9),
+    st.integers(-5, 10**9),
+    st.lists(pairs, max_size=40).map(tuple),
+)
+evidence = st.builds(
+    Evidence,
+    st.sampled_from(Status),
+    st.none() | st.sampled_from(Cause),
+    samples,
+    st.integers(-5, 10**6),
+    st.integers(-5, 10**6),
+)
 
 
 @given(evidence)

@@ -28,8 +28,9 @@ def test_labels_that_differ_in_one_number_are_a_numeric_axis() -> None:
     axis = x_axis("services.policy.model", ["/ckpt/step-1000/hf", "/ckpt/step-3000/hf", "/ckpt/step-2000/hf"])
     assert axis.numeric and axis.positions == [1000.0, 3000.0, 2000.0]
     assert axis.title == "services.policy.model: /ckpt/step-N/hf" and axis.ticks == ["1000", "3000", "2000"]
-    assert x_axis("m", ["/a/very/long/checkpoint/directory/step-1", "/a/very/long/checkpoint/directory/step-2"]).title == (
-        "m: …checkpoint/directory/step-N")
+    assert x_axis(
+        "m", ["/a/very/long/checkpoint/directory/step-1", "/a/very/long/checkpoint/directory/step-2"]
+    ).title == ("m: …checkpoint/directory/step-N")
     assert x_axis("lr", ["1e-5", "3e-5"]).positions == [1e-5, 3e-5]
     assert x_axis("RUN", ["step-10", "step-20"]).title == "step-N"
 
@@ -47,7 +48,9 @@ def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_pa
     # Nothing fetched: no script, stylesheet, image or font from anywhere (SVG's xmlns is a name, not a fetch).
     assert not re.search(r"<script|<link|<img|<iframe|@import|url\((?!#)", html)  # url(#id): a clip path in the SVG
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
-    rows = re.findall(r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html)
+    rows = re.findall(
+        r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html
+    )
     assert rows == [
         ("step-1000", "complete", "0.0000", "12/12 samples"),
         ("step-2000", "complete", "0.5000", "12/12 samples"),
@@ -59,8 +62,11 @@ def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_pa
 
 def test_two_runs_add_their_comparison_with_the_tasks_that_flipped(tmp_path) -> None:
     base, candidate, _ = checkpoint_runs(tmp_path)
-    html = report_html(library.results([run_in_directory(str(base)), run_in_directory(str(candidate))]),
-                       "reward", library.compare(run_in_directory(str(base)), run_in_directory(str(candidate))))  # fmt: skip
+    html = report_html(
+        library.results([run_in_directory(str(base)), run_in_directory(str(candidate))]),
+        "reward",
+        library.compare(run_in_directory(str(base)), run_in_directory(str(candidate))),
+    )
     section = html[html.index('<table id="comparison">') :]
     assert "<h2>step-2000 against step-1000</h2>" in html
     assert "+0.5000" in section and 'class="improved">improved' in section and "up: 0, 1, 2, 3, 4, 5" in section
@@ -98,7 +104,9 @@ def test_without_matplotlib_the_command_says_what_to_install(tmp_path, capsys, m
     code = main(["eval", "report", str(run_dir), "-o", str(tmp_path / "r.html")])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1
-    assert err.startswith("error: gym eval report draws its charts with matplotlib, which is not installed; pip install")
+    assert err.startswith(
+        "error: gym eval report draws its charts with matplotlib, which is not installed; pip install"
+    )
     assert not (tmp_path / "r.html").exists()
     with pytest.raises(UserError):
         report_html([], "reward")
@@ -112,7 +120,9 @@ def test_a_value_over_unscoreable_rows_or_of_unknown_completeness_is_a_marked_pa
     rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (base / "answer-judge" / contract.MATERIALIZED_INPUTS_FILE).unlink()
     html = report_html(library.results([run_in_directory(str(base)), run_in_directory(str(candidate))]), "reward")
-    cells = re.findall(r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html)
+    cells = re.findall(
+        r'<tr><td class="label">(step-\d+)</td><td class="(\w+)"[^>]*>([\d.]+)<span class="samples">([^<]*)', html
+    )
     assert cells == [
         ("step-1000", "partial", "0.0000", "12/? samples, completeness unknown"),
         ("step-2000", "partial", "0.6000", "12/12 samples, 2 unscored"),

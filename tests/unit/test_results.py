@@ -105,14 +105,20 @@ def test_the_run_with_rollouts_removed_is_incomplete_names_them_and_fails_result
     assert code == 1 and doc["complete"] is False
     [bench] = doc["benchmarks"]
     assert {k: bench[k] for k in ("state", "complete", "expected_samples", "samples")} == {
-        "state": "incomplete", "complete": False, "expected_samples": 12, "samples": 9,
-    }  # fmt: skip
+        "state": "incomplete",
+        "complete": False,
+        "expected_samples": 12,
+        "samples": 9,
+    }
     assert bench["missing"] == [{"task": 3, "rollout": 0}, {"task": 7, "rollout": 0}, {"task": 10, "rollout": 0}]
 
     code, out, _ = cli(capsys, "status", str(run_dir), "--json")
     [job] = json.loads(out)["jobs"]
     assert job["state"] == "incomplete"
-    assert job["detail"] == "driver finished, but 3 of 12 samples are missing (task 3 rollout 0, task 7 rollout 0, task 10 rollout 0)"
+    assert (
+        job["detail"]
+        == "driver finished, but 3 of 12 samples are missing (task 3 rollout 0, task 7 rollout 0, task 10 rollout 0)"
+    )
     assert (job["complete"], job["samples"], job["expected_samples"], job["missing_samples"]) == (False, 9, 12, 3)
 
 
@@ -191,7 +197,10 @@ def test_a_run_without_the_expected_list_is_of_unknown_completeness_never_comple
     ("content", "why"),
     [
         (b"[" * 200_000 + b"\n", "line 1 of the materialized inputs is not a JSON object"),
-        (b'{"_ng_task_index": 0, "_ng_rollout_index": 0}\n\xff\xfe\n', "line 2 of the materialized inputs is not a JSON object"),
+        (
+            b'{"_ng_task_index": 0, "_ng_rollout_index": 0}\n\xff\xfe\n',
+            "line 2 of the materialized inputs is not a JSON object",
+        ),
         (b"null\n", "line 1 of the materialized inputs is not a JSON object"),
     ],
     ids=["200000-deep", "not-utf-8", "not-an-object"],
@@ -202,7 +211,9 @@ def test_an_unreadable_expected_list_is_completeness_unknown_in_one_line(tmp_pat
     [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert result.complete is None and result.state == "succeeded"
     assert result.completeness_reason is not None and why in result.completeness_reason
-    assert result.completeness_reason.startswith("artifacts/rollouts_materialized_inputs.jsonl cannot be trusted (line ")
+    assert result.completeness_reason.startswith(
+        "artifacts/rollouts_materialized_inputs.jsonl cannot be trusted (line "
+    )
     code, out, err = cli(capsys, "results", str(run_dir), "--json")
     assert code == 1 and json.loads(out)["complete"] is None and err == ""
 
@@ -243,7 +254,10 @@ def test_a_directory_that_is_not_a_run_is_one_clean_error(tmp_path, capsys) -> N
     (tmp_path / "empty").mkdir()
     code, _, err = cli(capsys, "results", str(tmp_path / "empty"))
     assert code == 1
-    assert err == f"error: {tmp_path / 'empty'} is not a run directory (it has no gym-job.json); give the directory gym eval submit printed (<output_path>/<run id>)\n"
+    assert (
+        err
+        == f"error: {tmp_path / 'empty'} is not a run directory (it has no gym-job.json); give the directory gym eval submit printed (<output_path>/<run id>)\n"
+    )
     code, _, err = cli(capsys, "results", str(tmp_path / "nowhere"))
     assert code == 1 and err.startswith(f"error: no run directory {tmp_path / 'nowhere'};")
     (tmp_path / "bad").mkdir()
@@ -279,7 +293,10 @@ def test_several_runs_are_a_run_by_benchmark_table_with_k_of_n_where_incomplete(
     assert lines[1].split() == ["RUN", "answer-judge", "GPU-HOURS", "WALL"]
     # Copies of one run share its id: their directories name them.
     assert [line.split()[:3] for line in lines[2:5]] == [
-        ["step-1000", "0.0000", "-"], ["step-2000", "0.5000", "-"], ["step-3000", "1.0000", "(9/12)"]]
+        ["step-1000", "0.0000", "-"],
+        ["step-2000", "0.5000", "-"],
+        ["step-3000", "1.0000", "(9/12)"],
+    ]
     run_id = json.loads((base / contract.RECORD_FILE).read_text())["gym_job_id"]
     assert lines[5].strip() == f"step-1000: {run_id} {base}"
     code, out, _ = cli(capsys, "results", str(base), str(better), "--json")
@@ -292,7 +309,10 @@ def test_a_metric_no_row_carries_is_one_error_naming_what_there_is(tmp_path, cap
     run_dir = copy_of_the_real_run(tmp_path / "run")
     code, _, err = cli(capsys, "results", str(run_dir), "--metric", "rewrd")
     assert code == 1
-    assert err == "error: no rollout carries a numeric 'rewrd'; the rows have: fn, fp, mask_sample, reward, tn, tp; choose one with --metric NAME\n"
+    assert (
+        err
+        == "error: no rollout carries a numeric 'rewrd'; the rows have: fn, fp, mask_sample, reward, tn, tp; choose one with --metric NAME\n"
+    )
     code, out, _ = cli(capsys, "results", str(run_dir), "--metric", "tn", "--json")
     assert code == 0 and json.loads(out)["benchmarks"][0]["metric"] == "tn"
 
@@ -301,7 +321,9 @@ def test_cancel_refuses_a_directory(tmp_path, capsys) -> None:
     run_dir = copy_of_the_real_run(tmp_path / "run")
     code, _, err = cli(capsys, "cancel", str(run_dir))
     assert code == 1
-    assert err == f"error: gym eval cancel takes a run id from your index (gym eval list), not a directory ({run_dir})\n"
+    assert (
+        err == f"error: gym eval cancel takes a run id from your index (gym eval list), not a directory ({run_dir})\n"
+    )
 
 
 # -- rows without a score, and files nobody should trust ------------------------------------------
@@ -320,15 +342,22 @@ def test_rows_whose_metric_is_nan_infinite_or_a_string_make_the_value_partial_an
     [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks
     assert (result.value, result.scored_tasks, result.written_tasks, result.complete) == (1.0, 6, 12, False)
     assert [(u.task, u.why.value) for u in result.unscoreable] == [
-        (0, "NaN or infinite"), (3, "NaN or infinite"), (5, "NaN or infinite"), (7, "not a number"),
-        (9, "not a number"), (11, "not a number")]  # fmt: skip
+        (0, "NaN or infinite"),
+        (3, "NaN or infinite"),
+        (5, "NaN or infinite"),
+        (7, "not a number"),
+        (9, "not a number"),
+        (11, "not a number"),
+    ]
     assert result.completeness_reason == "6 row(s) without a usable 'reward' score"
     code, out, _ = cli(capsys, "results", str(run_dir))
     assert code == 1
     assert "answer-judge  succeeded  12/12    1.0000 (partial, 6 unscored)" in out
     assert "partial value: 6 row(s) without a usable 'reward' score left out (scored 6 of 12 task(s))" in out
-    assert ("answer-judge: no 'reward' score: task 0 rollout 0 (NaN or infinite), task 3 rollout 0 (NaN or infinite), "
-            "task 5 rollout 0 (NaN or infinite), task 7 rollout 0 (not a number)") in out  # fmt: skip
+    assert (
+        "answer-judge: no 'reward' score: task 0 rollout 0 (NaN or infinite), task 3 rollout 0 (NaN or infinite), "
+        "task 5 rollout 0 (NaN or infinite), task 7 rollout 0 (not a number)"
+    ) in out
     code, out, _ = cli(capsys, "results", str(run_dir), "--json")
     [bench] = json.loads(out)["benchmarks"]
     assert code == 1 and bench["complete"] is False and bench["unscoreable_rows"] == 6
@@ -350,10 +379,12 @@ def test_any_unscoreable_row_makes_the_value_partial_over_the_rest(bad: dict[int
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from([b"[" * 200_000, b'{"a":' * 100_000, b"[1, 2]", b"null", b'"x"', b"\xff\xfe", b"{" , b""]))
+@given(st.sampled_from([b"[" * 200_000, b'{"a":' * 100_000, b"[1, 2]", b"null", b'"x"', b"\xff\xfe", b"{", b""]))
 def test_a_metrics_file_that_is_not_metrics_is_one_line_of_the_note(payload: bytes) -> None:
     found = results._Found()
-    results._add_metrics_file(found, "/run/b/artifacts/rollouts_aggregate_metrics.json", base64.b64encode(payload).decode())
+    results._add_metrics_file(
+        found, "/run/b/artifacts/rollouts_aggregate_metrics.json", base64.b64encode(payload).decode()
+    )
     if payload in (b"[1, 2]",):
         # Readable, but a list holds no aggregates (facts.benchmark_metrics): the numbers of a
         # list were once metrics named by their index here, never in an export.
@@ -374,7 +405,10 @@ def test_hostile_rollouts_and_metrics_read_where_they_lie_are_one_line_each(tmp_
     code, out, err = cli(capsys, "results", str(run_dir))
     assert code == 1 and err == "" and "Traceback" not in out
     assert "1 unreadable row(s) (line 5)" in out
-    assert "unreadable metrics file " in out and "rollouts_aggregate_metrics.json: JSON nested deeper than 64 levels" in out
+    assert (
+        "unreadable metrics file " in out
+        and "rollouts_aggregate_metrics.json: JSON nested deeper than 64 levels" in out
+    )
 
 
 def test_a_metrics_file_over_the_bound_is_named_and_never_sent(tmp_path, capsys, monkeypatch) -> None:

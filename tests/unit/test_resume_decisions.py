@@ -22,8 +22,8 @@ FAKES = {
     "scontrol": '[ -n "${FAKE_SCONTROL_STATE:-}" ] && echo "JobId=$4 JobState=$FAKE_SCONTROL_STATE Reason=None"; true',
     "sacct": '[ -n "${FAKE_SACCT_STATE:-}" ] && echo "$FAKE_SACCT_STATE"; true',
     "sbatch": 'echo "$*" >>"$FAKE_LOG.sbatch"; [ -z "${FAKE_SBATCH_FAIL:-}" ] || { echo "sbatch: error: $FAKE_SBATCH_FAIL" >&2; exit 1; }; '
-              '[ -z "${FAKE_SBATCH_CHATTY:-}" ] || { echo "sbatch: INFO: site plugin says hi" >&2; echo "note: project quota 80%"; }; '
-              'echo "900${FAKE_SBATCH_CLUSTER:+;$FAKE_SBATCH_CLUSTER}"',
+    '[ -z "${FAKE_SBATCH_CHATTY:-}" ] || { echo "sbatch: INFO: site plugin says hi" >&2; echo "note: project quota 80%"; }; '
+    'echo "900${FAKE_SBATCH_CLUSTER:+;$FAKE_SBATCH_CLUSTER}"',
     "scancel": 'echo "$*" >>"$FAKE_LOG.scancel"',
 }
 
@@ -260,14 +260,19 @@ def test_a_refused_successor_is_recorded_and_the_job_still_runs(job) -> None:
     assert rec[1] == "100" and "QOSMaxSubmitJobPerUserLimit" in rec[2]
 
 
-@pytest.mark.parametrize(("cause", "ends"), [("driver-failed", True), ("startup-failed", True), ("service-died", False),
-                                             ("walltime", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cause", "ends"), [("driver-failed", True), ("startup-failed", True), ("service-died", False), ("walltime", False)]
+)
 def test_a_job_failing_the_way_a_rerun_would_ends_the_chain_itself(job, cause, ends) -> None:
     assert job.begin("100").returncode == 0
     proc = job.bash("100", f'gym_resume_finish {cause} "driver failed with exit status 5"')
     assert proc.returncode == 0, proc.stderr
     if ends:
-        assert job.end() == ["end", "failed", "driver failed with exit status 5; not resumed: a rerun would fail the same way"]
+        assert job.end() == [
+            "end",
+            "failed",
+            "driver failed with exit status 5; not resumed: a rerun would fail the same way",
+        ]
         assert job.calls("scancel") == ["900"]  # its successor does not wait in the queue for nothing
     else:
         assert job.end() is None and not job.calls("scancel")
@@ -280,8 +285,13 @@ def test_the_successor_id_is_read_whatever_else_sbatch_prints(job, env) -> None:
 
 
 def test_a_requeue_after_the_chain_moved_on_does_not_run_twice(job) -> None:
-    job.chain(("start", "100", 0, 0), ("successor", "101", "100"), ("verdict", "100", "timeout", 60, 5, "free", "x"),
-              ("start", "101", 0, 5), ("successor", "102", "101"))  # fmt: skip
+    job.chain(
+        ("start", "100", 0, 0),
+        ("successor", "101", "100"),
+        ("verdict", "100", "timeout", 60, 5, "free", "x"),
+        ("start", "101", 0, 5),
+        ("successor", "102", "101"),
+    )
     (job.dir / ".gym" / "100.attempt-1").mkdir()
     before = job.records()
     assert job.begin("100", requeued=1).returncode == 1

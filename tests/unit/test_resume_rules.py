@@ -48,16 +48,19 @@ def test_row_2_failures_a_rerun_may_not_repeat_spend_a_retry_even_after_progress
     assert ruling.verdict.action == "retry" and ruling.end is None
 
 
-@pytest.mark.parametrize(("outcome", "text"), [("startup-failed", "a service did not start"),
-                                               ("driver-failed", "the driver failed")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("outcome", "text"), [("startup-failed", "a service did not start"), ("driver-failed", "the driver failed")]
+)
 def test_row_3_a_failure_a_rerun_would_repeat_stops(outcome, text) -> None:
     ruling = judge(first_job_ran(0), "100", c.Outcome(outcome), elapsed=5, rollouts_now=50, caps=CAPS)
     assert ruling.verdict.action == "stop"
     assert ruling.end == ("failed", f"not resumed: {text} in job 100, and a rerun would fail the same way")
 
 
-@pytest.mark.parametrize(("outcome", "end"), [("cancelled", ("cancelled", "job 100 was cancelled")),
-                                              ("succeeded", ("succeeded", "job 100 finished"))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("outcome", "end"),
+    [("cancelled", ("cancelled", "job 100 was cancelled")), ("succeeded", ("succeeded", "job 100 finished"))],
+)
 def test_row_4_cancelled_or_succeeded_stops(outcome, end) -> None:
     ruling = judge(first_job_ran(0), "100", c.Outcome(outcome), elapsed=5, rollouts_now=50, caps=CAPS)
     assert ruling.verdict.action == "stop" and ruling.end == end
@@ -142,7 +145,13 @@ def test_opening_of_each_kind_of_start() -> None:
 
 @pytest.mark.parametrize(
     ("stdout", "found"),
-    [("900\n", "900"), ("900;gpu-cluster\n", "900"), ("note: quota 80%\n901\n", "901"), ("sbatch: error\n", None), ("", None)],
+    [
+        ("900\n", "900"),
+        ("900;gpu-cluster\n", "900"),
+        ("note: quota 80%\n901\n", "901"),
+        ("sbatch: error\n", None),
+        ("", None),
+    ],
 )
 def test_successor_id_is_the_last_line_of_sbatch_parsable(stdout, found) -> None:
     assert slurm_node.successor_id(stdout) == found

@@ -23,9 +23,14 @@ from nemo_gym.orchestration.rollouts import parse_expected, parse_rollouts
 
 INDEX = st.one_of(st.integers(-2, 5), st.just(True), st.just(2.0), st.just("1"), st.none())
 SCORE = st.one_of(
-    st.integers(-(10**30), 10**30), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-    st.text(max_size=3), st.lists(st.integers(), max_size=2), st.dictionaries(st.just("reward"), st.floats(0, 1)),
-)  # fmt: skip
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.just("reward"), st.floats(0, 1)),
+)
 
 
 @st.composite
@@ -106,7 +111,9 @@ def test_run_by_python3_c_it_imports_nothing_from_the_directory_it_runs_in(tmp_p
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text(json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}) + "\n")
     args = ["M:", "reward", "bench", str(rollouts), str(tmp_path / "none")]
-    done = subprocess.run([sys.executable, "-c", projection_source(), *args], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", projection_source(), *args], cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("M:bench\x1frollouts\x1fz\x1freward\x1f")
 
@@ -153,16 +160,22 @@ def test_a_line_over_the_bound_is_one_oversized_row_naming_its_line(tmp_path: Pa
     other = json.dumps({"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 0})
     path.write_bytes(f"{good}\n{'x' * 3000}\n{other}".encode())
     with path.open("rb") as fh:
-        assert [line is None for line in rollout_projection.lines_of(fh, limit=1000, block_bytes=256)] == [False, True, False]
-    lines = [rollout_projection.project_line(None if len(raw) > 1000 else raw.decode(), "reward")
-             for raw in path.read_bytes().split(b"\n")]  # fmt: skip
+        assert [line is None for line in rollout_projection.lines_of(fh, limit=1000, block_bytes=256)] == [
+            False,
+            True,
+            False,
+        ]
+    lines = [
+        rollout_projection.project_line(None if len(raw) > 1000 else raw.decode(), "reward")
+        for raw in path.read_bytes().split(b"\n")
+    ]
     rs = parse_rollouts(lines)
     assert (rs.unreadable, rs.unreadable_lines, rs.oversized, rs.oversized_lines) == (1, (2,), 1, (2,))
     assert dict(rs.rewards) == {(0, 0): 1.0, (1, 0): 0.0}
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.sampled_from(["[", "{\"a\":"]), st.integers(10_000, 200_000))
+@given(st.sampled_from(["[", '{"a":']), st.integers(10_000, 200_000))
 def test_json_nested_past_the_parsers_stack_is_one_unreadable_row(opener: str, depth: int) -> None:
     line = opener * depth
     assert rollout_projection.project_line(line, "reward") == rollout_projection.UNREADABLE
@@ -195,7 +208,9 @@ def test_hostile_files_read_the_same_projected_or_whole_and_never_raise(lines: l
     projected = _decoded_lines("z", base64.b64encode(packed).decode())
     whole = _decoded_lines("raw", base64.b64encode(data).decode())
     assert parse_rollouts(projected) == parse_rollouts(whole)
-    for found in (_Found(files=["m"], rollout_lines=projected, expected_lines=projected),
-                  _Found(files=["m"], rollout_lines=whole, expected_lines=None)):  # fmt: skip
+    for found in (
+        _Found(files=["m"], rollout_lines=projected, expected_lines=projected),
+        _Found(files=["m"], rollout_lines=whole, expected_lines=None),
+    ):
         result = benchmark_result("b", None, found, "reward")
         assert result.complete is False and json.dumps(result.as_dict(), allow_nan=False)

@@ -74,8 +74,19 @@ def test_first_row_wins_even_when_it_has_no_score() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(True, 1.0), (False, 0.0), (1, 1.0), (0, 0.0), (0.25, 0.25), (-1.5, -1.5), (10**400, None),
-     ("1.0", None), (None, None), ([1], None), ({"v": 1}, None)],
+    [
+        (True, 1.0),
+        (False, 0.0),
+        (1, 1.0),
+        (0, 0.0),
+        (0.25, 0.25),
+        (-1.5, -1.5),
+        (10**400, None),
+        ("1.0", None),
+        (None, None),
+        ([1], None),
+        ({"v": 1}, None),
+    ],
 )
 def test_scores_are_finite_numbers_and_bools(value: Any, expected: float | None) -> None:
     rs = parse_rollouts([row(0, reward=value)])
@@ -178,8 +189,14 @@ def test_an_empty_expected_list_is_trivially_complete() -> None:
 
 
 def test_per_task_means_average_the_scored_repeats_of_each_task_in_task_order() -> None:
-    lines = [row(3, 0, reward=1), row(1, 0, reward=0), row(1, 1, reward=1), row(1, 2, reward=True),
-             row(3, 1), row(2, 0)]
+    lines = [
+        row(3, 0, reward=1),
+        row(1, 0, reward=0),
+        row(1, 1, reward=1),
+        row(1, 2, reward=True),
+        row(3, 1),
+        row(2, 0),
+    ]
     means = per_task_means(parse_rollouts(lines))
     assert means == {1: 2 / 3, 3: 1.0}  # task 2 has no score at all: left out, not 0
     assert list(means) == [1, 3]
@@ -198,8 +215,14 @@ def test_a_task_mean_does_not_depend_on_row_order(scores: list[float], rnd: Any)
     assert per_task_means(parse_rollouts(lines)) == per_task_means(parse_rollouts(shuffled))
 
 
-@given(st.lists(st.one_of(st.text(max_size=40), st.builds(row, st.integers(0, 5), st.integers(0, 2),
-                                                            reward=st.sampled_from([0, 1, None, "x"])))))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=40),
+            st.builds(row, st.integers(0, 5), st.integers(0, 2), reward=st.sampled_from([0, 1, None, "x"])),
+        )
+    )
+)
 def test_every_non_blank_line_is_accounted_for(lines: list[str]) -> None:
     rs = parse_rollouts(lines)
     non_blank = sum(1 for line in lines if line.strip())

@@ -63,11 +63,24 @@ def test_the_scan_sees_the_neutral_modules_and_templates() -> None:
     """The scan is only as good as its file list: the shared modules and templates are in it, the
     Slurm backend's files are not."""
     rels = {str(path.relative_to(PACKAGE)) for path in neutral_files()}
-    assert {"api.py", "contract.py", "resume.py", "observe.py", "cli/cancel.py", "templates/job.sh.j2",
-            "templates/lib.sh.j2", "templates/probe.sh.j2", "templates/backend-local.sh.j2", "backends/base.py",
-            "backends/local.py", "backends/__init__.py"} <= rels  # fmt: skip
-    assert not {"backends/slurm.py", "backends/slurm_node.py", "backends/slurm_rules.py",
-                "templates/backend-slurm.sh.j2"} & rels  # fmt: skip
+    assert {
+        "api.py",
+        "contract.py",
+        "resume.py",
+        "observe.py",
+        "cli/cancel.py",
+        "templates/job.sh.j2",
+        "templates/lib.sh.j2",
+        "templates/probe.sh.j2",
+        "templates/backend-local.sh.j2",
+        "backends/base.py",
+        "backends/local.py",
+        "backends/__init__.py",
+    } <= rels
+    assert (
+        not {"backends/slurm.py", "backends/slurm_node.py", "backends/slurm_rules.py", "templates/backend-slurm.sh.j2"}
+        & rels
+    )
 
 
 def test_the_scan_names_a_slurm_word_by_file_and_line(tmp_path: Path) -> None:
@@ -82,7 +95,7 @@ def test_the_scan_names_a_slurm_word_by_file_and_line(tmp_path: Path) -> None:
 # -- a third backend is a module, its template and one registry line ---------------------------------
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-TOYQ = '#!/bin/bash\ncase $1 in show) echo waiting ;; submit) echo toy-7 ;; kill) exit 0 ;; esac\n'
+TOYQ = "#!/bin/bash\ncase $1 in show) echo waiting ;; submit) echo toy-7 ;; kill) exit 0 ;; esac\n"
 
 
 @pytest.fixture

@@ -10,7 +10,23 @@ import pytest
 
 from nemo_gym.orchestration.shellquote import _RESERVED, bash_quote
 
-SAMPLES = sorted(_RESERVED) + ["plain", "", "a b", "it's", "$HOME", "`x`", "tab\there", "line\nbreak", "ü", "!", "{", "[[", "=", "==x", "='"]
+SAMPLES = sorted(_RESERVED) + [
+    "plain",
+    "",
+    "a b",
+    "it's",
+    "$HOME",
+    "`x`",
+    "tab\there",
+    "line\nbreak",
+    "ü",
+    "!",
+    "{",
+    "[[",
+    "=",
+    "==x",
+    "='",
+]
 
 
 @pytest.mark.parametrize("value", SAMPLES)
@@ -23,5 +39,7 @@ def test_every_value_arrives_unchanged(value: str) -> None:
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed (scripts/test installs it)")
 def test_scripts_with_any_of_them_are_shellcheck_clean() -> None:
     lines = ["#!/bin/bash"] + [f"export X{i}={bash_quote(v)}\necho {bash_quote(v)}" for i, v in enumerate(SAMPLES)]
-    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input="\n".join(lines) + "\n", text=True, capture_output=True)
+    proc = subprocess.run(
+        ["shellcheck", "-s", "bash", "-"], input="\n".join(lines) + "\n", text=True, capture_output=True
+    )
     assert proc.returncode == 0, proc.stdout

@@ -50,53 +50,81 @@ def test_the_running_job_is_current_and_its_successor_waits() -> None:
 
 def test_between_two_jobs_status_says_resuming() -> None:
     text = chain(("start", 100, 1, 0), ("successor", 101, 100))
-    probe = {"100": own("failed", "stopped by its walltime (SIGTERM)", "TIMEOUT", TimeLimit="00:01:00"),
-             "101": slurm("PENDING", Reason="Resources")}  # fmt: skip
+    probe = {
+        "100": own("failed", "stopped by its walltime (SIGTERM)", "TIMEOUT", TimeLimit="00:01:00"),
+        "101": slurm("PENDING", Reason="Resources"),
+    }
     state, detail, current = status(text, probe)
     assert (state, current) == ("queued", "101")
     assert detail == "resuming: job 100 timed out (walltime reached (00:01:00)); job 101 waits in the queue (Resources)"
     probe["101"] = slurm("RUNNING")
-    assert status(text, probe)[:2] == ("starting", "resuming in job 101: job 100 timed out (walltime reached (00:01:00))")
+    assert status(text, probe)[:2] == (
+        "starting",
+        "resuming in job 101: job 100 timed out (walltime reached (00:01:00))",
+    )
 
 
 def test_a_resumed_job_says_how_far_the_chain_went() -> None:
     text = chain(
-        ("start", 100, 1, 0), ("successor", 101, 100),
+        ("start", 100, 1, 0),
+        ("successor", 101, 100),
         ("verdict", 100, "timeout", 70, 30, "free", "it reached its walltime after 70s, 30 new rollout(s)"),
-        ("start", 101, 80, 30), ("successor", 102, 101),
-    )  # fmt: skip
+        ("start", 101, 80, 30),
+        ("successor", 102, 101),
+    )
     state, detail, current = status(text, {"101": own("running", state="RUNNING"), "102": slurm("PENDING")}, 40)
     assert (state, current) == ("running", "101")
-    assert detail == "driver running, 40 rollout(s) written (resumed 1 time(s), 0 of them retries; 70s used by earlier jobs)"
+    assert (
+        detail
+        == "driver running, 40 rollout(s) written (resumed 1 time(s), 0 of them retries; 70s used by earlier jobs)"
+    )
 
 
 def test_success_voids_the_queued_successor() -> None:
     text = chain(("start", 100, 1, 0), ("successor", 101, 100))
-    state, _, current = status(text, {"100": own("succeeded", "driver finished", "COMPLETED"), "101": slurm("CANCELLED")})
+    state, _, current = status(
+        text, {"100": own("succeeded", "driver finished", "COMPLETED"), "101": slurm("CANCELLED")}
+    )
     assert (state, current) == ("succeeded", "100")
 
 
 def test_an_ended_chain_reports_its_end() -> None:
     text = chain(
-        ("start", 100, 1, 0), ("successor", 101, 100),
-        ("verdict", 100, "service-died", 9, 0, "retry", "a service died while the driver ran after 9s, 0 new rollout(s)"),
+        ("start", 100, 1, 0),
+        ("successor", 101, 100),
+        (
+            "verdict",
+            100,
+            "service-died",
+            9,
+            0,
+            "retry",
+            "a service died while the driver ran after 9s, 0 new rollout(s)",
+        ),
         ("end", "failed", "gave up: 1 resumes without progress or after failures (max_retries 0); last: ..."),
-    )  # fmt: skip
+    )
     state, detail, current = status(text, {"100": own("failed", "service policy died", "FAILED")})
     assert (state, current) == ("failed", "100")
-    assert detail.startswith("gave up: 1 resumes") and detail.endswith("(resumed 1 time(s), 1 of them retries; 9s used by earlier jobs)")
+    assert detail.startswith("gave up: 1 resumes") and detail.endswith(
+        "(resumed 1 time(s), 1 of them retries; 9s used by earlier jobs)"
+    )
     assert parse_chain(text).job_ids() == ["100"]  # an ended chain has nothing to come
 
 
 def test_a_job_without_a_successor_says_why_it_will_not_resume() -> None:
     text = chain(("start", 100, 1, 0), ("nosuccessor", 100, "sbatch refused the resume job: QOS limit"))
-    state, detail, _ = status(text, {"100": own("failed", "stopped by its walltime (SIGTERM)", "TIMEOUT", TimeLimit="1")})
+    state, detail, _ = status(
+        text, {"100": own("failed", "stopped by its walltime (SIGTERM)", "TIMEOUT", TimeLimit="1")}
+    )
     assert state == "timed out" and detail.endswith("; not resumed: sbatch refused the resume job: QOS limit")
 
 
 def test_a_user_cancel_of_the_waiting_successor_reads_cancelled() -> None:
     text = chain(("start", 100, 1, 0), ("successor", 101, 100))
-    probe = {"100": own("failed", "", "TIMEOUT"), "101": probe_of({"cancelled_by_user": "1"}, {"JobState": "CANCELLED"}, "")}
+    probe = {
+        "100": own("failed", "", "TIMEOUT"),
+        "101": probe_of({"cancelled_by_user": "1"}, {"JobState": "CANCELLED"}, ""),
+    }
     assert status(text, probe)[:2] == ("cancelled", "cancelled by the user (gym eval cancel)")
 
 

@@ -84,7 +84,10 @@ def test_a_float_range_is_counted_as_hydra_enumerates_it(step: float, start: int
         (["x=range(0,1000000000000)"], "-m: 1000000000000 combinations (more than 500); sweep fewer values at once"),
         (["x=shuffle(range(0,1000000000000))"], "-m: 1000000000000 combinations (more than 500)"),
         (["x=range(1e300,1e308,1e-300)"], "-m: at least 10^607 combinations (more than 500)"),
-        (["a=range(0,1000000)", "b=range(0,1000000)", "c=range(0,1000000)"], "-m: at least 10^18 combinations (more than 500)"),
+        (
+            ["a=range(0,1000000)", "b=range(0,1000000)", "c=range(0,1000000)"],
+            "-m: at least 10^18 combinations (more than 500)",
+        ),
         (["a=range(0,1000000000000)", "b=range(0,0)"], "-m b=range(0,0): sweeps over no value; give at least one"),
         (["x=range(0,inf)"], "-m x=range(0,inf): a range needs finite numbers; give a finite start, stop and step"),
     ],

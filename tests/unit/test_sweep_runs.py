@@ -84,7 +84,9 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 # -- submission ------------------------------------------------------------------------------------
 
 
-def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_sweep(config_file, conn, cluster, tmp_path) -> None:
+def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_sweep(
+    config_file, conn, cluster, tmp_path
+) -> None:
     submission = submitted(config_file, conn)
     records = submission.records
     assert [r.sweep_values for r in records] == [
@@ -98,7 +100,9 @@ def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_swe
     for n, record in zip((1000, 2000, 3000), records):
         assert f"/ckpt/step-{n}" in (Path(record.run_dir) / "math" / "steps" / "policy.sh").read_text()
     sweep = submission.sweep
-    assert sweep.swept == ["services.policy.model"] and [run.run_id for run in sweep.runs] == [r.gym_job_id for r in records]
+    assert sweep.swept == ["services.policy.model"] and [run.run_id for run in sweep.runs] == [
+        r.gym_job_id for r in records
+    ]
     assert all_sweeps() == [sweep]
     for record in records:
         assert load_record((Path(record.run_dir) / contract.RECORD_FILE).read_text()) == record
@@ -106,7 +110,9 @@ def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_swe
         assert load_record((tmp_path / "cache/nemo-gym/jobs" / f"{record.gym_job_id}.json").read_text()) == record
 
 
-def test_a_bad_value_in_one_combination_stops_the_sweep_before_anything_is_submitted(config_file, conn, cluster) -> None:
+def test_a_bad_value_in_one_combination_stops_the_sweep_before_anything_is_submitted(
+    config_file, conn, cluster
+) -> None:
     with pytest.raises(UserError) as caught:
         prepared(config_file, MODELS, "++services.policy.port=8000,99999")
     assert caught.value.problems == [
@@ -128,14 +134,19 @@ def test_a_missing_mount_of_one_combination_stops_the_whole_sweep(config_file, c
     there = tmp_path / "data"
     there.mkdir()
     sweep = prepared(config_file, f"++driver.mounts=[{there}:/data],[{tmp_path}/gone:/data]")
-    with pytest.raises(UserError, match=r"driver\.mounts: source '.*/gone' does not exist on the submit host; create "
-                                        r"it or fix the mount \(in run\(s\) gym-job-"):  # fmt: skip
+    with pytest.raises(
+        UserError,
+        match=r"driver\.mounts: source '.*/gone' does not exist on the submit host; create "
+        r"it or fix the mount \(in run\(s\) gym-job-",
+    ):
         library.submit(sweep, connect=conn.connect)
     assert not cluster.calls("sbatch") and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("blocked", [0, 2])
-def test_an_unwritable_run_directory_leaves_no_run_directory_behind(config_file, conn, cluster, tmp_path, blocked) -> None:
+def test_an_unwritable_run_directory_leaves_no_run_directory_behind(
+    config_file, conn, cluster, tmp_path, blocked
+) -> None:
     sweep = prepared(config_file)
     blocker = Path(sweep.runs[blocked].plan.run_dir).parent / "blocked"
     blocker.parent.mkdir(parents=True)
@@ -183,16 +194,24 @@ def test_sweeping_the_submit_host_is_refused(config_file) -> None:
 
 
 def test_resolve_only_of_a_sweep_refuses_mixed_hosts_as_submit_would(config_file, capsys) -> None:
-    code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", "--resolve-only", "++compute.cluster.hostname=a,b")
+    code, out, err = cli(
+        capsys, "submit", "-c", str(config_file), "-m", "--resolve-only", "++compute.cluster.hostname=a,b"
+    )
     assert code == 1 and out == ""
     assert err.startswith("error: -m: the combinations are submitted from different hosts (a, b); a sweep is submitted")
 
 
 def test_resolve_only_of_a_sweep_checks_gym_keys_but_a_lone_configs_does_not(config_file, capsys) -> None:
-    code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", "--resolve-only", "++driver.benchmarks.math.run.limt=5")
+    code, out, err = cli(
+        capsys, "submit", "-c", str(config_file), "-m", "--resolve-only", "++driver.benchmarks.math.run.limt=5"
+    )
     assert code == 1 and out == ""
-    assert err.startswith("error: driver.benchmarks.math.run.limt: gym eval run reads no such key; did you mean 'limit'?")
-    code, out, _ = cli(capsys, "submit", "-c", str(config_file), "--resolve-only", "++driver.benchmarks.math.run.limt=5")
+    assert err.startswith(
+        "error: driver.benchmarks.math.run.limt: gym eval run reads no such key; did you mean 'limit'?"
+    )
+    code, out, _ = cli(
+        capsys, "submit", "-c", str(config_file), "--resolve-only", "++driver.benchmarks.math.run.limt=5"
+    )
     assert code == 0 and yaml.safe_load(out)["driver"]["benchmarks"]["math"]["run"]["limt"] == 5
 
 
@@ -202,11 +221,15 @@ def test_a_config_error_and_a_gym_key_error_of_two_combinations_are_told_togethe
         code, out, err = cli(capsys, "submit", "-c", str(config_file), "-m", *swept, *resolve_only)
         assert code == 1 and out == ""
         lines = err.splitlines()
-        assert lines[0] == ("error: combination services.policy.port=99999, driver.benchmarks.math.run.limit=5: "
-                            "services.policy.port: 99999 is not a TCP port; use a number from 1 to 65535")  # fmt: skip
-        assert lines[-1] == ("error: combination services.policy.port=8000, driver.benchmarks.math.run.limit=abc: "
-                             "driver.benchmarks.math.run.limit: gym eval run reads a whole number here, got 'abc'; "
-                             "give a whole number")  # fmt: skip
+        assert lines[0] == (
+            "error: combination services.policy.port=99999, driver.benchmarks.math.run.limit=5: "
+            "services.policy.port: 99999 is not a TCP port; use a number from 1 to 65535"
+        )
+        assert lines[-1] == (
+            "error: combination services.policy.port=8000, driver.benchmarks.math.run.limit=abc: "
+            "driver.benchmarks.math.run.limit: gym eval run reads a whole number here, got 'abc'; "
+            "give a whole number"
+        )
         assert len(lines) == 3
 
 
@@ -252,10 +275,13 @@ def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, clust
     assert lines[1].split() == ["services.policy.model", "BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
     rows = [line.split()[:4] for line in lines[2:8]]
     assert rows == [
-        ["/ckpt/step-1000", "math", "100", "running"], ["/ckpt/step-1000", "code", "101", "queued"],
-        ["/ckpt/step-2000", "math", "102", "queued"], ["/ckpt/step-2000", "code", "103", "queued"],
-        ["/ckpt/step-3000", "math", "104", "queued"], ["/ckpt/step-3000", "code", "105", "queued"],
-    ]  # fmt: skip
+        ["/ckpt/step-1000", "math", "100", "running"],
+        ["/ckpt/step-1000", "code", "101", "queued"],
+        ["/ckpt/step-2000", "math", "102", "queued"],
+        ["/ckpt/step-2000", "code", "103", "queued"],
+        ["/ckpt/step-3000", "math", "104", "queued"],
+        ["/ckpt/step-3000", "code", "105", "queued"],
+    ]
     code, out, _ = cli(capsys, "status", "--last", "--json")
     doc = json.loads(out)
     assert doc["sweep"] == submission.sweep.sweep_id
@@ -273,9 +299,10 @@ def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(conf
     statuses = library.status(records, connect=conn.connect)
     assert len(conn.scripts) == before + 1  # three runs, one probe
     assert [[(j.job_id, j.state) for j in s.jobs] for s in statuses] == [
-        [("100", "running"), ("101", "queued")], [("102", "queued"), ("103", "succeeded")],
+        [("100", "running"), ("101", "queued")],
+        [("102", "queued"), ("103", "succeeded")],
         [("104", "queued"), ("105", "queued")],
-    ]  # fmt: skip
+    ]
     assert [s.record.gym_job_id for s in statuses] == [r.gym_job_id for r in records]
     before = len(conn.scripts)
     results = library.results(records, connect=conn.connect)
@@ -283,7 +310,9 @@ def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(conf
     assert [[j.state for j in r.statuses] for r in results] == [[j.state for j in s.jobs] for s in statuses]
 
 
-def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(config_file, conn, cluster, capsys, monkeypatch) -> None:
+def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(
+    config_file, conn, cluster, capsys, monkeypatch
+) -> None:
     over_the_fake(conn, monkeypatch)
     submission = submitted(config_file, conn)
     cluster.set_state("100", "COMPLETED")
@@ -309,7 +338,9 @@ def test_logs_of_a_sweep_are_each_runs_under_its_label(config_file, conn, cluste
     driver_log.parent.mkdir(parents=True, exist_ok=True)
     driver_log.write_text("rollout 1\n")
     found = library.logs([first, second], LogRequest("math", driver=True), connect=conn.connect)
-    assert found[0].text == "rollout 1\n" and found[1].text is None and "no log of the driver for math" in found[1].problem
+    assert (
+        found[0].text == "rollout 1\n" and found[1].text is None and "no log of the driver for math" in found[1].problem
+    )
     code, out, err = cli(capsys, "logs", "--last", "math", "--driver")
     assert code == 0, err
     assert out.startswith(f"==> /ckpt/step-1000 ({first.gym_job_id}) <==\nrollout 1\n==> /ckpt/step-2000")
@@ -339,7 +370,9 @@ def test_dry_run_of_a_sweep_stages_one_directory_per_run(config_file, tmp_path, 
     runs = sorted(stage.iterdir())
     assert len(runs) == 3 and all((run / "math" / contract.JOB_SCRIPT).is_file() for run in runs)
     assert out.splitlines()[0].endswith("would submit 6 job(s) for 3 run(s) on login.fake")
-    models = {yaml.safe_load((run / contract.RESOLVED_CONFIG_FILE).read_text())["services"]["policy"]["model"] for run in runs}
+    models = {
+        yaml.safe_load((run / contract.RESOLVED_CONFIG_FILE).read_text())["services"]["policy"]["model"] for run in runs
+    }
     assert models == {"/ckpt/step-1000", "/ckpt/step-2000", "/ckpt/step-3000"}
 
 
@@ -347,7 +380,10 @@ def test_resolve_only_prints_each_combinations_config(config_file, capsys) -> No
     code, out, _ = cli(capsys, "submit", "-c", str(config_file), "-m", MODELS, "--resolve-only")
     documents = list(yaml.safe_load_all(out))
     assert code == 0 and [d["services"]["policy"]["model"] for d in documents] == [
-        "/ckpt/step-1000", "/ckpt/step-2000", "/ckpt/step-3000"]  # fmt: skip
+        "/ckpt/step-1000",
+        "/ckpt/step-2000",
+        "/ckpt/step-3000",
+    ]
     assert out.startswith("--- # run 1 of 3: services.policy.model=/ckpt/step-1000\n")
     code, out, _ = cli(capsys, "submit", "-c", str(config_file), "-m", MODELS, "--resolve-only", "--json")
     assert [run["values"] for run in json.loads(out)["runs"]][2] == {"services.policy.model": "/ckpt/step-3000"}

@@ -37,9 +37,15 @@ def own_index(tmp_path: Path, monkeypatch) -> None:
 
 def a_record(run_id: str = "gym-job-20250101T000000Z-aaaaaa", **fields) -> SubmissionRecord:
     """A run none of whose jobs could be queued: its status needs no cluster."""
-    values = dict(gym_job_id=run_id, submitted_at="2025-01-01T00:00:00.000Z", run_dir=f"/runs/{run_id}",
-                  cluster="here", executor="local", submitted_by="me",
-                  benchmarks=[BenchmarkJob(benchmark="b", job_dir=f"/runs/{run_id}/b", job_id=None, error="refused")])  # fmt: skip
+    values = dict(
+        gym_job_id=run_id,
+        submitted_at="2025-01-01T00:00:00.000Z",
+        run_dir=f"/runs/{run_id}",
+        cluster="here",
+        executor="local",
+        submitted_by="me",
+        benchmarks=[BenchmarkJob(benchmark="b", job_dir=f"/runs/{run_id}/b", job_id=None, error="refused")],
+    )
     return SubmissionRecord(**{**values, **fields})
 
 
@@ -54,13 +60,22 @@ HOSTILE = {
     "truncated": (a_record().dumps().encode()[:40], "not JSON"),
     "not utf-8": (b'{"gym_job_id": "\xff\xfe"}', "not UTF-8 text"),
     "too deep": (b"[" * 200_000 + b"]" * 200_000, "nested deeper than"),
-    "benchmarks not a list": (json.dumps(record_doc(benchmarks="b")).encode(), "benchmarks: Input should be a valid list"),
+    "benchmarks not a list": (
+        json.dumps(record_doc(benchmarks="b")).encode(),
+        "benchmarks: Input should be a valid list",
+    ),
     "run id a number": (json.dumps(record_doc(gym_job_id=7)).encode(), "gym_job_id: Input should be a valid string"),
     "swept value a list": (json.dumps(record_doc(sweep_values={"k": [1, 2]})).encode(), "sweep_values.k"),
     "unknown executor": (json.dumps(record_doc(executor="pbs")).encode(), "no backend 'pbs'"),
-    "ssh option as host": (json.dumps(record_doc(hostname="-oProxyCommand=touch /tmp/x")).encode(), "is not a host name"),
-    "no schema": (json.dumps({k: v for k, v in record_doc().items() if k != "schema_version"}).encode(), "no usable schema_version"),
-}  # fmt: skip
+    "ssh option as host": (
+        json.dumps(record_doc(hostname="-oProxyCommand=touch /tmp/x")).encode(),
+        "is not a host name",
+    ),
+    "no schema": (
+        json.dumps({k: v for k, v in record_doc().items() if k != "schema_version"}).encode(),
+        "no usable schema_version",
+    ),
+}
 
 
 def plant(name: str, data: bytes) -> Path:
@@ -100,7 +115,10 @@ def test_one_unreadable_index_entry_per_kind_leaves_every_verb_working_with_one_
 def test_a_sweep_index_entry_that_is_not_one_is_skipped_with_a_warning(capsys) -> None:
     path = plant("gym-sweep-x.sweep.json", b'{"sweep_id": []')
     assert all_sweeps() == []
-    assert capsys.readouterr().err == f"warning: {path}: not JSON (Expecting ',' delimiter: line 1 column 16 (char 15)); skipped\n"
+    assert (
+        capsys.readouterr().err
+        == f"warning: {path}: not JSON (Expecting ',' delimiter: line 1 column 16 (char 15)); skipped\n"
+    )
 
 
 def test_an_index_entry_larger_than_the_bound_is_skipped_unread(capsys) -> None:
@@ -139,7 +157,9 @@ def test_a_benchmark_named_like_a_path_is_refused_and_nothing_outside_the_run_is
     assert [b.benchmark for b in record.benchmarks] == [BENCH]
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == len(BAD_NAMES)
-    assert all(f"{run_dir}/gym-job.json: benchmark " in line and "refused: not a directory name" in line for line in lines)
+    assert all(
+        f"{run_dir}/gym-job.json: benchmark " in line and "refused: not a directory name" in line for line in lines
+    )
     assert "\x1b" not in "".join(lines) and "\\x1b]0;owned\\x07" in lines[-1]
     assert main(["eval", "results", str(run_dir), "--json"]) in (0, 1)
     out = capsys.readouterr().out
@@ -169,9 +189,13 @@ json_values = st.recursive(
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.binary(max_size=400) | json_values.map(lambda v: json.dumps(v).encode())
-       | st.dictionaries(st.sampled_from(sorted(record_doc())), json_values, max_size=6).map(
-           lambda patch: json.dumps(record_doc(**patch)).encode()))  # fmt: skip
+@given(
+    data=st.binary(max_size=400)
+    | json_values.map(lambda v: json.dumps(v).encode())
+    | st.dictionaries(st.sampled_from(sorted(record_doc())), json_values, max_size=6).map(
+        lambda patch: json.dumps(record_doc(**patch)).encode()
+    )
+)
 def test_any_index_entry_is_a_record_or_one_warning_line(data, capsys) -> None:
     path = plant("gym-job-hostile.json", data)
     records = all_records()

@@ -122,6 +122,8 @@ def test_visible_gpus_follow_cuda_visible_devices(listed: str, gpus: int) -> Non
 def test_visible_gpus_count_nvidia_smis_list_and_are_0_without_it(tmp_path) -> None:
     assert visible_gpus({"PATH": str(tmp_path)}) == 0
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'GPU 0: A100 (UUID: GPU-1)'\necho 'GPU 1: A100 (UUID: GPU-2)'\necho '  MIG 1g.5gb'\n")
+    smi.write_text(
+        "#!/bin/sh\necho 'GPU 0: A100 (UUID: GPU-1)'\necho 'GPU 1: A100 (UUID: GPU-2)'\necho '  MIG 1g.5gb'\n"
+    )
     smi.chmod(0o755)
     assert visible_gpus({"PATH": str(tmp_path)}) == 2

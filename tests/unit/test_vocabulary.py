@@ -66,14 +66,30 @@ def test_status_takes_the_states_the_scripts_export_with_and_every_phase() -> No
 
 def test_status_words_are_those_of_status_json_and_records() -> None:
     assert [s.value for s in Status] == [
-        "queued", "starting", "running", "succeeded", "incomplete", "failed", "cancelled", "timed out", "unknown",
-    ]  # fmt: skip
+        "queued",
+        "starting",
+        "running",
+        "succeeded",
+        "incomplete",
+        "failed",
+        "cancelled",
+        "timed out",
+        "unknown",
+    ]
     assert {s for s in Status if not s.final} == {Status.QUEUED, Status.STARTING, Status.RUNNING}
 
 
 def test_outcome_and_action_words_are_those_of_the_chain_file() -> None:
-    assert values(Outcome) == {"succeeded", "cancelled", "timeout", "preempted", "node-failure", "out-of-memory",
-                               "requeued", "unknown"} | values(Cause)  # fmt: skip
+    assert values(Outcome) == {
+        "succeeded",
+        "cancelled",
+        "timeout",
+        "preempted",
+        "node-failure",
+        "out-of-memory",
+        "requeued",
+        "unknown",
+    } | values(Cause)
     assert values(Action) == {"free", "retry", "stop"}
     assert {word for word, _ in slurm_node.ending_groups()} <= set(Cause)
 
@@ -97,8 +113,12 @@ def test_a_member_is_its_word_wherever_it_is_printed(enum) -> None:
 
 def test_a_rerun_repeats_a_service_that_never_started_and_a_failing_driver_only() -> None:
     assert {cause for cause in Cause if cause.repeats_on_rerun} == {Cause.STARTUP_FAILED, Cause.DRIVER_FAILED}
-    assert {o for o in Outcome if o.stops_the_chain} == {Outcome.SUCCEEDED, Outcome.CANCELLED, Outcome.STARTUP_FAILED,
-                                                         Outcome.DRIVER_FAILED}  # fmt: skip
+    assert {o for o in Outcome if o.stops_the_chain} == {
+        Outcome.SUCCEEDED,
+        Outcome.CANCELLED,
+        Outcome.STARTUP_FAILED,
+        Outcome.DRIVER_FAILED,
+    }
 
 
 def test_an_outcome_of_a_causes_word_tells_it_as_the_cause_does() -> None:

@@ -91,9 +91,7 @@ def _split_env_value(key: str, raw: str) -> tuple[str, str]:
 
 def _check_var_name(key: str, prefix: str, var: str) -> None:
     if not _ENV_VAR_NAME_RE.match(var):
-        raise ValueError(
-            f"env['{key}']: {var!r} is not a valid environment variable name for {prefix}{var}"
-        )
+        raise ValueError(f"env['{key}']: {var!r} is not a valid environment variable name for {prefix}{var}")
 
 
 def resolve_env_dict(env: dict[str, str]) -> dict[str, str]:
@@ -419,23 +417,18 @@ class RayServiceConfig(BaseServiceConfig):
         for pool, amounts in v.items():
             for name, amount in amounts.items():
                 if amount < 0:
-                    raise ValueError(
-                        f"resources['{pool}']['{name}'] is {amount}; a resource amount must be >= 0"
-                    )
+                    raise ValueError(f"resources['{pool}']['{name}'] is {amount}; a resource amount must be >= 0")
         return v
 
     @model_validator(mode="after")
     def _validate_shape(self) -> RayServiceConfig:
         if self.node_pool is not None:
             raise ValueError(
-                f"A ray service spans `node_pools`, not a single `node_pool`; "
-                f"use node_pools: [{self.node_pool}]."
+                f"A ray service spans `node_pools`, not a single `node_pool`; use node_pools: [{self.node_pool}]."
             )
         duplicates = sorted({p for p in self.node_pools if self.node_pools.count(p) > 1})
         if duplicates:
-            raise ValueError(
-                f"A ray service's node_pools lists a pool more than once: {duplicates}; list each once."
-            )
+            raise ValueError(f"A ray service's node_pools lists a pool more than once: {duplicates}; list each once.")
         if self.health_check is not None and self.health_check.port is None:
             raise ValueError(
                 "A ray service has no HTTP endpoint of its own to probe; set health_check.port to the "
@@ -450,9 +443,7 @@ class RayServiceConfig(BaseServiceConfig):
         return self
 
 
-def effective_ray_serve(
-    service: VllmServiceConfig, total_nodes: int, gpus_per_node_values: list[int]
-) -> bool:
+def effective_ray_serve(service: VllmServiceConfig, total_nodes: int, gpus_per_node_values: list[int]) -> bool:
     """Whether the Ray Serve gateway manages this service's instances/routing instead of vLLM's own DP."""
     if service.use_ray_serve:
         return True
@@ -463,7 +454,9 @@ def effective_ray_serve(
 
 
 ServiceConfig = Annotated[
-    Annotated[VllmServiceConfig, Tag("vllm")] | Annotated[RayServiceConfig, Tag("ray")] | Annotated[VllmPDServiceConfig, Tag("vllm_pd")],
+    Annotated[VllmServiceConfig, Tag("vllm")]
+    | Annotated[RayServiceConfig, Tag("ray")]
+    | Annotated[VllmPDServiceConfig, Tag("vllm_pd")],
     Discriminator("type"),
 ]
 
@@ -587,9 +580,7 @@ def _resume_shape(v: Any) -> str:
 
 
 # ``true``/``false``, or the caps as a mapping; tagged so an error names one shape, not both.
-Resumable = Annotated[
-    Annotated[bool, Tag("flag")] | Annotated[ResumeConfig, Tag("caps")], Discriminator(_resume_shape)
-]
+Resumable = Annotated[Annotated[bool, Tag("flag")] | Annotated[ResumeConfig, Tag("caps")], Discriminator(_resume_shape)]
 
 
 class BenchmarkRunConfig(_StrictModel):
@@ -681,8 +672,6 @@ class DriverConfig(_StrictModel):
 
     _check_mounts = field_validator("mounts")(rules.mount_list)
     _check_benchmark_names = field_validator("benchmarks")(rules.benchmark_names)
-
-
 
 
 class JobConfig(_StrictModel):
@@ -877,8 +866,7 @@ class SubmitConfig(_StrictModel):
             )
         if len(self.compute) > 1:
             raise ValueError(
-                f"Multiple compute resources are not supported yet ({', '.join(self.compute)}); "
-                f"keep one under compute."
+                f"Multiple compute resources are not supported yet ({', '.join(self.compute)}); keep one under compute."
             )
         return next(iter(self.compute.items()))
 
@@ -926,9 +914,7 @@ class SubmitConfig(_StrictModel):
                 )
 
     @staticmethod
-    def _check_tier_has_a_pool(
-        path: str, tier: VllmPDTierConfig, compute_name: str, compute: AnyComputeConfig
-    ) -> None:
+    def _check_tier_has_a_pool(path: str, tier: VllmPDTierConfig, compute_name: str, compute: AnyComputeConfig) -> None:
         if tier.node_pool is not None:
             return
         if isinstance(compute, LocalComputeConfig):  # a question of the config's shape: it declares no pools
@@ -938,9 +924,7 @@ class SubmitConfig(_StrictModel):
             fix = f"pin it to one of compute '{compute_name}''s node pools ({pools})"
         else:
             fix = f"declare node_pools under compute.{compute_name} and pin each tier to one"
-        raise error_at(
-            f"{path}.node_pool", f"a prefill/decode tier needs nodes of its own, but none is set; {fix}"
-        )
+        raise error_at(f"{path}.node_pool", f"a prefill/decode tier needs nodes of its own, but none is set; {fix}")
 
     def _check_routers_beside_driver(self, pool_names: list[str]) -> None:
         """The router is started on the driver's node; pinned anywhere else, it would not run there."""

@@ -161,7 +161,9 @@ def compare_benchmark(
 def side_blockers(result: BenchmarkResult, role: str) -> tuple[Uncomparable, ...]:
     """Why one run's side of a benchmark cannot decide a gate: not started, or not complete."""
     if result.state in (Status.QUEUED, Status.STARTING):
-        return (Uncomparable(result.benchmark, Blocker.NOT_STARTED, f"the {role} run has not started ({result.state})"),)
+        return (
+            Uncomparable(result.benchmark, Blocker.NOT_STARTED, f"the {role} run has not started ({result.state})"),
+        )
     if result.complete is not True:
         why = result.completeness_reason or result.state
         return (Uncomparable(result.benchmark, Blocker.NOT_COMPLETE, f"the {role} run is not complete: {why}"),)
@@ -176,7 +178,9 @@ def partial_flags(result: BenchmarkResult, role: str) -> list[str]:
     if result.unscoreable:
         shown = ", ".join(u.text() for u in result.unscoreable[:UNSCOREABLE_FLAGGED])
         more = ", ..." if len(result.unscoreable) > UNSCOREABLE_FLAGGED else ""
-        flags.append(f"{role} has {len(result.unscoreable)} row(s) without a {result.metric!r} score, left out: {shown}{more}")
+        flags.append(
+            f"{role} has {len(result.unscoreable)} row(s) without a {result.metric!r} score, left out: {shown}{more}"
+        )
     if result.complete is None:
         flags.append(f"{role} completeness unknown: {result.completeness_reason}")
     if result.duplicates:

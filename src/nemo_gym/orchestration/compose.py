@@ -115,9 +115,7 @@ def _load_checked_yaml(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: the file is empty; it needs the keys {TOP_LEVEL_KEYS}")
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
-        raise UserError(
-            f"{path}: the top level must be a mapping with the keys {TOP_LEVEL_KEYS}, but it is {kind}"
-        )
+        raise UserError(f"{path}: the top level must be a mapping with the keys {TOP_LEVEL_KEYS}, but it is {kind}")
     return data
 
 

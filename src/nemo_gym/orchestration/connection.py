@@ -69,9 +69,7 @@ class LocalConnection:
 
     def run_script(self, script: str, timeout: float | None = None) -> Result:
         self.round_trips += 1
-        proc = subprocess.run(
-            ["bash", "-s"], input=script, capture_output=True, **_TEXT, timeout=timeout
-        )
+        proc = subprocess.run(["bash", "-s"], input=script, capture_output=True, **_TEXT, timeout=timeout)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def stream_script(self, script: str) -> subprocess.Popen[str]:
@@ -93,10 +91,22 @@ class SSHConnection:
 
     def __enter__(self) -> SSHConnection:
         self._master = subprocess.Popen(
-            ["ssh", *self._options, "-o", "ControlMaster=yes", "-o", f"ControlPath={self._socket}",
-             "-o", "ControlPersist=no", "-N", self.hostname],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                "ssh",
+                *self._options,
+                "-o",
+                "ControlMaster=yes",
+                "-o",
+                f"ControlPath={self._socket}",
+                "-o",
+                "ControlPersist=no",
+                "-N",
+                self.hostname,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         self.round_trips += 1
         deadline = time.monotonic() + 30
         while not os.path.exists(self._socket):
@@ -136,10 +146,21 @@ class SSHConnection:
     def run_script(self, script: str, timeout: float | None = None) -> Result:
         self.round_trips += 1
         proc = subprocess.run(
-            ["ssh", *self._options, "-o", "ControlMaster=no", "-o", f"ControlPath={self._socket}",
-             self.hostname, "bash -s"],
-            input=script, capture_output=True, **_TEXT, timeout=timeout,
-        )  # fmt: skip
+            [
+                "ssh",
+                *self._options,
+                "-o",
+                "ControlMaster=no",
+                "-o",
+                f"ControlPath={self._socket}",
+                self.hostname,
+                "bash -s",
+            ],
+            input=script,
+            capture_output=True,
+            **_TEXT,
+            timeout=timeout,
+        )
         self._check_transport(proc.returncode, proc.stderr)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
@@ -147,10 +168,19 @@ class SSHConnection:
         """Start a script on the host whose output is read as it comes (``logs -f``)."""
         self.round_trips += 1
         return subprocess.Popen(
-            ["ssh", *self._options, "-o", "ControlMaster=no", "-o", f"ControlPath={self._socket}",
-             self.hostname, "bash -c " + shlex.quote(script)],
-            stdout=subprocess.PIPE, **_TEXT,
-        )  # fmt: skip
+            [
+                "ssh",
+                *self._options,
+                "-o",
+                "ControlMaster=no",
+                "-o",
+                f"ControlPath={self._socket}",
+                self.hostname,
+                "bash -c " + shlex.quote(script),
+            ],
+            stdout=subprocess.PIPE,
+            **_TEXT,
+        )
 
     def _check_transport(self, returncode: int, stderr: str) -> None:
         if returncode == 255:

@@ -213,6 +213,7 @@ EVENT_JOB_END = "job-end"  # + exit status
 
 # -- why a job ended -------------------------------------------------------------------------------
 
+
 class Cause(Word):
     """Why a job ended badly, as it records itself in ``.gym/<id>/cause``; each cause carries what
     follows from it: whether a rerun would repeat it (the resume judge then stops the chain),
@@ -442,8 +443,14 @@ def parse_chain(text: str) -> Chain:
 def _verdict(job_id: str, outcome: str, elapsed: str, rollouts: str, action: str, why: str) -> Verdict:
     """A verdict read back: a word this version does not know is no outcome it can tell (unknown)
     and no resume (stop), so that it spends nothing and counts as nothing."""
-    return Verdict(job_id, Outcome.from_word(outcome) or Outcome.UNKNOWN, read_count(elapsed), read_count(rollouts),
-                   Action.from_word(action) or Action.STOP, why)  # fmt: skip
+    return Verdict(
+        job_id,
+        Outcome.from_word(outcome) or Outcome.UNKNOWN,
+        read_count(elapsed),
+        read_count(rollouts),
+        Action.from_word(action) or Action.STOP,
+        why,
+    )
 
 
 def _end_state(word: str) -> Status:
@@ -502,6 +509,7 @@ class ProbeRecord(Word):
     CLOCK = "T"  # the cluster's clock, epoch seconds
     ACCOUNTING = "A"  # job id, elapsed seconds, TRES: one run of a job, from the scheduler's accounts
     FACT = "R"  # fact, value: a run-wide fact a backend's probe tail adds
+
 
 # -- the environment of a job's processes --------------------------------------------------------------
 

@@ -61,7 +61,6 @@ def matplotlib(label: object) -> str:
     return terminal(label).replace("$", r"\$")
 
 
-
 def echo(text: object, err: bool = False) -> None:
     """Print text made of labels read back, on the terminal's terms (``terminal_text``)."""
     print(terminal_text(text), file=sys.stderr if err else sys.stdout)

@@ -74,8 +74,14 @@ def bootstrap_source() -> str:
     return BOOTSTRAP % {"sources": blob}
 
 
-def export_script(record: SubmissionRecord, to: list[str], force: bool, environ: Mapping[str, str],
-                  chosen: Mapping[str, Mapping[str, str]] | None = None, trusted: Sequence[str] = ()) -> str:  # fmt: skip
+def export_script(
+    record: SubmissionRecord,
+    to: list[str],
+    force: bool,
+    environ: Mapping[str, str],
+    chosen: Mapping[str, Mapping[str, str]] | None = None,
+    trusted: Sequence[str] = (),
+) -> str:
     """The script for the submit host. ``chosen``: benchmark -> exporter -> destination as the
     user's own index recorded it; ``trusted``: destinations the user named. An exporter whose spec
     names another destination is refused credentials there (``run_exports.Chosen``)."""
@@ -85,7 +91,12 @@ def export_script(record: SubmissionRecord, to: list[str], force: bool, environ:
     lines = ["set -u"]
     lines += [f"export {var}={shlex.quote(environ[var])}" for var in CREDENTIAL_VARIABLES if environ.get(var)]
     # From /, so that nothing the current directory holds (a run directory?) can be imported.
-    lines += ["cd / || exit 1", f"gym_exporters() {{\npython3 - \"$@\" <<'{HEREDOC_END}'", bootstrap_source() + HEREDOC_END, "}"]
+    lines += [
+        "cd / || exit 1",
+        f"gym_exporters() {{\npython3 - \"$@\" <<'{HEREDOC_END}'",
+        bootstrap_source() + HEREDOC_END,
+        "}",
+    ]
     options = [arg for name in to for arg in ("--to", name)] + (["--force"] if force else [])
     sep = contract.FIELD_SEPARATOR
     for job in record.benchmarks:
@@ -99,14 +110,19 @@ def export_script(record: SubmissionRecord, to: list[str], force: bool, environ:
     return "\n".join(lines) + "\n"
 
 
-def destination_options(benchmark: str, chosen: Mapping[str, Mapping[str, str]] | None, trusted: Sequence[str]) -> list[str]:
+def destination_options(
+    benchmark: str, chosen: Mapping[str, Mapping[str, str]] | None, trusted: Sequence[str]
+) -> list[str]:
     recorded = (chosen or {}).get(benchmark, {})
-    options = ["--check-destinations"] + [arg for name, dest in recorded.items() for arg in ("--recorded", f"{name}={dest}")]
+    options = ["--check-destinations"] + [
+        arg for name, dest in recorded.items() for arg in ("--recorded", f"{name}={dest}")
+    ]
     return options + [arg for dest in trusted for arg in ("--trust", dest)]
 
 
-def read_export_output(out: str, record: SubmissionRecord,
-                       environ: Mapping[str, str] | None = None) -> list[tuple[str, list[str], bool]]:  # fmt: skip
+def read_export_output(
+    out: str, record: SubmissionRecord, environ: Mapping[str, str] | None = None
+) -> list[tuple[str, list[str], bool]]:
     """(benchmark, its exporters' lines, whether one failed) for each benchmark of the run; every
     line scrubbed of the credentials in ``environ`` (the exporters scrub theirs; this is the
     second lock, for whatever else the host's python printed)."""
@@ -120,7 +136,9 @@ def read_export_output(out: str, record: SubmissionRecord,
     results = []
     for bench, lines in found.items():
         if lines == [NO_EXPORTS] or not lines:
-            results.append((bench, ["no exports are configured for this benchmark (job.export, or its own export)"], False))
+            results.append(
+                (bench, ["no exports are configured for this benchmark (job.export, or its own export)"], False)
+            )
         else:
             results.append((bench, lines, any("FAILED" in text for text in lines)))
     return results
@@ -132,8 +150,11 @@ def read_export_output(out: str, record: SubmissionRecord,
 CREDENTIAL_NAME = re.compile(r"TOKEN|API_?KEY|PASSWORD|PASSWD|SECRET|CREDENTIAL")
 
 
-def host_credential_problems(owners: Mapping[str, DriverConfig | BaseServiceConfig], secrets: Mapping[str, tuple[str, str]],
-                             values: Mapping[str, str]) -> list[str]:  # fmt: skip
+def host_credential_problems(
+    owners: Mapping[str, DriverConfig | BaseServiceConfig],
+    secrets: Mapping[str, tuple[str, str]],
+    values: Mapping[str, str],
+) -> list[str]:
     """One line per ``host:`` credential (by its key or variable's name) that cannot be sent as
     it is, naming the field and the variable, never the value."""
     problems = []
@@ -148,22 +169,30 @@ def host_credential_problems(owners: Mapping[str, DriverConfig | BaseServiceConf
     return problems
 
 
-def export_environment_problems(config: SubmitConfig, carried_names: tuple[str, ...], carried: Mapping[str, str]) -> list[str]:
+def export_environment_problems(
+    config: SubmitConfig, carried_names: tuple[str, ...], carried: Mapping[str, str]
+) -> list[str]:
     """What the exports would be given from this shell that cannot work: a credential holding a
     control character; an mlflow exporter with no tracking_uri where this shell has no
     MLFLOW_TRACKING_URI either (it would fail after the run), or one that holds credentials."""
-    problems = [p for name, value in carried.items() if name != ENV_TRACKING_URI for p in [credential_problem(name, value)] if p]
+    problems = [
+        p for name, value in carried.items() if name != ENV_TRACKING_URI for p in [credential_problem(name, value)] if p
+    ]
     if ENV_TRACKING_URI not in carried_names:
         return problems
     where = _mlflow_without_uri(config)
     uri = carried.get(ENV_TRACKING_URI)
     if not uri:
-        problems.append(f"{where}: not set, and {ENV_TRACKING_URI} is not set in this shell either, so the mlflow export "
-                        f"would fail after the run: set {where}, or export {ENV_TRACKING_URI} before submitting")  # fmt: skip
+        problems.append(
+            f"{where}: not set, and {ENV_TRACKING_URI} is not set in this shell either, so the mlflow export "
+            f"would fail after the run: set {where}, or export {ENV_TRACKING_URI} before submitting"
+        )
     else:
         problem = tracking_uri_problem(uri) or credential_problem(ENV_TRACKING_URI, uri)
         if problem:
-            problems.append(f"{ENV_TRACKING_URI} (this shell's, the mlflow exporter's address as {where} is not set): {problem}")
+            problems.append(
+                f"{ENV_TRACKING_URI} (this shell's, the mlflow exporter's address as {where} is not set): {problem}"
+            )
     return problems
 
 
@@ -174,5 +203,9 @@ def _mlflow_without_uri(config: SubmitConfig) -> str:
         merged = config.exports_of(name).get(MLFLOW)
         if merged is not None and not merged.get("tracking_uri"):
             own = (bench.export or {}).get(MLFLOW)
-            return f"driver.benchmarks.{name}.export.mlflow.tracking_uri" if own or default is None else "job.export.mlflow.tracking_uri"
+            return (
+                f"driver.benchmarks.{name}.export.mlflow.tracking_uri"
+                if own or default is None
+                else "job.export.mlflow.tracking_uri"
+            )
     return "job.export.mlflow.tracking_uri"

@@ -284,8 +284,9 @@ def completeness(expected: frozenset | None, written: frozenset, duplicates: int
     if expected is None:
         return Completeness(False, None, len(written), (), (), duplicates, None)
     missing = tuple(sorted(expected - written))
-    return Completeness(True, len(expected), len(written), missing, tuple(sorted(written - expected)),
-                        duplicates, not missing)  # fmt: skip
+    return Completeness(
+        True, len(expected), len(written), missing, tuple(sorted(written - expected)), duplicates, not missing
+    )
 
 
 def lines_of(fh: Any, limit: int = MAX_ROW_BYTES, block_bytes: int = 1 << 20) -> Any:

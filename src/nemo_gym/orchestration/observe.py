@@ -124,9 +124,12 @@ SCAN_WINDOW = 4096
 def _scan_constants(missing_named: int = MISSING_NAMED) -> dict[str, object]:
     """What the sample scan (templates/probe-samples.sh.j2) is given besides the contract."""
     return {
-        "missing_named": missing_named, "max_row": facts.MAX_ROW_BYTES, "window": SCAN_WINDOW,
-        "task_key": TASK_INDEX_KEY, "rollout_key": ROLLOUT_INDEX_KEY,
-    }  # fmt: skip
+        "missing_named": missing_named,
+        "max_row": facts.MAX_ROW_BYTES,
+        "window": SCAN_WINDOW,
+        "task_key": TASK_INDEX_KEY,
+        "rollout_key": ROLLOUT_INDEX_KEY,
+    }
 
 
 def check_samples_shell() -> str:
@@ -135,7 +138,10 @@ def check_samples_shell() -> str:
 
 
 def probe_script(
-    record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset(), missing_named: int = MISSING_NAMED
+    record: SubmissionRecord,
+    backend: Backend,
+    checked: frozenset[str] = frozenset(),
+    missing_named: int = MISSING_NAMED,
 ) -> str:
     """Per benchmark: its rollouts and resume chain, per job of the chain (the last few) the job's
     own state file and what the scheduler says of it, the times its jobs ran, and once its latest
@@ -143,7 +149,12 @@ def probe_script(
     of an ended job does not change, so ``--watch`` makes it once), naming the first
     ``missing_named`` missing pairs."""
     probed = [
-        {"benchmark": job.benchmark, "job_dir": job.job_dir, "job_id": job.job_id, "check": 0 if job.benchmark in checked else 1}
+        {
+            "benchmark": job.benchmark,
+            "job_dir": job.job_dir,
+            "job_id": job.job_id,
+            "check": 0 if job.benchmark in checked else 1,
+        }
         for job in record.benchmarks
         if job.job_id
     ]
@@ -375,17 +386,34 @@ def exports_text(exports: dict[str, dict]) -> str:
 
 
 def statuses_from(
-    record: SubmissionRecord, answer: ProbeAnswer | None, backend: Backend, known: Mapping[str, SampleCheck] | None = None
+    record: SubmissionRecord,
+    answer: ProbeAnswer | None,
+    backend: Backend,
+    known: Mapping[str, SampleCheck] | None = None,
 ) -> list[JobStatus]:
     statuses = []
     for job in record.benchmarks:
         if not job.job_id:
-            statuses.append(JobStatus(job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir))
+            statuses.append(
+                JobStatus(
+                    job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir
+                )
+            )
             continue
         if answer is None or job.benchmark not in answer.benchmarks:
             unanswered = [Attempt(job.job_id, Status.UNKNOWN, None, "no answer from the cluster")]
-            statuses.append(JobStatus(job.benchmark, job.job_id, Status.UNKNOWN, "no answer from the cluster", 0,
-                                      job.job_dir, [job.job_id], history=unanswered))  # fmt: skip
+            statuses.append(
+                JobStatus(
+                    job.benchmark,
+                    job.job_id,
+                    Status.UNKNOWN,
+                    "no answer from the cluster",
+                    0,
+                    job.job_dir,
+                    [job.job_id],
+                    history=unanswered,
+                )
+            )
             continue
         rollouts, chain = answer.benchmarks[job.benchmark]
         probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
@@ -403,9 +431,24 @@ def statuses_from(
         running = current if not state.final else None
         job_usage = _usage(job.benchmark, job.gpus, ids, running, answer)
         exports = answer.exports.get(job.benchmark, {})
-        seen = _Seen(chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running)
-        statuses.append(JobStatus(job.benchmark, current, state, detail + exports_text(exports), rollouts, job.job_dir,
-                                  ids, job_usage, check, exports, [seen.attempt(i) for i in ids]))  # fmt: skip
+        seen = _Seen(
+            chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running
+        )
+        statuses.append(
+            JobStatus(
+                job.benchmark,
+                current,
+                state,
+                detail + exports_text(exports),
+                rollouts,
+                job.job_dir,
+                ids,
+                job_usage,
+                check,
+                exports,
+                [seen.attempt(i) for i in ids],
+            )
+        )
     return statuses
 
 
@@ -435,18 +478,29 @@ class _Seen:
         if cause is None and verdict is not None:
             cause = verdict.outcome.cause
         records = [r for r in self.own.get(job_id, []) if r.current] or self.own.get(job_id, [])
-        spent = usage.job_usage(job_id, self.answer.accounting, self.own, self.gpus, self.answer.now, job_id == self.running)
-        return Attempt(job_id, state, cause, detail,
-                       started=records[-1].start if records else None, ended=records[-1].end if records else None,
-                       gpu_hours=_rounded(spent.gpu_hours, 4),
-                       verdict=f"{verdict.why} -> {verdict.action}" if verdict is not None else "")  # fmt: skip
+        spent = usage.job_usage(
+            job_id, self.answer.accounting, self.own, self.gpus, self.answer.now, job_id == self.running
+        )
+        return Attempt(
+            job_id,
+            state,
+            cause,
+            detail,
+            started=records[-1].start if records else None,
+            ended=records[-1].end if records else None,
+            gpu_hours=_rounded(spent.gpu_hours, 4),
+            verdict=f"{verdict.why} -> {verdict.action}" if verdict is not None else "",
+        )
 
 
 # How a job the probe did not reach is shown, from the outcome the chain's verdict found.
 _VERDICT_STATES = {
-    Outcome.SUCCEEDED: Status.SUCCEEDED, Outcome.CANCELLED: Status.CANCELLED, Outcome.UNKNOWN: Status.UNKNOWN,
-    Outcome.TIMEOUT: Status.TIMED_OUT, Outcome.WALLTIME: Status.TIMED_OUT,
-}  # fmt: skip
+    Outcome.SUCCEEDED: Status.SUCCEEDED,
+    Outcome.CANCELLED: Status.CANCELLED,
+    Outcome.UNKNOWN: Status.UNKNOWN,
+    Outcome.TIMEOUT: Status.TIMED_OUT,
+    Outcome.WALLTIME: Status.TIMED_OUT,
+}
 
 
 def missing_text(check: SampleCheck) -> str:

@@ -132,7 +132,9 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
     interval = otel.scrape_interval_seconds
     receivers: dict[str, Any] = {}
     if otel.scrape_jobs:
-        receivers["prometheus"] = {"config": {"scrape_configs": [_scrape_config(j, interval) for j in otel.scrape_jobs]}}
+        receivers["prometheus"] = {
+            "config": {"scrape_configs": [_scrape_config(j, interval) for j in otel.scrape_jobs]}
+        }
     receivers["otlp"] = {
         "protocols": {
             "grpc": {"endpoint": f"0.0.0.0:{OTLP_GRPC_PORT}"},

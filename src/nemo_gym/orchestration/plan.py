@@ -480,8 +480,14 @@ class _Layout:
         driver_node = pools[pinned].start if pinned else 0
         pool_gpus = {name: pool.gpus_per_node or 0 for name, pool in compute.node_pools.items()}
         gpu_count = sum(p.nodes * pool_gpus[name] for name, p in compute.node_pools.items())
-        return cls(node_count=node_count, pools=pools, driver_node=driver_node, gpu_count=gpu_count,
-                   pool_gpus=pool_gpus, heterogeneous=pools_differ(compute.node_pools))  # fmt: skip
+        return cls(
+            node_count=node_count,
+            pools=pools,
+            driver_node=driver_node,
+            gpu_count=gpu_count,
+            pool_gpus=pool_gpus,
+            heterogeneous=pools_differ(compute.node_pools),
+        )
 
     def pool_of(self, node: int) -> str | None:
         return next((name for name, nodes in self.pools.items() if node in nodes.indices), None)
@@ -567,8 +573,15 @@ class _Context:
 
     def launch(self, job_dir: str, step: str, nodes: NodeSlice, service: BaseServiceConfig) -> Launch:
         layout = self.layout
-        return Launch(step, job_dir, nodes, service.container, tuple(service.mounts), layout.has_gpus(nodes),
-                      component=layout.component_of(nodes))  # fmt: skip
+        return Launch(
+            step,
+            job_dir,
+            nodes,
+            service.container,
+            tuple(service.mounts),
+            layout.has_gpus(nodes),
+            component=layout.component_of(nodes),
+        )
 
     # -- vLLM -----------------------------------------------------------------------------------
 
@@ -589,9 +602,15 @@ class _Context:
         if isinstance(service, VllmPDTierConfig):
             env = _nixl_env(service) + env  # the tier's own env still wins
         common: dict[str, Any] = dict(
-            name=name, service=name, nodes=nodes, env=env, pre_command=service.pre_command, health=health,
-            launch=self.launch(job_dir, name, nodes, service), metrics_port=service.port,
-        )  # fmt: skip
+            name=name,
+            service=name,
+            nodes=nodes,
+            env=env,
+            pre_command=service.pre_command,
+            health=health,
+            launch=self.launch(job_dir, name, nodes, service),
+            metrics_port=service.port,
+        )
         if one_server_per_node:
             # Independent servers, one a node; the router lists each (validation holds n to 1).
             return PlainStep(argv=tuple(base), **common)
@@ -600,16 +619,26 @@ class _Context:
             # replica gets its own port from the gateway.
             footprint = service.tensor_parallel_size * service.pipeline_parallel_size
             return VllmGatewayStep(
-                argv=tuple(_drop_flags(base, ("--port",))), ray_port=VLLM_RAY_PORT, instances=n, port=service.port,
-                gpus_per_instance=footprint if gpus else 0, **common,
-            )  # fmt: skip
+                argv=tuple(_drop_flags(base, ("--port",))),
+                ray_port=VLLM_RAY_PORT,
+                instances=n,
+                port=service.port,
+                gpus_per_instance=footprint if gpus else 0,
+                **common,
+            )
         if nodes.count == 1:
             argv = base + (["--data-parallel-size", str(n)] if n > 1 else [])
             return PlainStep(argv=tuple(argv), **common)
         if n > 1:
             local = n // nodes.count
-            dp = ["--data-parallel-size", str(n), "--data-parallel-size-local", str(local),
-                  "--data-parallel-rpc-port", str(service.data_parallel_rpc_port)]  # fmt: skip
+            dp = [
+                "--data-parallel-size",
+                str(n),
+                "--data-parallel-size-local",
+                str(local),
+                "--data-parallel-rpc-port",
+                str(service.data_parallel_rpc_port),
+            ]
             return VllmDataParallelStep(
                 argv=tuple(base + dp),
                 worker_argv=tuple(_drop_flags(base, _HEAD_ONLY_VLLM_FLAGS) + dp + ["--headless"]),
@@ -631,20 +660,41 @@ class _Context:
         check = service.health_check
         metrics_port = router_metrics_port(self.config, name)
         argv = [
-            "vllm-router", "--vllm-pd-disaggregation",
-            "--prefill-policy", service.prefill_policy, "--decode-policy", service.decode_policy,
-            "--host", "0.0.0.0", "--port", str(service.port),
-            "--intra-node-data-parallel-size", str(service.intra_node_data_parallel_size),
-            "--request-timeout-secs", str(service.request_timeout_secs), "--log-level", service.log_level,
+            "vllm-router",
+            "--vllm-pd-disaggregation",
+            "--prefill-policy",
+            service.prefill_policy,
+            "--decode-policy",
+            service.decode_policy,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(service.port),
+            "--intra-node-data-parallel-size",
+            str(service.intra_node_data_parallel_size),
+            "--request-timeout-secs",
+            str(service.request_timeout_secs),
+            "--log-level",
+            service.log_level,
             # Its metrics on every interface, so the collector beside the driver can scrape them.
-            "--prometheus-host", "0.0.0.0", "--prometheus-port", str(metrics_port),
-        ]  # fmt: skip
+            "--prometheus-host",
+            "0.0.0.0",
+            "--prometheus-port",
+            str(metrics_port),
+        ]
         return VllmRouterStep(
-            name=name, service=name, nodes=nodes, env=env, pre_command=service.pre_command, argv=tuple(argv),
-            launch=self.launch(job_dir, name, nodes, service), metrics_port=metrics_port,
+            name=name,
+            service=name,
+            nodes=nodes,
+            env=env,
+            pre_command=service.pre_command,
+            argv=tuple(argv),
+            launch=self.launch(job_dir, name, nodes, service),
+            metrics_port=metrics_port,
             health=HealthCheck("http", check.timeout_seconds, check.port, check.path, (node,)),
-            prefill=_serving_endpoints(prefill), decode=_serving_endpoints(decode),
-        )  # fmt: skip
+            prefill=_serving_endpoints(prefill),
+            decode=_serving_endpoints(decode),
+        )
 
     # -- Ray ------------------------------------------------------------------------------------
 
@@ -664,11 +714,16 @@ class _Context:
         head_nodes = NodeSlice(head, 1)
         steps: list[Step] = [
             RayHeadStep(
-                name=name, nodes=head_nodes, ray_port=service.port, ray_nodes=1 + worker_count,
+                name=name,
+                nodes=head_nodes,
+                ray_port=service.port,
+                ray_nodes=1 + worker_count,
                 argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
-                health=health, launch=self.launch(job_dir, name, head_nodes, service), **common,
+                health=health,
+                launch=self.launch(job_dir, name, head_nodes, service),
+                **common,
             )
-        ]  # fmt: skip
+        ]
         for pool in service.node_pools:
             workers = [i for i in layout.pools[pool].indices if i != head]
             if not workers:
@@ -678,12 +733,16 @@ class _Context:
             step = f"{name}_{pool}_workers"
             steps.append(
                 RayWorkerStep(
-                    name=step, nodes=nodes, head_address_variable=contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name),
-                    argv=tuple(["ray", "start", *_ray_resource_flags(service, pool),
-                                *_drop_flags(extra, _HEAD_ONLY_RAY_FLAGS)]),
-                    launch=self.launch(job_dir, step, nodes, service), **common,
+                    name=step,
+                    nodes=nodes,
+                    head_address_variable=contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name),
+                    argv=tuple(
+                        ["ray", "start", *_ray_resource_flags(service, pool), *_drop_flags(extra, _HEAD_ONLY_RAY_FLAGS)]
+                    ),
+                    launch=self.launch(job_dir, step, nodes, service),
+                    **common,
                 )
-            )  # fmt: skip
+            )
         return steps
 
     # -- driver ---------------------------------------------------------------------------------
@@ -712,8 +771,16 @@ class _Context:
         # drivers' logs go to their benchmarks' directories.
         log_dir = f"{job_dir}/{contract.LOGS_DIR}" if shared_driver else contract.LOGS_DIR
         nodes = NodeSlice(node, 1)
-        launch = Launch(DRIVER_STEP, job_dir, nodes, driver.container, mounts, False, log_dir,
-                        component=self.layout.component_of(nodes))  # fmt: skip
+        launch = Launch(
+            DRIVER_STEP,
+            job_dir,
+            nodes,
+            driver.container,
+            mounts,
+            False,
+            log_dir,
+            component=self.layout.component_of(nodes),
+        )
         env = self.env("driver", driver)
         gym_telemetry = otel is not None and self.config.otel.gym_telemetry
         if otel is not None:
@@ -752,11 +819,17 @@ class _Context:
         model = policy_model_path(self.config) or ""
         served = getattr(policy, "served_model_name", None) or model
         spec = make_spec(
-            self.run_id, benchmark, model, served, resolved_config_dict(self.config), exporters,
-            sweep_id=self.sweep_id, gpus=self.layout.gpu_count if self.layout.pool_gpus else None,
+            self.run_id,
+            benchmark,
+            model,
+            served,
+            resolved_config_dict(self.config),
+            exporters,
+            sweep_id=self.sweep_id,
+            gpus=self.layout.gpu_count if self.layout.pool_gpus else None,
             # A shared deployment's benchmarks are timed by the one job that ran them all.
             usage_dir=f"../{contract.SHARED_DEPLOYMENT_DIR}" if shared_driver else None,
-        )  # fmt: skip
+        )
         return ExportPlan(tuple(exporters), spec)
 
     # -- telemetry ------------------------------------------------------------------------------
@@ -767,8 +840,9 @@ class _Context:
         node = self.layout.driver_node
         config_path = f"{job_dir}/{contract.COLLECTOR_CONFIG_FILE}"
         nodes = NodeSlice(node, 1)
-        launch = Launch(COLLECTOR_STEP, job_dir, nodes, otel.container, (), False,
-                        component=self.layout.component_of(nodes))  # fmt: skip
+        launch = Launch(
+            COLLECTOR_STEP, job_dir, nodes, otel.container, (), False, component=self.layout.component_of(nodes)
+        )
         return OtelPlan(
             launch=launch,
             argv=(otel.binary, "--config", config_path),
@@ -930,10 +1004,14 @@ def _vllm_argv(service: VllmServiceConfig, identity: str | None = None) -> list[
     """``vllm serve`` with the service's options, serving ``identity`` too when given; the
     config's extra_args last, as written."""
     argv = [
-        "vllm", "serve", service.model,
-        "--port", str(service.port),
-        "--tensor-parallel-size", str(service.tensor_parallel_size),
-    ]  # fmt: skip
+        "vllm",
+        "serve",
+        service.model,
+        "--port",
+        str(service.port),
+        "--tensor-parallel-size",
+        str(service.tensor_parallel_size),
+    ]
     if service.pipeline_parallel_size > 1:
         argv += ["--pipeline-parallel-size", str(service.pipeline_parallel_size)]
     extra = shlex.split(service.extra_args)

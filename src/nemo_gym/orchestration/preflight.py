@@ -93,8 +93,14 @@ def _coerces(kind: Kind, value: Any) -> bool:
 def _adapter(kind: Kind) -> Any:
     from pydantic import TypeAdapter
 
-    python_type = {Kind.INTEGER: int, Kind.NUMBER: float, Kind.BOOLEAN: bool, Kind.STRING: str,
-                   Kind.LIST: list, Kind.MAPPING: dict}[kind]  # fmt: skip
+    python_type = {
+        Kind.INTEGER: int,
+        Kind.NUMBER: float,
+        Kind.BOOLEAN: bool,
+        Kind.STRING: str,
+        Kind.LIST: list,
+        Kind.MAPPING: dict,
+    }[kind]
     return TypeAdapter(python_type)
 
 

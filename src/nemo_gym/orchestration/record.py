@@ -83,7 +83,9 @@ class SubmissionRecord(BaseModel):
     @classmethod
     def _plain_hostname(cls, value: str | None) -> str | None:
         # Handed to ssh as its destination: an option (-oProxyCommand=...) or a space is no host.
-        if value is not None and (not value or value.startswith("-") or any(c.isspace() or not c.isprintable() for c in value)):
+        if value is not None and (
+            not value or value.startswith("-") or any(c.isspace() or not c.isprintable() for c in value)
+        ):
             raise ValueError(f"{value!r} is not a host name")
         return value
 
@@ -346,6 +348,11 @@ def your_last(records: list[SubmissionRecord]) -> SubmissionRecord:
     from nemo_gym.orchestration.display import terminal
 
     # The id is read from the index: shown escaped, like every label read back.
-    print(terminal(f"note: --last is {yours[-1].gym_job_id}, your newest submission on {machine} "
-                   f"(none was made from this shell session)"), file=sys.stderr)  # fmt: skip
+    print(
+        terminal(
+            f"note: --last is {yours[-1].gym_job_id}, your newest submission on {machine} "
+            f"(none was made from this shell session)"
+        ),
+        file=sys.stderr,
+    )
     return yours[-1]

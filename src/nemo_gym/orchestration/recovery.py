@@ -102,31 +102,41 @@ def plan(evidence: Evidence) -> Plan:
         return _after_a_good_end(evidence)
     if status in _ENDED_BADLY:
         return _after_a_bad_end(evidence)
-    return Plan(Remedy.UNKNOWN, f"refused: its state is {status}, so what it needs cannot be told; "
-                                "run gym eval status again once the cluster answers")  # fmt: skip
+    return Plan(
+        Remedy.UNKNOWN,
+        f"refused: its state is {status}, so what it needs cannot be told; "
+        "run gym eval status again once the cluster answers",
+    )
 
 
 def _after_a_good_end(evidence: Evidence) -> Plan:
     samples = evidence.samples
     if samples is None:
-        return Plan(Remedy.UNKNOWN, "refused: its completeness is unknown (no list of expected samples, "
-                                    "or they were not counted), so nothing can be said to be missing")  # fmt: skip
+        return Plan(
+            Remedy.UNKNOWN,
+            "refused: its completeness is unknown (no list of expected samples, "
+            "or they were not counted), so nothing can be said to be missing",
+        )
     if samples.missing <= 0:
         return Plan(Remedy.NOTHING, f"nothing to do: it succeeded with all {samples.expected} samples")
     spent = _budget_spent(evidence)
     if spent is not None:
         return spent
     named = tuple(samples.missing_named[:PAIRS_NAMED])
-    return Plan(Remedy.GENERATE_MISSING,
-                f"generate the {samples.missing} missing of {samples.expected} samples: {pairs_text(named, samples.missing)}",
-                named)  # fmt: skip
+    return Plan(
+        Remedy.GENERATE_MISSING,
+        f"generate the {samples.missing} missing of {samples.expected} samples: {pairs_text(named, samples.missing)}",
+        named,
+    )
 
 
 def _after_a_bad_end(evidence: Evidence) -> Plan:
     cause = evidence.cause
     if cause is not None and cause.repeats_on_rerun:
         fix = _FIX.get(cause, _FIX_ANY)
-        return Plan(Remedy.STOP_WOULD_REPEAT, f"stop: {cause.text} ({cause}), and a rerun would fail the same way; {fix}")
+        return Plan(
+            Remedy.STOP_WOULD_REPEAT, f"stop: {cause.text} ({cause}), and a rerun would fail the same way; {fix}"
+        )
     spent = _budget_spent(evidence)
     if spent is not None:
         return spent
@@ -139,10 +149,13 @@ def _budget_spent(evidence: Evidence) -> Plan | None:
     if evidence.attempts < evidence.max_attempts:
         return None
     more = max(evidence.attempts, 0) + 1
-    return Plan(Remedy.STOP_BUDGET_SPENT, (
-        f"stop: {evidence.attempts} of {evidence.max_attempts} attempts made; "
-        f"to allow another, pass {MAX_ATTEMPTS_FLAG} {more}"
-    ))  # fmt: skip
+    return Plan(
+        Remedy.STOP_BUDGET_SPENT,
+        (
+            f"stop: {evidence.attempts} of {evidence.max_attempts} attempts made; "
+            f"to allow another, pass {MAX_ATTEMPTS_FLAG} {more}"
+        ),
+    )
 
 
 def pairs_text(named: tuple[Pair, ...], total: int) -> str:

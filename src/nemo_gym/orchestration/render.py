@@ -136,7 +136,9 @@ def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str,
     scheduler = f"{contract.STEPS_DIR}/{backend.node_scheduler}.py"
     return {
         contract.step_script("resume"): StagedFile(
-            render_template("resume.sh.j2", run_id=run_id, resume=resume, exit_stop=EXIT_STOP, scheduler=backend.node_scheduler)
+            render_template(
+                "resume.sh.j2", run_id=run_id, resume=resume, exit_stop=EXIT_STOP, scheduler=backend.node_scheduler
+            )
         ),
         f"{contract.STEPS_DIR}/resume.py": StagedFile(_module_source("resume")),
         f"{contract.STEPS_DIR}/contract.py": StagedFile(_module_source("contract")),
@@ -193,8 +195,15 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
     launch = lambda spec: backend.launch_line(spec, plan.runtime)  # noqa: E731 - one line, used four times
     shared: dict[str, Any] | None = None
     if job is plan.shared:
-        drivers = [{"benchmark": b.benchmark, "dir": b.job_dir, "launch": launch(b.driver.launch),
-                    "export": b.export is not None} for b in plan.jobs]  # fmt: skip
+        drivers = [
+            {
+                "benchmark": b.benchmark,
+                "dir": b.job_dir,
+                "launch": launch(b.driver.launch),
+                "export": b.export is not None,
+            }
+            for b in plan.jobs
+        ]
         shared = {"drivers": drivers, "at_once": plan.benchmarks_at_once}
     otel = job.otel
     return render_template(

@@ -44,7 +44,9 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UserError(f"gym eval report draws its charts with matplotlib, which is not installed; {INSTALL_HINT}") from None
+        raise UserError(
+            f"gym eval report draws its charts with matplotlib, which is not installed; {INSTALL_HINT}"
+        ) from None
 
 
 # -- the x axis --------------------------------------------------------------------------------------
@@ -117,8 +119,15 @@ def benchmark_chart(benchmark: str, metric: str, axis: Axis, results: list[Bench
         ((x, r.value, r) for x, r in zip(axis.positions, results) if r is not None and r.value is not None),
         key=lambda p: p[0],
     )
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"gym-report-{benchmark}",
-                                "font.size": 10, "axes.spines.top": False, "axes.spines.right": False}):  # fmt: skip
+    with matplotlib.rc_context(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": f"gym-report-{benchmark}",
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    ):
         fig = Figure(figsize=(5.2, 3.2), dpi=100)  # two side by side on a laptop's screen
         ax = fig.subplots()
         if points:
@@ -126,17 +135,35 @@ def benchmark_chart(benchmark: str, metric: str, axis: Axis, results: list[Bench
             ys = [y for _, y, _ in points]
             ax.plot(xs, ys, color="#2b6cb0", linewidth=2, zorder=1)
             for x, y, r in points:
-                ax.scatter([x], [y], s=42, zorder=2, color="#2b6cb0" if r.complete else "white",
-                           edgecolors="#2b6cb0", linewidths=1.6)  # fmt: skip
+                ax.scatter(
+                    [x],
+                    [y],
+                    s=42,
+                    zorder=2,
+                    color="#2b6cb0" if r.complete else "white",
+                    edgecolors="#2b6cb0",
+                    linewidths=1.6,
+                )
                 if not r.complete:
-                    ax.annotate(r.samples_text(), (x, y), textcoords="offset points", xytext=(0, 8),
-                                ha="center", fontsize=8, color="#b7791f")  # fmt: skip
+                    ax.annotate(
+                        r.samples_text(),
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(0, 8),
+                        ha="center",
+                        fontsize=8,
+                        color="#b7791f",
+                    )
             if all(0.0 <= y <= 1.0 for y in ys):
                 ax.set_ylim(-0.05, 1.05)
         else:
             ax.text(0.5, 0.5, shown(f"no {metric} scores yet"), transform=ax.transAxes, ha="center", color="#718096")
-        ax.set_xticks(axis.positions, [shown(t) for t in axis.ticks], rotation=20 if any(len(t) > 8 for t in axis.ticks) else 0,
-                      ha="right" if any(len(t) > 8 for t in axis.ticks) else "center")  # fmt: skip
+        ax.set_xticks(
+            axis.positions,
+            [shown(t) for t in axis.ticks],
+            rotation=20 if any(len(t) > 8 for t in axis.ticks) else 0,
+            ha="right" if any(len(t) > 8 for t in axis.ticks) else "center",
+        )
         ax.set_xlabel(shown(axis.title))
         ax.set_ylabel(shown(metric))
         ax.set_title(shown(benchmark), loc="left", fontweight="bold")
@@ -151,8 +178,9 @@ def benchmark_chart(benchmark: str, metric: str, axis: Axis, results: list[Bench
 # -- the page ----------------------------------------------------------------------------------------
 
 
-def report_html(runs: list[RunResults], metric: str, comparison: RunComparison | None = None,
-                now: datetime | None = None) -> str:  # fmt: skip
+def report_html(
+    runs: list[RunResults], metric: str, comparison: RunComparison | None = None, now: datetime | None = None
+) -> str:
     """The whole page, one string: everything it shows is in it."""
     import jinja2
 
@@ -243,15 +271,22 @@ def _comparison_view(comparison: RunComparison, labels: list[str]) -> dict[str, 
     rows = []
     for b in comparison.benchmarks:
         p = b.paired
-        rows.append({
-            "benchmark": b.benchmark, "tasks": p.n, "base": number(p.base_mean), "candidate": number(p.candidate_mean),
-            "delta": number(p.delta, True),
-            "ci": "–" if p.ci is None else f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]",
-            "p": "–" if p.p_value is None else f"{p.p_value:.3g}",
-            "verdict": p.verdict, "css": p.verdict.replace(" ", "-"),
-            "up": tasks(p.improved_tasks), "down": tasks(p.regressed_tasks),
-            "flags": list(b.flags),
-        })  # fmt: skip
+        rows.append(
+            {
+                "benchmark": b.benchmark,
+                "tasks": p.n,
+                "base": number(p.base_mean),
+                "candidate": number(p.candidate_mean),
+                "delta": number(p.delta, True),
+                "ci": "–" if p.ci is None else f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]",
+                "p": "–" if p.p_value is None else f"{p.p_value:.3g}",
+                "verdict": p.verdict,
+                "css": p.verdict.replace(" ", "-"),
+                "up": tasks(p.improved_tasks),
+                "down": tasks(p.regressed_tasks),
+                "flags": list(b.flags),
+            }
+        )
     return {
         "base": labels[0],
         "candidate": labels[1],

@@ -65,4 +65,3 @@ def resolved_config_dict(config: SubmitConfig) -> dict[str, Any]:
             node = node[key]
         node["env"] = _prefixed_env(owner)
     return _escaped(data)
-

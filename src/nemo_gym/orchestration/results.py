@@ -48,7 +48,9 @@ MARKER = contract.RESULT_MARKER
 DEFAULT_METRIC = "reward"
 # Metric names shown in the table, most telling first (gym's names, made the one name each has
 # everywhere: ``facts.mlflow_safe_key``); the JSON has every metric.
-PREFERRED = tuple(facts.mlflow_safe_key(name) for name in ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy"))
+PREFERRED = tuple(
+    facts.mlflow_safe_key(name) for name in ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
+)
 PROJECTION_FILES = (Path(facts.__file__), Path(__file__).with_name("rollout_projection.py"))
 NO_EXPECTED_LIST = (
     f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name} (gym before 0.7.0 writes none): nothing lists the samples "
@@ -189,9 +191,9 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
         # A metrics file is kilobytes: one over the bound is named, never sent.
         payload = '$(base64 -w0 <"$f")'
         lines.append(
-            f"for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f \"$f\" ] || continue; "
-            f"if [ \"$(wc -c <\"$f\")\" -gt {untrusted.MAX_DOCUMENT_BYTES} ]; then p={shlex.quote(TOO_LARGE)}; else p=\"{payload}\"; fi; "
-            f"printf '%s%s\\x1f\\x1f%s\\x1f%s\\n' {shlex.quote(MARKER)} {b} \"$f\" \"$p\"; done"
+            f'for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f "$f" ] || continue; '
+            f'if [ "$(wc -c <"$f")" -gt {untrusted.MAX_DOCUMENT_BYTES} ]; then p={shlex.quote(TOO_LARGE)}; else p="{payload}"; fi; '
+            f'printf \'%s%s\\x1f\\x1f%s\\x1f%s\\n\' {shlex.quote(MARKER)} {b} "$f" "$p"; done'
         )
     files = [
         (job.benchmark, f"{job.job_dir}/{contract.ROLLOUTS_FILE}", f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}")
@@ -401,7 +403,9 @@ def _unreadable_rows(rollouts: RolloutSet) -> str:
     more = ", ..." if rollouts.unreadable > len(rollouts.unreadable_lines) else ""
     text = f"{rollouts.unreadable} unreadable row(s) (line {', '.join(map(str, rollouts.unreadable_lines))}{more}"
     if rollouts.oversized:
-        big = ", ".join(map(str, rollouts.oversized_lines)) + (", ..." if rollouts.oversized > len(rollouts.oversized_lines) else "")
+        big = ", ".join(map(str, rollouts.oversized_lines)) + (
+            ", ..." if rollouts.oversized > len(rollouts.oversized_lines) else ""
+        )
         text += f"; line {big} over {MAX_ROW_BYTES // 2**20} MiB, refused unread"
     return text + ")"
 

@@ -136,9 +136,13 @@ def opening(chain: c.Chain, me: str, prev: str, requeued: int, cancelled: bool) 
     if requeued > 0 and chain.latest != me:
         # Requeued after the chain moved on (an admin's requeue of a job already resumed): the
         # chain's current job owns the directory.
-        return Opening("stop", f"job {me} was requeued, but job {chain.latest} has resumed it already; not running twice")
+        return Opening(
+            "stop", f"job {me} was requeued, but job {chain.latest} has resumed it already; not running twice"
+        )
     if requeued > 0:
-        return Opening("judge", judged=me, outcome=c.Outcome.REQUEUED, state_dir=f"{c.state_dir(me)}{c.ATTEMPT_SUFFIX}{requeued}")
+        return Opening(
+            "judge", judged=me, outcome=c.Outcome.REQUEUED, state_dir=f"{c.state_dir(me)}{c.ATTEMPT_SUFFIX}{requeued}"
+        )
     if prev:
         if chain.successors.get(prev) != me:
             return Opening("stop", f"job {me} is not the recorded successor of job {prev}; not running twice")
@@ -256,8 +260,14 @@ class Judge:
             return EXIT_STOP
         if step.kind == "judge":
             outcome = step.outcome or self._outcome(step.judged, step.state_dir)
-            ruling = judge(chain, step.judged, outcome, self._elapsed(chain, step.judged, step.state_dir),
-                           self.job.rollouts(), self.caps)  # fmt: skip
+            ruling = judge(
+                chain,
+                step.judged,
+                outcome,
+                self._elapsed(chain, step.judged, step.state_dir),
+                self.job.rollouts(),
+                self.caps,
+            )
             self.job.append(c.RECORD_VERDICT, *ruling.verdict)
             announce(f"job {step.judged}: {ruling.verdict.why} -> {ruling.verdict.action}")
             if ruling.end is not None:
@@ -274,14 +284,18 @@ class Judge:
             return EXIT_GO
         chain = self.job.chain()
         started = chain.start_times.get(self.me, self.now)
-        self.job.append(c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), c.Action.STOP,
-                        cause.text)  # fmt: skip
+        self.job.append(
+            c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), c.Action.STOP, cause.text
+        )
         self._end(c.Status.FAILED, f"{detail}; not resumed: a rerun would fail the same way")
         return EXIT_STOP
 
     def _outcome(self, job_id: str, state_dir: str) -> c.Outcome:
         return outcome_of(
-            self.job.phase(state_dir), self.job.cancelled(job_id), self.scheduler.outcome(job_id), self.job.cause(state_dir)
+            self.job.phase(state_dir),
+            self.job.cancelled(job_id),
+            self.scheduler.outcome(job_id),
+            self.job.cause(state_dir),
         )
 
     def _elapsed(self, chain: c.Chain, job_id: str, state_dir: str) -> int:
@@ -308,7 +322,9 @@ class Judge:
             self.job.append(c.RECORD_SUCCESSOR, found, self.me)
             announce(f"job {found} is queued to resume this one if it is cut short")
         else:
-            self.job.append(c.RECORD_NO_SUCCESSOR, self.me, f"{self.scheduler.submit_command} refused the resume job: {output}")
+            self.job.append(
+                c.RECORD_NO_SUCCESSOR, self.me, f"{self.scheduler.submit_command} refused the resume job: {output}"
+            )
             announce(f"WARNING: could not queue the resume job, this job will not be resumed: {output}")
 
 
@@ -321,8 +337,13 @@ class Arguments(NamedTuple):
 def _arguments(args: list[str]) -> Arguments:
     """``--max-retries N --max-walltime T --max-walltime-seconds S --chain-limit L --scheduler M``
     anywhere, and the rest in order."""
-    values = {"--max-retries": "3", "--max-walltime": "", "--max-walltime-seconds": "0", "--chain-limit": str(c.CHAIN_LIMIT),
-              "--scheduler": ""}  # fmt: skip
+    values = {
+        "--max-retries": "3",
+        "--max-walltime": "",
+        "--max-walltime-seconds": "0",
+        "--chain-limit": str(c.CHAIN_LIMIT),
+        "--scheduler": "",
+    }
     rest = []
     i = 0
     while i < len(args):
@@ -332,8 +353,12 @@ def _arguments(args: list[str]) -> Arguments:
         else:
             rest.append(args[i])
             i += 1
-    caps = Caps(int(values["--max-retries"]), values["--max-walltime"], int(values["--max-walltime-seconds"]),
-                int(values["--chain-limit"]))  # fmt: skip
+    caps = Caps(
+        int(values["--max-retries"]),
+        values["--max-walltime"],
+        int(values["--max-walltime-seconds"]),
+        int(values["--chain-limit"]),
+    )
     return Arguments(caps, values["--scheduler"], rest)
 
 

@@ -88,7 +88,7 @@ def project_file(path, metric):
             line = None if raw is None else raw.decode("utf-8", "replace")
             if names is None and line is not None and line.strip():
                 names = numeric_keys(line) or None
-            chunks.append(packer.compress(((("" if first else "\n") + project_line(line, metric))).encode()))
+            chunks.append(packer.compress((("" if first else "\n") + project_line(line, metric)).encode()))
             first = False
     chunks.append(packer.flush())
     return names or [], b"".join(chunks)

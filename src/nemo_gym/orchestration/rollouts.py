@@ -61,7 +61,6 @@ class RolloutSet:
     oversized: int = 0  # lines over MAX_ROW_BYTES, refused unparsed
 
 
-
 def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
     """Read ``rollouts.jsonl`` lines; never raises on bad content.
 

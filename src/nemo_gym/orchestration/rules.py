@@ -121,7 +121,9 @@ def host(cls: Any, v: str) -> str:
     if v.startswith("runtime:"):
         if ENV_VAR_NAME_RE.fullmatch(v[len("runtime:") :]):
             return v
-        raise ValueError(f"{v!r}: after 'runtime:' give the variable that holds the host on the node, e.g. runtime:HEAD_NODE_IP")
+        raise ValueError(
+            f"{v!r}: after 'runtime:' give the variable that holds the host on the node, e.g. runtime:HEAD_NODE_IP"
+        )
     node_variable = OC_ENV_RE.fullmatch(v)
     if node_variable:
         # Composition turns this into runtime:VAR; a config validated at the Python API skips that.

@@ -17,7 +17,27 @@ _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 # Bash's reserved words are safe unquoted as arguments (`export X=then` is fine), but shellcheck
 # reads them as syntax: quote them, so that every rendered script stays clean.
-_RESERVED = frozenset(["case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in", "select", "then", "time", "until", "while"])
+_RESERVED = frozenset(
+    [
+        "case",
+        "coproc",
+        "do",
+        "done",
+        "elif",
+        "else",
+        "esac",
+        "fi",
+        "for",
+        "function",
+        "if",
+        "in",
+        "select",
+        "then",
+        "time",
+        "until",
+        "while",
+    ]
+)
 
 
 def bash_quote(value: str) -> str:

@@ -187,8 +187,9 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
     missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
     if missing:
         raise UserError([_missing_mount(m, plans) for m in missing])
-    existing = [line[len(contract.RUN_DIR_EXISTS_MARKER) :] for line in out
-                if line.startswith(contract.RUN_DIR_EXISTS_MARKER)]  # fmt: skip
+    existing = [
+        line[len(contract.RUN_DIR_EXISTS_MARKER) :] for line in out if line.startswith(contract.RUN_DIR_EXISTS_MARKER)
+    ]
     if result.returncode == EXIT_RUN_DIR_EXISTS:
         raise UserError(f"{', '.join(existing)} exists already; nothing was submitted, retry to get a new run id")
     if result.returncode == EXIT_RUN_DIR_UNWRITABLE:
@@ -232,7 +233,9 @@ def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:
     backend = backend_named(plan.backend)
     if queued.job_id or queued.error != no_result(backend):
         return queued
-    return QueuedJob(queued.benchmark, None, f"not submitted: the connection was lost before its {backend.submit_command} ran")
+    return QueuedJob(
+        queued.benchmark, None, f"not submitted: the connection was lost before its {backend.submit_command} ran"
+    )
 
 
 def write_remote_files(conn: Connection, files: dict[str, str], mode: int = 0o644) -> None:

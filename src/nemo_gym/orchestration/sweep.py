@@ -62,7 +62,11 @@ def expand(config_path: str | Path, swept: list[str]) -> list[SweepPoint]:
     axes: list[tuple[str, list[str]]] = []
     for override in parsed:
         key = override.get_key_element()
-        values = _values_of(override, Path(config_path)) if override.is_sweep_override() else [override.get_value_element_as_str()]
+        values = (
+            _values_of(override, Path(config_path))
+            if override.is_sweep_override()
+            else [override.get_value_element_as_str()]
+        )
         if not values:
             raise _no_value(override)
         axes.append((key, values))
@@ -129,7 +133,8 @@ def _count_of(override: object, config_path: Path) -> int:
     if isinstance(value, RangeSweep):
         length = _range_length(value)
         if length is None:
-            raise UserError(f"-m {override.input_line}: a range needs finite numbers; give a finite start, stop and step")  # type: ignore[attr-defined]
+            line = override.input_line  # type: ignore[attr-defined]
+            raise UserError(f"-m {line}: a range needs finite numbers; give a finite start, stop and step")
         return length
     if isinstance(value, ChoiceSweep):
         return len(value.list)
@@ -206,6 +211,8 @@ def run_labels(records: Sequence[SubmissionRecord]) -> RunLabels:
             return RunLabels(", ".join(next(iter(keys))), labels)
     labels = [values_label(r.sweep_values) or r.gym_job_id for r in records]
     if len(set(labels)) < len(labels):
-        labels = [os.path.basename(r.run_dir.rstrip("/")) if labels.count(label) > 1 else label
-                  for label, r in zip(labels, records)]  # fmt: skip
+        labels = [
+            os.path.basename(r.run_dir.rstrip("/")) if labels.count(label) > 1 else label
+            for label, r in zip(labels, records)
+        ]
     return RunLabels("RUN", labels)

@@ -93,8 +93,9 @@ def parse_accounting_row(cols: list[str]) -> AccountingRow | None:
     return AccountingRow(job_id, contract.read_count(elapsed), gpus_in_tres(cols[2]), int(component or 0))
 
 
-def own_record(state_dir_name: str, start: str, end: str, last_event: str, mtimes: Iterable[float],
-               attempt_suffix: str) -> OwnRecord:  # fmt: skip
+def own_record(
+    state_dir_name: str, start: str, end: str, last_event: str, mtimes: Iterable[float], attempt_suffix: str
+) -> OwnRecord:
     """One state directory's record: its name is ``<job id>`` or ``<job id><attempt_suffix><n>``."""
     job_id, sep, _ = state_dir_name.partition(attempt_suffix)
     times = facts.run_times(_float(start), _float(end), _float(last_event), mtimes)
@@ -188,4 +189,3 @@ def wall_text(usage: Usage) -> str:
     minutes, secs = divmod(rest, 60)
     text = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
     return ("~" if usage.approximate else "") + text
-

@@ -100,7 +100,9 @@ class LocalBackend(Backend):
         if runner_alive:
             return running_state(probe, rollouts)
         if probe.own.written:
-            return JobState(Status.UNKNOWN, "the local runner is gone but the job recorded no outcome (machine restarted?)")
+            return JobState(
+                Status.UNKNOWN, "the local runner is gone but the job recorded no outcome (machine restarted?)"
+            )
         return JobState(Status.UNKNOWN, "the job has not started and the local runner is gone")
 
     def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
@@ -122,7 +124,9 @@ def _queued_behind_lines(plan: RunPlan) -> list[str]:
     for job in plan.submitted_jobs:
         state_dir = f"{job.job_dir}/{contract.state_dir(job.local_job_id)}"
         state = f"{contract.STATE_KEYS[0]}={Phase.QUEUED}\\n{contract.STATE_KEYS[1]}=waiting for the runs before it"
-        lines.append(f"mkdir -p {shlex.quote(state_dir)} && printf '{state}\\n' >{shlex.quote(state_dir + '/' + contract.STATE_FILE)}")
+        lines.append(
+            f"mkdir -p {shlex.quote(state_dir)} && printf '{state}\\n' >{shlex.quote(state_dir + '/' + contract.STATE_FILE)}"
+        )
     return lines
 
 

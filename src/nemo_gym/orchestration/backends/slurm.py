@@ -37,8 +37,10 @@ _SHARING_OPTIONS = ("exclusive", "oversubscribe", "share")
 def _allocation(pool: NodePool, nodes: int, extra: dict[str, str], whole_nodes: bool) -> list[tuple[str, str | None]]:
     """What one component allocates: the pool's partition, nodes, tasks and GPUs a node, its options."""
     out: list[tuple[str, str | None]] = [
-        ("partition", pool.partition), ("nodes", str(nodes)), ("ntasks-per-node", str(pool.ntasks_per_node)),
-    ]  # fmt: skip
+        ("partition", pool.partition),
+        ("nodes", str(nodes)),
+        ("ntasks-per-node", str(pool.ntasks_per_node)),
+    ]
     if pool.gpus_per_node is not None:
         out.append(("gpus-per-node", str(pool.gpus_per_node)))
     if whole_nodes and not any(option in extra for option in _SHARING_OPTIONS):
@@ -199,11 +201,16 @@ class SlurmBackend(Backend):
         reason = view.reason or "no reason given"
         if probe.cancelled_by_user and probe.phase != Phase.SUCCEEDED and not view.running:
             return CANCELLED_BY_USER
-        if view.restarts and (state in ("PENDING", "COMPLETING") and not probe.own.written or state.startswith("REQUEUE")):
-            return JobState(Status.QUEUED, (
-                f"requeued by Slurm after a node failure or preemption (attempt {view.restarts + 1}); "
-                f"waiting in the queue ({reason})"
-            ))  # fmt: skip
+        if view.restarts and (
+            state in ("PENDING", "COMPLETING") and not probe.own.written or state.startswith("REQUEUE")
+        ):
+            return JobState(
+                Status.QUEUED,
+                (
+                    f"requeued by Slurm after a node failure or preemption (attempt {view.restarts + 1}); "
+                    f"waiting in the queue ({reason})"
+                ),
+            )
         by_slurm = self._ended_by_slurm(state, view)
         own_end = self_recorded_end(probe)
         if own_end is not None and (state == "PENDING" or by_slurm is not None and own_end.status == Status.SUCCEEDED):
@@ -216,7 +223,9 @@ class SlurmBackend(Backend):
         if recorded is not None:
             return recorded
         if state == "FAILED":
-            return JobState(Status.FAILED, f"the job failed (exit code {view.exit_code or '?'}) before it recorded a reason")
+            return JobState(
+                Status.FAILED, f"the job failed (exit code {view.exit_code or '?'}) before it recorded a reason"
+            )
         if state == "COMPLETED":
             return JobState(Status.UNKNOWN, "Slurm says COMPLETED but the job recorded no outcome")
         if view.running:

@@ -22,8 +22,16 @@ PENDING = "PENDING"
 CANCELLED = "CANCELLED"
 RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING")
 ENDED_STATES = (
-    "COMPLETED", "FAILED", CANCELLED, "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
-)  # fmt: skip
+    "COMPLETED",
+    "FAILED",
+    CANCELLED,
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+)
 
 # What an ended Slurm state says about the job, for the resume judge.
 STATE_OUTCOMES = {

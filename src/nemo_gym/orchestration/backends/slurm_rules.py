@@ -40,9 +40,7 @@ def slurm_options(cls: Any, v: dict[str, str]) -> dict[str, str]:
 def optional_walltime(cls: Any, v: str | None) -> str | None:
     if v is None or v.upper() in UNLIMITED_WALLTIMES or WALLTIME_RE.match(v):
         return v
-    raise ValueError(
-        f"{v!r} is not a Slurm time; write it like '30' (minutes), '04:00:00' or '2-00:00:00'"
-    )
+    raise ValueError(f"{v!r} is not a Slurm time; write it like '30' (minutes), '04:00:00' or '2-00:00:00'")
 
 
 def walltime_seconds(v: str) -> int:

@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nemo_gym.orchestration.library import Selection
 
-RUN_HELP = "run id or sweep id (or a unique part of one), or a run's directory (default: your last submission, as --last)"
+RUN_HELP = (
+    "run id or sweep id (or a unique part of one), or a run's directory (default: your last submission, as --last)"
+)
 LAST_HELP = "your most recent submission: this shell session's, else yours on this machine (a sweep when it was one)"
 RUNS_HELP = "run id or sweep id (or a unique part of one), or a run directory"
-LAST_AFTER_RUNS_HELP = "your most recent submission, after any RUN given (this shell session's, else yours on this machine)"
+LAST_AFTER_RUNS_HELP = (
+    "your most recent submission, after any RUN given (this shell session's, else yours on this machine)"
+)
 
 
 def add_run_selector(p: argparse.ArgumentParser, *, several: bool = False, run_help: str = RUN_HELP) -> None:

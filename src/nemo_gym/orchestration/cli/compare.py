@@ -32,10 +32,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--last", action="store_true", help="the candidate is the most recent run")
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--fail-on-regression", action="store_true",
-                   help=f"exit {EXIT_REGRESSED} when any benchmark regressed significantly; else exit "
-                        f"{EXIT_UNCOMPARABLE} when any cannot be compared (missing from either run, not started, "
-                        f"not complete in either, no task scored in both)")  # fmt: skip
+    p.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help=f"exit {EXIT_REGRESSED} when any benchmark regressed significantly; else exit "
+        f"{EXIT_UNCOMPARABLE} when any cannot be compared (missing from either run, not started, "
+        f"not complete in either, no task scored in both)",
+    )
     p.set_defaults(handler=run_compare)
 
 
@@ -44,9 +47,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.library import compare, select_run
 
     if (args.candidate is None) != args.last:
-        raise UserError(
-            "compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last"
-        )
+        raise UserError("compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last")
     outcome = compare(select_run(args.base), select_run(args.candidate, last=args.last), args.metric)
     echo(outcome.to_json() if args.json else comparison_text(outcome))
     if not args.fail_on_regression:
@@ -80,8 +81,18 @@ def row(b: BenchmarkComparison) -> list[str]:
     ci = f"[{signed(p.ci[0])}, {signed(p.ci[1])}]" if p.ci is not None else "-"
     p_value = f"{p.p_value:.3g}" if p.p_value is not None else "-"
     test = {"mcnemar-exact": "McNemar", "sign": "sign"}.get(p.test or "", "-")
-    return [b.benchmark, str(p.n), plain(p.base_mean), plain(p.candidate_mean), signed(p.delta), ci, p_value, test,
-            f"{p.improved}/{p.regressed}", p.verdict]  # fmt: skip
+    return [
+        b.benchmark,
+        str(p.n),
+        plain(p.base_mean),
+        plain(p.candidate_mean),
+        signed(p.delta),
+        ci,
+        p_value,
+        test,
+        f"{p.improved}/{p.regressed}",
+        p.verdict,
+    ]
 
 
 def task_list(tasks: tuple[int, ...]) -> str:

@@ -14,9 +14,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_run_selector(p)
     p.add_argument("--to", action="append", default=[], metavar="NAME", help="only this exporter (repeatable)")
     p.add_argument("--force", action="store_true", help="export again even where an export is done")
-    p.add_argument("--trust-destination", action="append", default=[], metavar="DEST",
-                   help="send credentials to this destination (a tracking URI, a W&B entity/project) though the "
-                        "local index does not record it for the run, e.g. a colleague's run directory (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--trust-destination",
+        action="append",
+        default=[],
+        metavar="DEST",
+        help="send credentials to this destination (a tracking URI, a W&B entity/project) though the "
+        "local index does not record it for the run, e.g. a colleague's run directory (repeatable)",
+    )
     p.set_defaults(handler=run_export)
 
 

@@ -20,11 +20,17 @@ MAX_ATTEMPTS_SHOWN = 3
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("info", help="everything about a run's benchmarks: attempts, logs, samples, exports, what resubmit would do")
+    p = verbs.add_parser(
+        "info", help="everything about a run's benchmarks: attempts, logs, samples, exports, what resubmit would do"
+    )
     add_run_selector(p)
     p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="only these benchmarks (default: all)")
-    p.add_argument("--max-attempts", type=int, metavar="N",
-                   help=f"attempts a benchmark may have before resubmit stops (default {MAX_ATTEMPTS_SHOWN})")  # fmt: skip
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        metavar="N",
+        help=f"attempts a benchmark may have before resubmit stops (default {MAX_ATTEMPTS_SHOWN})",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_info)
 

@@ -92,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         detail = _scrubbed_detail(exc)
         print(
-            f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and "
-            f"report the traceback",
+            f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and report the traceback",
             file=sys.stderr,
         )
         return EXIT_FAILED

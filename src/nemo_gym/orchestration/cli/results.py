@@ -63,9 +63,20 @@ def run_text(run: RunResults) -> str:
 
     rows = []
     for r in run.benchmarks:
-        metrics = ", ".join(f"{k}={v:.4g}" for k, v in headline(r.metrics, r.key_metrics)) if r.complete else (r.note or "")
-        rows.append([r.benchmark, r.state, r.samples_text(), value_text(r, False), hours_text(r.usage),
-                     wall_text(r.usage), metrics])  # fmt: skip
+        metrics = (
+            ", ".join(f"{k}={v:.4g}" for k, v in headline(r.metrics, r.key_metrics)) if r.complete else (r.note or "")
+        )
+        rows.append(
+            [
+                r.benchmark,
+                r.state,
+                r.samples_text(),
+                value_text(r, False),
+                hours_text(r.usage),
+                wall_text(r.usage),
+                metrics,
+            ]
+        )
     metric = run.benchmarks[0].metric.upper() if run.benchmarks else "VALUE"
     lines = [f"Run {run.record.gym_job_id}: {run.record.run_dir}"]
     lines.append(table(["BENCHMARK", "STATE", "SAMPLES", metric, "GPU-HOURS", "WALL", "METRICS"], rows))

@@ -37,8 +37,14 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
         return 0
-    echo(table(["RUN", "SUBMITTED", "STATE", "MODEL", "BACKEND", "HOST", "JOBS", "RUN DIR / WHAT DIFFERS"],
-                list_rows(records, list_sweeps())) if records else "no runs yet")  # fmt: skip
+    echo(
+        table(
+            ["RUN", "SUBMITTED", "STATE", "MODEL", "BACKEND", "HOST", "JOBS", "RUN DIR / WHAT DIFFERS"],
+            list_rows(records, list_sweeps()),
+        )
+        if records
+        else "no runs yet"
+    )
     return 0
 
 
@@ -59,8 +65,18 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
     rows, shown = [], set()
     for r in records:
         if not r.sweep_id:
-            rows.append([r.gym_job_id, r.submitted_at, seen(r), r.model or "", r.executor, r.hostname or "local",
-                         str(len(r.benchmarks)), r.run_dir])  # fmt: skip
+            rows.append(
+                [
+                    r.gym_job_id,
+                    r.submitted_at,
+                    seen(r),
+                    r.model or "",
+                    r.executor,
+                    r.hostname or "local",
+                    str(len(r.benchmarks)),
+                    r.run_dir,
+                ]
+            )
             continue
         if r.sweep_id in shown:
             continue
@@ -72,10 +88,31 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
             members.sort(key=lambda m: order.get(m.gym_job_id, len(order)))
         swept = ", ".join(sweep.swept) if sweep else ", ".join(members[0].sweep_values)
         jobs = sum(len(m.benchmarks) for m in members)
-        rows.append([r.sweep_id, (sweep.submitted_at if sweep else r.submitted_at), "", "", r.executor,
-                     r.hostname or "local", str(jobs), f"sweep of {len(members)} runs over {swept}"])  # fmt: skip
-        rows += [[f"  {m.gym_job_id}", "", seen(m), m.model or "", "", "", str(len(m.benchmarks)),
-                  values_label(m.sweep_values)] for m in members]  # fmt: skip
+        rows.append(
+            [
+                r.sweep_id,
+                (sweep.submitted_at if sweep else r.submitted_at),
+                "",
+                "",
+                r.executor,
+                r.hostname or "local",
+                str(jobs),
+                f"sweep of {len(members)} runs over {swept}",
+            ]
+        )
+        rows += [
+            [
+                f"  {m.gym_job_id}",
+                "",
+                seen(m),
+                m.model or "",
+                "",
+                "",
+                str(len(m.benchmarks)),
+                values_label(m.sweep_values),
+            ]
+            for m in members
+        ]
     return rows
 
 
@@ -86,8 +123,17 @@ def status_rows(jobs: list[JobStatus]) -> list[list[str]]:
     from nemo_gym.orchestration.library import hours_text, wall_text
 
     # A resumed benchmark shows its chain of jobs, oldest first: 101 -> 102 -> 103.
-    return [[s.benchmark, " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-", s.state,
-             hours_text(s.usage), wall_text(s.usage), s.detail] for s in jobs]  # fmt: skip
+    return [
+        [
+            s.benchmark,
+            " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-",
+            s.state,
+            hours_text(s.usage),
+            wall_text(s.usage),
+            s.detail,
+        ]
+        for s in jobs
+    ]
 
 
 def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list[str], list[list[str]], str]:
@@ -100,7 +146,12 @@ def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list
     where = f"{first.executor}{' on ' + first.hostname if first.hostname else ''}"
     if selection.sweep is None:
         [run] = runs
-        return f"Run {first.gym_job_id} ({where})", HEADERS, status_rows(run.jobs), total_line(run.usage, first.executor)
+        return (
+            f"Run {first.gym_job_id} ({where})",
+            HEADERS,
+            status_rows(run.jobs),
+            total_line(run.usage, first.executor),
+        )
     labels = run_labels(selection.records)
     rows = [[label, *row] for label, run in zip(labels.labels, runs) for row in status_rows(run.jobs)]
     title = f"Sweep {selection.name} ({where}): {len(runs)} runs"
@@ -113,8 +164,10 @@ def status_text(selection: Selection, runs: list[RunStatus]) -> str:
     if selection.sweep is not None:
         from nemo_gym.orchestration.library import run_labels
 
-        lines += [f"  {label}: {r.gym_job_id} {r.run_dir}"
-                  for label, r in zip(run_labels(selection.records).labels, selection.records)]  # fmt: skip
+        lines += [
+            f"  {label}: {r.gym_job_id} {r.run_dir}"
+            for label, r in zip(run_labels(selection.records).labels, selection.records)
+        ]
     return "\n".join(lines)
 
 
@@ -127,12 +180,15 @@ def status_json(selection: Selection, runs: list[RunStatus]) -> str:
     if selection.sweep is None:
         return docs[0]
     usage = total_usage(run.usage for run in runs)
-    return json.dumps({
-        "sweep": selection.name,
-        "gpu_hours": None if usage.gpu_hours is None else round(usage.gpu_hours, 4),
-        "wall_seconds": None if usage.wall_seconds is None else round(usage.wall_seconds, 1),
-        "runs": [{**json.loads(doc), "values": run.record.sweep_values} for doc, run in zip(docs, runs)],
-    }, indent=2)  # fmt: skip
+    return json.dumps(
+        {
+            "sweep": selection.name,
+            "gpu_hours": None if usage.gpu_hours is None else round(usage.gpu_hours, 4),
+            "wall_seconds": None if usage.wall_seconds is None else round(usage.wall_seconds, 1),
+            "runs": [{**json.loads(doc), "values": run.record.sweep_values} for doc, run in zip(docs, runs)],
+        },
+        indent=2,
+    )
 
 
 def run_status(args: argparse.Namespace) -> int:

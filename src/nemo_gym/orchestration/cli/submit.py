@@ -20,8 +20,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("-c", "--config", required=True, metavar="CONFIG.yaml", help="the submit config")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="Hydra overrides: a.b=v, +a.b=v, ~a.b")
-    p.add_argument("-m", "--multirun", action="store_true",
-                   help="a sweep: one run per combination of key=a,b,c / range(...) / glob(...) values")  # fmt: skip
+    p.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="a sweep: one run per combination of key=a,b,c / range(...) / glob(...) values",
+    )
     p.add_argument("--resolve-only", action="store_true", help="print the validated config and stop")
     p.add_argument("--dry-run", action="store_true", help="render everything, connect to nothing")
     p.add_argument("--stage-dir", metavar="DIR", help="with --dry-run: write the staged run directory here")
@@ -100,7 +104,9 @@ def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
 
     plan = run.plan
     where = plan.hostname or "this machine"
-    print(f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len(plan.jobs)} benchmark(s) on {where} into {plan.run_dir}")
+    print(
+        f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len(plan.jobs)} benchmark(s) on {where} into {plan.run_dir}"
+    )
     names = [f"{owner}.env.{key}" for owner, key in plan.secrets.values()]
     if plan.otel_token_env:
         names.append(f"the OTel token (${plan.otel_token_env})")
@@ -138,7 +144,11 @@ def report(submission: Submission, as_json: bool) -> int:
             print(f"Run {record.gym_job_id}{values}: {record.run_dir}")
             kind = job_kind(record)
             for job in record.benchmarks:
-                print(f"  submitted {job.benchmark} -> {kind} {job.job_id}" if job.job_id else f"  failed {job.benchmark}: {job.error}")
+                print(
+                    f"  submitted {job.benchmark} -> {kind} {job.job_id}"
+                    if job.job_id
+                    else f"  failed {job.benchmark}: {job.error}"
+                )
     if submission.interrupted:
         print(f"error: {submission.interrupted}", file=sys.stderr)
         return 1
@@ -152,4 +162,6 @@ def failed_line(submission: Submission) -> str:
     failed = submission.failed
     if submission.sweep is None:
         return f"{len(failed)} benchmark(s) failed to submit: {', '.join(job.benchmark for _, job in failed)}"
-    return f"{len(failed)} job(s) failed to submit: {', '.join(f'{job.benchmark} of {r.gym_job_id}' for r, job in failed)}"
+    return (
+        f"{len(failed)} job(s) failed to submit: {', '.join(f'{job.benchmark} of {r.gym_job_id}' for r, job in failed)}"
+    )

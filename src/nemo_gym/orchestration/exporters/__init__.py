@@ -25,8 +25,7 @@ __all__ = ["EXPORTS_DIR", "NODE_MODULES", "RUNNER", "SHARED_MODULES", "SPEC_FILE
 def staged_files() -> dict[str, str]:
     """Job-directory path -> source of every file a job needs to run its exports (the spec aside)."""
     files = {
-        f"{STAGED_DIR}/{name}.py": resources.files(__name__).joinpath(f"{name}.py").read_text()
-        for name in NODE_MODULES
+        f"{STAGED_DIR}/{name}.py": resources.files(__name__).joinpath(f"{name}.py").read_text() for name in NODE_MODULES
     }
     package = resources.files("nemo_gym.orchestration")
     files.update({f"{STAGED_DIR}/{name}.py": package.joinpath(f"{name}.py").read_text() for name in SHARED_MODULES})

@@ -37,7 +37,6 @@ else:  # staged into a job: contract.py, facts.py, untrusted.py and the exporter
     import untrusted as u  # type: ignore[no-redef,import-not-found]
 
 
-
 # -- metrics -----------------------------------------------------------------------------------------
 
 
@@ -100,8 +99,9 @@ def state_dirs(job_dir: str) -> dict[str, str]:
     return out
 
 
-def job_times(job_dir: str, dirs: dict[str, str], events: dict[str, str], current: str | None,
-              now: float) -> tuple[float | None, float | None, float | None]:  # fmt: skip
+def job_times(
+    job_dir: str, dirs: dict[str, str], events: dict[str, str], current: str | None, now: float
+) -> tuple[float | None, float | None, float | None]:
     """(wall seconds, first start, last end) of the runs whose state directories these are (name ->
     path; ``events``: name -> its events' text), each counted as status counts it: to its
     ``job-end``; the current one (running the export, before the job ends) to now; one that died
@@ -137,8 +137,9 @@ def driver_exit(events_text: str, benchmark: str) -> int | None:
     return int(found) if found is not None and c.is_count(found.lstrip("-")) else None
 
 
-def benchmark_state(explicit: c.Status | None, phase: c.Phase | None, exit_status: int | None, written: int,
-                    expected: int | None) -> c.Status:  # fmt: skip
+def benchmark_state(
+    explicit: c.Status | None, phase: c.Phase | None, exit_status: int | None, written: int, expected: int | None
+) -> c.Status:
     if explicit is not None:
         state = explicit
     elif phase is not None and phase.ended:
@@ -178,8 +179,9 @@ def _latest(dirs: dict[str, str]) -> str | None:
 # -- the record ----------------------------------------------------------------------------------------
 
 
-def read_record(job_dir: str, spec: s.ExportSpec, job_id: str | None = None, state: c.Status | None = None,
-                now: float | None = None) -> r.ExportRecord:  # fmt: skip
+def read_record(
+    job_dir: str, spec: s.ExportSpec, job_id: str | None = None, state: c.Status | None = None, now: float | None = None
+) -> r.ExportRecord:
     """The export record of the job directory's benchmark.
 
     ``job_id``: the job running the export (its state directory's name; the job's own run counts

@@ -97,8 +97,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
     where it pointed so that the user can fix the tracking URI."""
 
     def redirect_request(self, req: Any, fp: Any, code: Any, msg: Any, headers: Any, newurl: Any) -> None:
-        raise MlflowError(f"MLflow at {_shown(req.full_url)} redirects to {_shown(newurl)}: set tracking_uri to that address",
-                          status=int(code))  # fmt: skip
+        raise MlflowError(
+            f"MLflow at {_shown(req.full_url)} redirects to {_shown(newurl)}: set tracking_uri to that address",
+            status=int(code),
+        )
 
 
 def _shown(url: str) -> str:
@@ -115,9 +117,17 @@ def _shown(url: str) -> str:
 class MlflowClient:
     """The few calls an export makes, over one tracking server's REST API."""
 
-    def __init__(self, tracking_uri: str, token: str | None = None, username: str | None = None,
-                 password: str | None = None, timeout: float = TIMEOUT_SECONDS, retries: int = 2,
-                 backoff: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tracking_uri: str,
+        token: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        timeout: float = TIMEOUT_SECONDS,
+        retries: int = 2,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         parts = urllib.parse.urlsplit(tracking_uri.strip())
         try:
             port = parts.port
@@ -125,11 +135,15 @@ class MlflowClient:
             port = None
             parts = parts._replace(netloc="")  # refused below
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise MlflowError(f"tracking_uri {_shown(tracking_uri)!r} is not the http(s) address of an MLflow tracking server")
+            raise MlflowError(
+                f"tracking_uri {_shown(tracking_uri)!r} is not the http(s) address of an MLflow tracking server"
+            )
         if parts.username or parts.password:
             # Refused rather than used: a URI is written to files (the spec, the config); credentials never are.
-            raise MlflowError(f"tracking_uri {_shown(tracking_uri)!r} holds credentials: set {ENV_TOKEN} (or "
-                              f"{ENV_USERNAME} and {ENV_PASSWORD}) in the environment instead")  # fmt: skip
+            raise MlflowError(
+                f"tracking_uri {_shown(tracking_uri)!r} holds credentials: set {ENV_TOKEN} (or "
+                f"{ENV_USERNAME} and {ENV_PASSWORD}) in the environment instead"
+            )
         for name, value in ((ENV_TOKEN, token), (ENV_USERNAME, username), (ENV_PASSWORD, password)):
             refused = r.credential_problem(name, value)
             if refused:  # before any request: http.client would echo it in its "Invalid header value"
@@ -152,16 +166,28 @@ class MlflowClient:
 
     @classmethod
     def from_environment(cls, tracking_uri: str, **kwargs: Any) -> MlflowClient:
-        return cls(tracking_uri, token=os.environ.get(ENV_TOKEN) or None, username=os.environ.get(ENV_USERNAME) or None,
-                   password=os.environ.get(ENV_PASSWORD) or None, **kwargs)  # fmt: skip
+        return cls(
+            tracking_uri,
+            token=os.environ.get(ENV_TOKEN) or None,
+            username=os.environ.get(ENV_USERNAME) or None,
+            password=os.environ.get(ENV_PASSWORD) or None,
+            **kwargs,
+        )
 
     # -- HTTP --------------------------------------------------------------------------------------
 
     def scrub(self, text: str) -> str:
         return r.scrub_secrets(text, self._secrets)
 
-    def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-                upload: str | None = None, retry: bool = True) -> dict[str, Any]:  # fmt: skip
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        upload: str | None = None,
+        retry: bool = True,
+    ) -> dict[str, Any]:
         """One API call -> its JSON answer; MlflowError (one line) when it fails. Connection
         failures and 429/5xx are retried ``retries`` times, unless ``retry`` is False."""
         url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -203,15 +229,21 @@ class MlflowClient:
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             raise MlflowError(self.scrub(self._connection_problem(exc, timeout))) from None
         except ValueError as exc:  # http.client refusing a header or a URL: its text may quote the header
-            raise MlflowError(self.scrub(f"MLflow at {_shown(self.base)}: the request was refused before it was sent: "
-                                         f"{' '.join(str(exc).split())[:ERROR_TEXT_LIMIT]}")) from None  # fmt: skip
+            raise MlflowError(
+                self.scrub(
+                    f"MLflow at {_shown(self.base)}: the request was refused before it was sent: "
+                    f"{' '.join(str(exc).split())[:ERROR_TEXT_LIMIT]}"
+                )
+            ) from None
         finally:
             if fh is not None:
                 fh.close()
         try:
             answer = json.loads(text) if text.strip() else {}
         except ValueError:
-            raise MlflowError(f"{_shown(url)} did not answer JSON: is tracking_uri an MLflow tracking server?") from None
+            raise MlflowError(
+                f"{_shown(url)} did not answer JSON: is tracking_uri an MLflow tracking server?"
+            ) from None
         return answer if isinstance(answer, dict) else {}
 
     def _connection_problem(self, exc: Exception, timeout: float) -> str:
@@ -234,7 +266,7 @@ class MlflowClient:
         raw = exc.read().decode("utf-8", errors="replace") if exc.fp is not None else ""
         code, message = _error_fields(raw)
         message = self.scrub(" ".join(message.split()))[:ERROR_TEXT_LIMIT]
-        endpoint = urllib.parse.urlsplit(url).path[len(urllib.parse.urlsplit(self.base).path):]
+        endpoint = urllib.parse.urlsplit(url).path[len(urllib.parse.urlsplit(self.base).path) :]
         where = f"MLflow at {_shown(self.base)}"
         status = exc.code
         if status == 403 and "Host header" in raw:  # MLflow's DNS-rebinding guard, not an auth failure
@@ -248,11 +280,13 @@ class MlflowClient:
                 fix = f"it needs credentials: set {ENV_TOKEN} (or {ENV_USERNAME} and {ENV_PASSWORD}) where the exports run"
             return MlflowError(f"{where} refused {endpoint} (HTTP {status}): {fix}", status, code)
         if status == 404 and not code:
-            return MlflowError(f"no MLflow REST API at {_shown(self.base)} (HTTP 404 on {endpoint}): check tracking_uri",
-                               status, code)  # fmt: skip
+            return MlflowError(
+                f"no MLflow REST API at {_shown(self.base)} (HTTP 404 on {endpoint}): check tracking_uri", status, code
+            )
         said = ": ".join(p for p in (code, message) if p)
-        return MlflowError(f"{where} answered HTTP {status} to {method} {endpoint}" + (f": {said}" if said else ""),
-                           status, code)  # fmt: skip
+        return MlflowError(
+            f"{where} answered HTTP {status} to {method} {endpoint}" + (f": {said}" if said else ""), status, code
+        )
 
     # -- the API -------------------------------------------------------------------------------------
 
@@ -283,12 +317,16 @@ class MlflowClient:
 
     def find_run(self, experiment_id: str, export_key: str) -> dict[str, Any] | None:
         """The run carrying ``gym.export_key=export_key``; the oldest when a race made two."""
-        answer = self.request("POST", f"{API}/runs/search", {
-            "experiment_ids": [experiment_id],
-            "filter": f"tags.`{EXPORT_KEY_TAG}` = {_quoted(export_key)}",
-            "max_results": 10,
-            "order_by": ["attributes.start_time ASC"],
-        })  # fmt: skip
+        answer = self.request(
+            "POST",
+            f"{API}/runs/search",
+            {
+                "experiment_ids": [experiment_id],
+                "filter": f"tags.`{EXPORT_KEY_TAG}` = {_quoted(export_key)}",
+                "max_results": 10,
+                "order_by": ["attributes.start_time ASC"],
+            },
+        )
         runs = answer.get("runs") or []
         return runs[0] if runs else None
 
@@ -304,15 +342,19 @@ class MlflowClient:
     def get_run(self, run_id: str) -> dict[str, Any]:
         return dict(self.request("GET", f"{API}/runs/get", query={"run_id": run_id})["run"])
 
-    def log_batch(self, run_id: str, metrics: dict[str, float], params: dict[str, str], tags: dict[str, str],
-                  timestamp_ms: int) -> int:  # fmt: skip
+    def log_batch(
+        self, run_id: str, metrics: dict[str, float], params: dict[str, str], tags: dict[str, str], timestamp_ms: int
+    ) -> int:
         """Log in as many requests as MLflow's limits need; the number of requests made."""
         batches: list[dict[str, Any]] = []
         metric_rows = [{"key": k, "value": v, "timestamp": timestamp_ms, "step": 0} for k, v in metrics.items()]
         param_rows = [{"key": k, "value": v} for k, v in params.items()]
         tag_rows = [{"key": k, "value": v} for k, v in tags.items()]
-        for rows, field, size in ((param_rows, "params", MAX_PARAMS_PER_BATCH), (tag_rows, "tags", MAX_TAGS_PER_BATCH),
-                                  (metric_rows, "metrics", MAX_METRICS_PER_BATCH)):  # fmt: skip
+        for rows, field, size in (
+            (param_rows, "params", MAX_PARAMS_PER_BATCH),
+            (tag_rows, "tags", MAX_TAGS_PER_BATCH),
+            (metric_rows, "metrics", MAX_METRICS_PER_BATCH),
+        ):
             for start in range(0, len(rows), size):
                 batches.append({"run_id": run_id, field: rows[start : start + size]})
         for batch in batches:
@@ -371,8 +413,13 @@ def proxied_artifact_dir(artifact_uri: str) -> str | None:
 
 def run_name(template: str, record: r.ExportRecord) -> str:
     """``{run_id}``, ``{benchmark}``, ... in the configured name replaced (other braces kept as written)."""
-    values = {"run_id": record.run_id, "sweep_id": record.sweep_id or "", "benchmark": record.benchmark,
-              "model": record.model, "served_name": record.served_name}  # fmt: skip
+    values = {
+        "run_id": record.run_id,
+        "sweep_id": record.sweep_id or "",
+        "benchmark": record.benchmark,
+        "model": record.model,
+        "served_name": record.served_name,
+    }
     for field in RUN_NAME_FIELDS:
         template = template.replace("{" + field + "}", values[field])
     return template
@@ -398,12 +445,21 @@ def run_tags(record: r.ExportRecord, user_tags: dict[str, Any]) -> tuple[dict[st
 def _missing_params(params: dict[str, str], logged: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """Params the run does not have yet; one it has with another value stays (MLflow forbids a change)."""
     changed = sorted(k for k, v in params.items() if k in logged and logged[k] != v)
-    notes = [f"kept the earlier value of {len(changed)} param(s) MLflow cannot change: {', '.join(changed[:3])}"] if changed else []
+    notes = (
+        [f"kept the earlier value of {len(changed)} param(s) MLflow cannot change: {', '.join(changed[:3])}"]
+        if changed
+        else []
+    )
     return {k: v for k, v in params.items() if k not in logged}, notes
 
 
-def export_to_mlflow(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None],
-                     client: MlflowClient | None = None, now: float | None = None) -> r.ExportOutcome:  # fmt: skip
+def export_to_mlflow(
+    record: r.ExportRecord,
+    settings: dict[str, Any],
+    on_run_id: Callable[[str], None],
+    client: MlflowClient | None = None,
+    now: float | None = None,
+) -> r.ExportOutcome:
     """Export one record; ``on_run_id`` hears the MLflow run id as soon as it is known (for the receipt)."""
     tracking_uri = settings.get("tracking_uri") or os.environ.get(ENV_TRACKING_URI)
     if client is None:
@@ -411,7 +467,9 @@ def export_to_mlflow(record: r.ExportRecord, settings: dict[str, Any], on_run_id
             raise MlflowError(f"no tracking_uri: set it in the mlflow exporter's settings or {ENV_TRACKING_URI}")
         problem = tracking_uri_problem(str(tracking_uri))  # the settings' were checked with the spec
         if problem and not settings.get("tracking_uri"):
-            raise MlflowError(f"{ENV_TRACKING_URI} (the address, as the mlflow exporter's settings have none): {problem}")
+            raise MlflowError(
+                f"{ENV_TRACKING_URI} (the address, as the mlflow exporter's settings have none): {problem}"
+            )
         client = MlflowClient.from_environment(str(tracking_uri))
     now_ms = int((time.time() if now is None else now) * 1000)
     experiment = str(settings.get("experiment") or DEFAULT_EXPERIMENT)
@@ -467,6 +525,8 @@ def _upload_rollouts(client: MlflowClient, run: dict[str, Any], record: r.Export
         client.upload_artifact(directory, record.rollouts_path, name)
     except MlflowError as exc:
         if exc.status == 503 or (exc.status == 404 and not exc.error_code):
-            return f"rollouts not uploaded: the server does not serve artifacts (start it with --serve-artifacts): {exc}"
+            return (
+                f"rollouts not uploaded: the server does not serve artifacts (start it with --serve-artifacts): {exc}"
+            )
         raise
     return f"{name} uploaded ({size} bytes)"

@@ -65,8 +65,10 @@ def credential_problem(name: str, value: str | None) -> str | None:
         first = next(ch for ch in value if _is_control(ch))
         code = f"U+{ord(first):04X}"
         what = f"a control character ({_CONTROL_NAMES.get(first, code)})"
-    return (f"{name} holds {what}; refused before any request, and not shown: strip it "
-            f"(for a token file: export {name}=\"$(tr -d '\\r\\n' < FILE)\")")  # fmt: skip
+    return (
+        f"{name} holds {what}; refused before any request, and not shown: strip it "
+        f"(for a token file: export {name}=\"$(tr -d '\\r\\n' < FILE)\")"
+    )
 
 
 def scrub_secrets(text: str, secrets: Any) -> str:

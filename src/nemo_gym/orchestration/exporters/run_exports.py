@@ -56,7 +56,6 @@ EXIT_USAGE = 2
 SECRET_ENV = s.SECRETS
 
 
-
 class ExportResult(c.Word):
     """What one exporter did in this run: the state its receipt was left in, or why nothing was done."""
 
@@ -69,15 +68,21 @@ class ExportResult(c.Word):
 Exporter = Callable[[r.ExportRecord, "dict[str, Any]", Callable[[str], None], str], r.ExportOutcome]
 
 
-def _mlflow(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str) -> r.ExportOutcome:
+def _mlflow(
+    record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str
+) -> r.ExportOutcome:
     return mlflow_rest.export_to_mlflow(record, settings, on_run_id)
 
 
-def _wandb(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str) -> r.ExportOutcome:
+def _wandb(
+    record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str
+) -> r.ExportOutcome:
     return wandb_export.export_to_wandb(record, settings, on_run_id, job_dir)
 
 
-def _table(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str) -> r.ExportOutcome:
+def _table(
+    record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str
+) -> r.ExportOutcome:
     return table.export_to_table(record, settings, on_run_id)
 
 
@@ -136,22 +141,32 @@ class Chosen:
         field = f"{receipts.SPEC_FILE} exporters.{exporter}.{s.DESTINATION_SETTING[exporter]}"
         recorded = self.recorded.get(exporter)
         said = f"your local index records {recorded}" if recorded else "your local index records no such destination"
-        return (f"refused to send your credentials to {where} ({field}): {said} for this run (a copied or shared run "
-                f"directory?); if you chose it, rerun gym eval export with --trust-destination {where}")  # fmt: skip
+        return (
+            f"refused to send your credentials to {where} ({field}): {said} for this run (a copied or shared run "
+            f"directory?); if you chose it, rerun gym eval export with --trust-destination {where}"
+        )
 
 
 class Runner:
     """Runs the exports of one job directory."""
 
-    def __init__(self, job_dir: str, spec: s.ExportSpec, exporters: dict[str, Exporter] | None = None,
-                 report: Callable[[str, str], None] = say, chosen: Chosen | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        job_dir: str,
+        spec: s.ExportSpec,
+        exporters: dict[str, Exporter] | None = None,
+        report: Callable[[str, str], None] = say,
+        chosen: Chosen | None = None,
+    ) -> None:
         self.job_dir = job_dir
         self.spec = spec
         self.exporters = EXPORTERS if exporters is None else exporters
         self.report = report
         self.chosen = chosen  # None: every destination is the spec's, as staged (in the job)
 
-    def run(self, record: r.ExportRecord, only: list[str] | None = None, force: bool = False) -> dict[str, ExportResult]:
+    def run(
+        self, record: r.ExportRecord, only: list[str] | None = None, force: bool = False
+    ) -> dict[str, ExportResult]:
         """Each wanted exporter once; exporter -> what it did."""
         outcome = {}
         for name, settings in self.spec.exporters.items():
@@ -160,7 +175,9 @@ class Runner:
             outcome[name] = self.run_one(name, settings, record, force)
         for name in only or []:
             if name not in self.spec.exporters:
-                self.report(name, f"not configured for this benchmark (configured: {', '.join(self.spec.exporters) or 'none'})")
+                self.report(
+                    name, f"not configured for this benchmark (configured: {', '.join(self.spec.exporters) or 'none'})"
+                )
                 outcome[name] = ExportResult.SKIPPED
         return outcome
 
@@ -188,8 +205,15 @@ class Runner:
         finally:
             lock.release()
 
-    def _export(self, name: str, settings: dict[str, Any], record: r.ExportRecord, earlier: receipts.Receipt | None,
-                why: str, fingerprint: str) -> ExportResult:  # fmt: skip
+    def _export(
+        self,
+        name: str,
+        settings: dict[str, Any],
+        record: r.ExportRecord,
+        earlier: receipts.Receipt | None,
+        why: str,
+        fingerprint: str,
+    ) -> ExportResult:
         attempts = (earlier.attempts if earlier else 0) + 1
         backend_id = [earlier.backend_run_id if earlier else ""]
 
@@ -228,8 +252,17 @@ class Runner:
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
     """The arguments (see the module's usage); ValueError when wrong."""
-    out: dict[str, Any] = {"job_dir": None, "spec": None, "to": [], "force": False, "state": None, "job_id": None,
-                           "check_destinations": False, "recorded": [], "trust": []}  # fmt: skip
+    out: dict[str, Any] = {
+        "job_dir": None,
+        "spec": None,
+        "to": [],
+        "force": False,
+        "state": None,
+        "job_id": None,
+        "check_destinations": False,
+        "recorded": [],
+        "trust": [],
+    }
     valued = {"--spec": "spec", "--state": "state", "--job-id": "job_id"}
     repeated = {"--to": "to", "--recorded": "recorded", "--trust": "trust"}
     i = 0
@@ -268,8 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
     except ValueError as exc:
-        print(f"usage: run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID] "
-              f"[--check-destinations [--recorded NAME=DEST]... [--trust DEST]...]: {exc}", file=sys.stderr)  # fmt: skip
+        print(
+            f"usage: run_exports.py JOB_DIR [--spec FILE] [--to NAME]... [--force] [--state STATE] [--job-id ID] "
+            f"[--check-destinations [--recorded NAME=DEST]... [--trust DEST]...]: {exc}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     job_dir = os.path.abspath(args["job_dir"])
     spec_path = args["spec"] or os.path.join(job_dir, receipts.SPEC_FILE)

@@ -115,16 +115,34 @@ def _setting_problems(name: str, settings: dict[str, Any], where: str) -> list[s
     elif name == TABLE and not str(table_dir).startswith(("/", "~")):
         # Refused, not resolved: the exports run in the job (on a node) and in gym eval export (on
         # the submit host), each somewhere else; a relative dir would name another table in each.
-        problems.append(f"{where}.dir: {table_dir!r} is relative, and the exports run elsewhere than here (in the "
-                        "job, and on the submit host): write an absolute path (or one under ~)")  # fmt: skip
+        problems.append(
+            f"{where}.dir: {table_dir!r} is relative, and the exports run elsewhere than here (in the "
+            "job, and on the submit host): write an absolute path (or one under ~)"
+        )
     return problems
 
 
 # Query parameters that carry a credential, lowercased with - and _ dropped.
-_CREDENTIAL_QUERY_KEYS = ("token", "accesstoken", "apikey", "key", "password", "pass", "secret", "auth", "sig",
-                          "signature", "credential", "credentials", "jwt", "session")  # fmt: skip
-_CREDENTIALS_FIX = ("remove them and set MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD) "
-                    "in the environment instead")  # fmt: skip
+_CREDENTIAL_QUERY_KEYS = (
+    "token",
+    "accesstoken",
+    "apikey",
+    "key",
+    "password",
+    "pass",
+    "secret",
+    "auth",
+    "sig",
+    "signature",
+    "credential",
+    "credentials",
+    "jwt",
+    "session",
+)
+_CREDENTIALS_FIX = (
+    "remove them and set MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD) "
+    "in the environment instead"
+)
 
 
 def tracking_uri_problem(uri: str) -> str | None:
@@ -218,8 +236,11 @@ def _shape_problems(data: dict[str, Any]) -> list[str]:
     """The spec's other fields that are not of their type (a hand-edited spec), as ``field: problem``."""
     problems = [f"{k}: must be a mapping" for k in ("params",) if not isinstance(data.get(k) or {}, dict)]
     problems += [f"{k}: must be a list" for k in ("params_notes",) if not isinstance(data.get(k) or [], list)]
-    return problems + [f"{k}: must be a string" for k in ("sweep_id", "usage_dir", "model", "served_name")
-                       if not isinstance(data.get(k) or "", str)]  # fmt: skip
+    return problems + [
+        f"{k}: must be a string"
+        for k in ("sweep_id", "usage_dir", "model", "served_name")
+        if not isinstance(data.get(k) or "", str)
+    ]
 
 
 def read_spec(path: str) -> ExportSpec:

@@ -42,9 +42,19 @@ JSON_FILE = "results.json"
 LOCK_FILE = ".results.lock"
 TABLE_VERSION = 1
 FIXED_COLUMNS = (
-    "run_id", "sweep_id", "benchmark", "model", "served_name", "state",
-    "samples_written", "samples_expected", "complete", "gpu_hours", "wall_seconds", "exported_at",
-)  # fmt: skip
+    "run_id",
+    "sweep_id",
+    "benchmark",
+    "model",
+    "served_name",
+    "state",
+    "samples_written",
+    "samples_expected",
+    "complete",
+    "gpu_hours",
+    "wall_seconds",
+    "exported_at",
+)
 KEY_COLUMNS = ("run_id", "benchmark")
 PARAMS_FIELD = "params"
 # A metric whose name is a fixed column's gets this prefix, so that it never overwrites one.
@@ -136,8 +146,12 @@ def read_table(directory: str) -> tuple[list[str], list[dict[str, Any]]]:
         data = json.loads(text)
     except ValueError:
         data = None
-    valid = (isinstance(data, dict) and isinstance(data.get("columns"), list) and isinstance(data.get("rows"), list)
-             and all(isinstance(row, dict) for row in data["rows"]))  # fmt: skip
+    valid = (
+        isinstance(data, dict)
+        and isinstance(data.get("columns"), list)
+        and isinstance(data.get("rows"), list)
+        and all(isinstance(row, dict) for row in data["rows"])
+    )
     if not valid:
         raise r.ExportError(f"{path} is not a results table this exporter wrote; move it away or choose another dir")
     return [str(col) for col in data["columns"]], list(data["rows"])
@@ -194,8 +208,10 @@ class TableLock:
             except OSError as exc:
                 if exc.errno not in (errno.EACCES, errno.EAGAIN):
                     os.close(fd)
-                    raise r.ExportError(f"cannot lock {self.path} ({exc.strerror or exc}): the file system "
-                                        "of the table's dir must support POSIX locks") from None  # fmt: skip
+                    raise r.ExportError(
+                        f"cannot lock {self.path} ({exc.strerror or exc}): the file system "
+                        "of the table's dir must support POSIX locks"
+                    ) from None
                 # Polled rather than blocking: a lock held by a job on a lost node must end in a
                 # failed export the job can report, never in a job that hangs until its walltime.
                 if time.monotonic() >= deadline:
@@ -225,19 +241,24 @@ def upsert_row(directory: str, row: dict[str, Any], lock_timeout: float = 120.0)
         return len(rows)
 
 
-def export_to_table(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None],
-                    now: float | None = None) -> r.ExportOutcome:  # fmt: skip
+def export_to_table(
+    record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], now: float | None = None
+) -> r.ExportOutcome:
     directory = settings.get("dir")
     if not directory:
         raise r.ExportError("the table exporter needs a dir (the directory of results.csv and results.json)")
     directory = os.path.expanduser(str(directory))
     if not os.path.isabs(directory):  # a spec of before relative dirs were refused at submit
-        raise r.ExportError(f"the table dir {directory!r} is relative, which names another table wherever the export "
-                            "runs: set an absolute job.export.table.dir and resubmit")  # fmt: skip
+        raise r.ExportError(
+            f"the table dir {directory!r} is relative, which names another table wherever the export "
+            "runs: set an absolute job.export.table.dir and resubmit"
+        )
     on_run_id(record.export_key)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
     try:
         count = upsert_row(directory, table_row(record, stamp))
     except OSError as exc:
         raise r.ExportError(f"cannot write the table in {directory}: {exc.strerror or exc}") from None
-    return r.ExportOutcome(record.export_key, f"row {record.export_key} in {os.path.join(directory, CSV_FILE)} ({count} rows)")
+    return r.ExportOutcome(
+        record.export_key, f"row {record.export_key} in {os.path.join(directory, CSV_FILE)} ({count} rows)"
+    )

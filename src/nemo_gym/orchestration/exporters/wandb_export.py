@@ -77,8 +77,9 @@ def run_summary(record: r.ExportRecord) -> dict[str, Any]:
     return summary
 
 
-def export_to_wandb(record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None],
-                    job_dir: str, wandb: Any = None) -> r.ExportOutcome:  # fmt: skip
+def export_to_wandb(
+    record: r.ExportRecord, settings: dict[str, Any], on_run_id: Callable[[str], None], job_dir: str, wandb: Any = None
+) -> r.ExportOutcome:
     mode = str(settings.get("mode") or DEFAULT_MODE)
     if mode not in MODES:
         raise r.ExportError(f"wandb mode {mode!r} is not one of {', '.join(MODES)}")

@@ -155,8 +155,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--min-nodes", type=int, default=1, help="wait for this many alive Ray nodes first")
     p.add_argument("--cluster-timeout", type=float, default=600, help="seconds to wait for nodes/GPUs")
     p.add_argument("--startup-timeout", type=float, default=1800, help="seconds for every replica's /health")
-    p.add_argument("--handoff-timeout", type=float, default=900,
-                   help="seconds to wait for a replica to take over its reserved GPUs")  # fmt: skip
+    p.add_argument(
+        "--handoff-timeout",
+        type=float,
+        default=900,
+        help="seconds to wait for a replica to take over its reserved GPUs",
+    )
     p.add_argument("--health-timeout", type=float, default=10, help="per-replica /health probe timeout")
     p.add_argument("--connect-timeout", type=float, default=30, help="proxy connect timeout (no read limit)")
     p.add_argument("--poll-interval", type=float, default=2, help="seconds between liveness checks")
@@ -306,11 +310,19 @@ class Gateway:
         return {
             "state": self.state,
             "replicas": [
-                {"index": r.index, "url": r.url, "pid": r.pid, "alive": r.alive, "healthy": r.healthy,
-                 "outstanding": r.outstanding, "served": r.served, "exit": r.exit_reason}
+                {
+                    "index": r.index,
+                    "url": r.url,
+                    "pid": r.pid,
+                    "alive": r.alive,
+                    "healthy": r.healthy,
+                    "outstanding": r.outstanding,
+                    "served": r.served,
+                    "exit": r.exit_reason,
+                }
                 for r in self.replicas
             ],
-        }  # fmt: skip
+        }
 
     async def handle_status(self, request: Any) -> Any:
         from aiohttp import web
@@ -358,10 +370,13 @@ class Gateway:
         response: web.StreamResponse | None = None
         try:
             async with self.session.request(
-                request.method, replica.url + request.path_qs, headers=headers,
-                data=body if body or request.can_read_body else None, allow_redirects=False,
+                request.method,
+                replica.url + request.path_qs,
+                headers=headers,
+                data=body if body or request.can_read_body else None,
+                allow_redirects=False,
                 skip_auto_headers=_NO_AUTO_HEADERS,
-            ) as upstream:  # fmt: skip
+            ) as upstream:
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 for key, value in filter_headers(upstream.headers.items(), request=False):
                     response.headers.add(key, value)
@@ -410,8 +425,12 @@ class Gateway:
 
     def _actor_options(self) -> dict[str, Any]:
         # Old Ray versions blank CUDA_VISIBLE_DEVICES in a 0-GPU actor; this opts out where supported.
-        return {"num_cpus": 0, "num_gpus": 0, "max_restarts": 0,
-                "runtime_env": {"env_vars": {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}}}  # fmt: skip
+        return {
+            "num_cpus": 0,
+            "num_gpus": 0,
+            "max_restarts": 0,
+            "runtime_env": {"env_vars": {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}},
+        }
 
     def _new_actor(self, replica: Replica, **options: Any) -> Any:
         import ray

@@ -68,7 +68,9 @@ def info(
     wanted = [[job.benchmark for job in select_jobs(record, list(benchmarks or []))] for record in records]
     runs = status(records, connect=connect, missing_named=PAIRS_NAMED)
     return [
-        RunInfo(run.record, [_benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in names])
+        RunInfo(
+            run.record, [_benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in names]
+        )
         for run, names in zip(runs, wanted)
     ]
 
@@ -84,7 +86,9 @@ def evidence(job: JobStatus, max_attempts: int = recovery.DEFAULT_MAX_ATTEMPTS) 
     how many jobs it has had (a resumable chain's resumes included)."""
     latest = job.history[-1] if job.history else None
     check = job.check
-    samples = None if check is None else recovery.Samples(check.expected, check.done, check.missing, check.first_missing)
+    samples = (
+        None if check is None else recovery.Samples(check.expected, check.done, check.missing, check.first_missing)
+    )
     return recovery.Evidence(job.state, latest.cause if latest else None, samples, len(job.history), max_attempts)
 
 
@@ -138,7 +142,11 @@ def _benchmark_document(bench: BenchmarkInfo) -> dict:
         "samples": _samples_document(bench.samples),
         "exports": job.exports,
         "gpu_hours": None if job.usage.gpu_hours is None else round(job.usage.gpu_hours, 4),
-        "resubmit": {"remedy": bench.plan.remedy, "plan": bench.plan.text, "missing": [list(p) for p in bench.plan.missing]},
+        "resubmit": {
+            "remedy": bench.plan.remedy,
+            "plan": bench.plan.text,
+            "missing": [list(p) for p in bench.plan.missing],
+        },
     }
 
 

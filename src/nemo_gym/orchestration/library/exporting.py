@@ -21,15 +21,21 @@ class ExportResult:
 
 
 def export(
-    records: list[SubmissionRecord], to: list[str] | None = None, force: bool = False, *,
-    trusted: list[str] | None = None, connect: Connect = connect,
-) -> list[list[ExportResult]]:  # fmt: skip
+    records: list[SubmissionRecord],
+    to: list[str] | None = None,
+    force: bool = False,
+    *,
+    trusted: list[str] | None = None,
+    connect: Connect = connect,
+) -> list[list[ExportResult]]:
     """Each run's exports (per run, per benchmark), run (or rerun) with this package's exporters (shipped in the script:
     never the copy staged in the run directory) against each job directory's data, over one
     connection per host; credentials from this shell's environment travel in the script, never in a
     file, and go only to the destinations the local index recorded for the run, or ``trusted`` names."""
     scripts = [_export_script(record, to or [], force, trusted or []) for record in records]
-    return each_over_its_host(records, connect, lambda conn, i: _exported(records[i], conn.run_script(scripts[i]).stdout))
+    return each_over_its_host(
+        records, connect, lambda conn, i: _exported(records[i], conn.run_script(scripts[i]).stdout)
+    )
 
 
 def _export_script(record: SubmissionRecord, to: list[str], force: bool, trusted: list[str]) -> str:

@@ -89,7 +89,9 @@ def watch(records: list[SubmissionRecord], interval: float, *, connect: Connect 
 def _observed(run: RunStatus) -> RunStatus:
     """``run``, remembered in the index as last observed (``gym eval list`` shows it)."""
     counts = Counter(job.state for job in run.jobs)
-    summary = ", ".join(f"{n} {state}" for state, n in counts.most_common()) if len(counts) > 1 else next(iter(counts), "")
+    summary = (
+        ", ".join(f"{n} {state}" for state, n in counts.most_common()) if len(counts) > 1 else next(iter(counts), "")
+    )
     write_observation(run.record.gym_job_id, summary)
     return run
 
@@ -98,7 +100,9 @@ def _known_checks(previous: RunStatus) -> dict[str, SampleCheck]:
     return {j.benchmark: j.check for j in previous.jobs if j.check is not None and j.state.final}
 
 
-def results(records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect) -> list[RunResults]:
+def results(
+    records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect
+) -> list[RunResults]:
     """Each run's results, in order, over one connection per host (a sweep's runs share one): every
     run's states in one round trip, then each run's files: each benchmark's metrics, samples against
     the expected ones, its ``metric`` (default: reward) per task, and what its jobs cost. A metric

@@ -36,4 +36,3 @@ def usage_source_text(usage: Usage, executor: str) -> str:
         SOURCE_ACCOUNTING: accounts,
         SOURCE_JOB_RECORD: "from the jobs' own start/end records x the GPUs each job was given",
     }.get(usage.source, f"{accounts} where it has the job, else the jobs' own records")
-

@@ -102,8 +102,11 @@ def _sweep_selection(sweep_id: str, records: list[SubmissionRecord], sweeps: dic
         return Selection([members[k] for k in sorted(members)])
     lost = [run.run_id for run in sweep.runs if run.run_id not in members]
     if lost:
-        print(f"warning: sweep {sweep_id}: run(s) {', '.join(lost)} missing from the local index ({index_dir()}); "
-              f"their directories hold their records", file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: sweep {sweep_id}: run(s) {', '.join(lost)} missing from the local index ({index_dir()}); "
+            f"their directories hold their records",
+            file=sys.stderr,
+        )
     ordered = [members[run.run_id] for run in sweep.runs if run.run_id in members]
     if not ordered:
         raise UserError(f"sweep {sweep_id}: none of its runs is in the local index ({index_dir()})")

@@ -314,10 +314,16 @@ def _record(
         model=plan.model,
         hostname=plan.hostname,
         benchmarks=[
-            BenchmarkJob(benchmark=q.benchmark, job_dir=contract.job_dir(plan.run_dir, q.benchmark), job_id=q.job_id,
-                         error=q.error, gpus=gpus.get(q.benchmark), export_to=export_to.get(q.benchmark, {}))
+            BenchmarkJob(
+                benchmark=q.benchmark,
+                job_dir=contract.job_dir(plan.run_dir, q.benchmark),
+                job_id=q.job_id,
+                error=q.error,
+                gpus=gpus.get(q.benchmark),
+                export_to=export_to.get(q.benchmark, {}),
+            )
             for q in queued
-        ],  # fmt: skip
+        ],
         executor_metadata={"submission": "interrupted"} if interrupted else {},
         sweep_id=plan.sweep_id,
         sweep_values=dict(values),
