@@ -26,7 +26,7 @@ from nemo_gym.orchestration.backends.base import run_marker_line
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import RunPlan
-from nemo_gym.orchestration.render import StagedRun
+from nemo_gym.orchestration.render import StagedRun, render_template
 
 EXIT_MISSING_MOUNTS = 3
 EXIT_RUN_DIR_EXISTS = 4
@@ -69,53 +69,27 @@ class RunToSubmit:
 def submission_script(runs: list[RunToSubmit]) -> str:
     """Every run's checks, then every run's directory, then every run's jobs (see the module)."""
     plans = [run.plan for run in runs]
-    lines = ["set -u", "umask 022", *_mount_checks(plans), *_absent_run_dirs(plans)]
-    lines.append("gym_made=()")  # the run directories made so far, removed again if one fails
-    lines += _absent_parents(plans)  # and the directories above them that this script makes
-    # (${a[@]+"${a[@]}"}: an empty array under set -u, which bash before 4.4 calls unbound.)
-    lines.append(
-        f'gym_unmake() {{ rm -rf ${{gym_made[@]+"${{gym_made[@]}}"}}; '
-        f'for d in ${{gym_parents[@]+"${{gym_parents[@]}}"}}; do rmdir "$d" 2>/dev/null; done; '
-        f"exit {EXIT_RUN_DIR_UNWRITABLE}; }}"
-    )
-    for run in runs:
-        run_dir = shlex.quote(run.plan.run_dir)
-        lines += [
-            f"mkdir -p {run_dir} || gym_unmake",
-            f"gym_made+=({run_dir})",
-            f"base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C {run_dir} || gym_unmake",
-            _tarball(run.staged),
-            "GYM_TAR_EOF",
-        ]
     exports = [[f"export {name}={shlex.quote(value)}" for name, value in run.secrets.items()] for run in runs]
-    # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
-    lines += backend_named(plans[0].backend).submit_runs_lines(plans, exports)
-    return "\n".join(lines) + "\n"
+    return render_template(
+        "submission.sh.j2",
+        # Each distinct mount source once; the script stops before writing anything if one is missing.
+        mount_sources=list(dict.fromkeys(pair for plan in plans for pair in plan.mount_sources)),
+        absent_parents=_parents_deepest_first(plans),
+        runs=[{"run_dir": run.plan.run_dir, "tarball": _tarball(run.staged)} for run in runs],
+        # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
+        queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports),
+        exit_missing_mounts=EXIT_MISSING_MOUNTS,
+        exit_run_dir_exists=EXIT_RUN_DIR_EXISTS,
+        exit_run_dir_unwritable=EXIT_RUN_DIR_UNWRITABLE,
+    )
 
 
-def _mount_checks(plans: list[RunPlan]) -> list[str]:
-    """Each distinct mount source once; the script stops before writing anything if one is missing."""
-    sources = list(dict.fromkeys(pair for plan in plans for pair in plan.mount_sources))
-    if not sources:
-        return []
-    lines = ["gym_missing=0"]
-    for label, src in sources:
-        marker = shlex.quote(f"{contract.MISSING_MARKER}{label}:{src}")
-        lines.append(f"test -e {shlex.quote(src)} || {{ echo {marker}; gym_missing=1; }}")
-    lines.append(f'[ "$gym_missing" -eq 0 ] || exit {EXIT_MISSING_MOUNTS}')
-    return lines
-
-
-def _absent_parents(plans: list[RunPlan]) -> list[str]:
-    """Bash listing in ``gym_parents`` the directories above the run directories that do not exist
-    yet (``mkdir -p`` will make them), deepest first: a refused submission removes them again
-    (those still empty), leaving nothing behind, not even an empty output directory."""
+def _parents_deepest_first(plans: list[RunPlan]) -> list[str]:
+    """The directories above the run directories, deepest first: those that do not exist yet
+    (``mkdir -p`` will make them) a refused submission removes again (those still empty), leaving
+    nothing behind, not even an empty output directory."""
     parents = {parent for plan in plans for parent in _parents(plan.run_dir)}
-    lines = ["gym_parents=()"]
-    for parent in sorted(parents, key=lambda d: (-d.count("/"), d)):
-        quoted = shlex.quote(parent)
-        lines.append(f"[ -e {quoted} ] || gym_parents+=({quoted})")
-    return lines
+    return sorted(parents, key=lambda d: (-d.count("/"), d))
 
 
 def _parents(run_dir: str) -> list[str]:
@@ -126,15 +100,6 @@ def _parents(run_dir: str) -> list[str]:
         found.append(parent)
         parent = posixpath.dirname(parent)
     return found
-
-
-def _absent_run_dirs(plans: list[RunPlan]) -> list[str]:
-    lines = ["gym_exists=0"]
-    for plan in plans:
-        marker = shlex.quote(f"{contract.RUN_DIR_EXISTS_MARKER}{plan.run_dir}")
-        lines.append(f"if [ -e {shlex.quote(plan.run_dir)} ]; then echo {marker}; gym_exists=1; fi")
-    lines.append(f'[ "$gym_exists" -eq 0 ] || exit {EXIT_RUN_DIR_EXISTS}')
-    return lines
 
 
 def split_by_run(stdout: str, run_ids: list[str]) -> dict[str, str]:
