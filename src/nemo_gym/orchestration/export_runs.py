@@ -30,6 +30,7 @@ from nemo_gym.orchestration.exporters.record import credential_problem, scrub_se
 from nemo_gym.orchestration.exporters.spec import ENV_TRACKING_URI, MLFLOW, SECRETS, tracking_uri_problem
 from nemo_gym.orchestration.plan import EXPORT_CREDENTIALS
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.render import render_template
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig
@@ -88,26 +89,24 @@ def export_script(
     refused = [p for var in CREDENTIAL_VARIABLES for p in [credential_problem(var, environ.get(var))] if p]
     if refused:
         raise UserError(refused)
-    lines = ["set -u"]
-    lines += [f"export {var}={shlex.quote(environ[var])}" for var in CREDENTIAL_VARIABLES if environ.get(var)]
-    # From /, so that nothing the current directory holds (a run directory?) can be imported.
-    lines += [
-        "cd / || exit 1",
-        f"gym_exporters() {{\npython3 - \"$@\" <<'{HEREDOC_END}'",
-        bootstrap_source() + HEREDOC_END,
-        "}",
-    ]
     options = [arg for name in to for arg in ("--to", name)] + (["--force"] if force else [])
-    sep = contract.FIELD_SEPARATOR
-    for job in record.benchmarks:
-        spec = shlex.quote(f"{job.job_dir}/{exporters.SPEC_FILE}")
-        prefix = shlex.quote(f"{MARKER}{job.benchmark}{sep}")
-        run = shlex.join(["gym_exporters", job.job_dir, *options, *destination_options(job.benchmark, chosen, trusted)])
-        lines.append(
-            f"if [ -f {spec} ]; then {run} 2>&1 | sed 's/^/'{prefix}'/'; "
-            f"else printf '%s%s\\n' {prefix} {NO_EXPORTS}; fi"
-        )
-    return "\n".join(lines) + "\n"
+    jobs = [
+        {
+            "spec": f"{job.job_dir}/{exporters.SPEC_FILE}",
+            "run": ["gym_exporters", job.job_dir, *options, *destination_options(job.benchmark, chosen, trusted)],
+            # One shell word: it holds the field separator, a control character.
+            "prefix": shlex.quote(f"{MARKER}{job.benchmark}{contract.FIELD_SEPARATOR}"),
+        }
+        for job in record.benchmarks
+    ]
+    return render_template(
+        "export.sh.j2",
+        credentials=[(var, shlex.quote(environ[var])) for var in CREDENTIAL_VARIABLES if environ.get(var)],
+        heredoc_end=HEREDOC_END,
+        bootstrap=bootstrap_source(),
+        jobs=jobs,
+        no_exports=NO_EXPORTS,
+    )
 
 
 def destination_options(

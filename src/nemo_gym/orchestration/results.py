@@ -32,6 +32,7 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.facts import MAX_ROW_BYTES
 from nemo_gym.orchestration.observe import JobStatus, run_usage
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.render import render_template
 from nemo_gym.orchestration.rollouts import (
     Completeness,
     NoScore,
@@ -183,38 +184,22 @@ def all_complete(flags: Any) -> bool | None:
 
 
 def results_script(record: SubmissionRecord, metric: str) -> str:
-    """Bash: every metrics file whole, and the two rollout files of every benchmark cut down by the
-    projection (or whole, base64, where the host has no ``python3``)."""
-    lines = []
-    for job in record.benchmarks:
-        d, b = shlex.quote(job.job_dir), shlex.quote(job.benchmark)
-        # A metrics file is kilobytes: one over the bound is named, never sent.
-        payload = '$(base64 -w0 <"$f")'
-        lines.append(
-            f'for f in {d}/{contract.AGGREGATE_METRICS_GLOB}; do [ -f "$f" ] || continue; '
-            f'if [ "$(wc -c <"$f")" -gt {untrusted.MAX_DOCUMENT_BYTES} ]; then p={shlex.quote(TOO_LARGE)}; else p="{payload}"; fi; '
-            f'printf \'%s%s\\x1f\\x1f%s\\x1f%s\\n\' {shlex.quote(MARKER)} {b} "$f" "$p"; done'
-        )
+    """Bash (``templates/results.sh.j2``): every metrics file whole, and the two rollout files of
+    every benchmark cut down by the projection (or whole, base64, where the host has no ``python3``)."""
     files = [
         (job.benchmark, f"{job.job_dir}/{contract.ROLLOUTS_FILE}", f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}")
         for job in record.benchmarks
     ]
-    args = " ".join(shlex.quote(word) for entry in files for word in entry)
-    marker = shlex.quote(contract.ROLLOUTS_MARKER)
-    projection = f"python3 -c {shlex.quote(projection_source())} {marker} {shlex.quote(metric)} {args}"
-    raw = [
-        f"[ -f {shlex.quote(path)} ] && {{ printf '%s%s\\x1f%s\\x1f{contract.ENCODING_RAW}\\x1f\\x1f' {marker} "
-        f"{shlex.quote(bench)} {part}; base64 -w0 <{shlex.quote(path)}; echo; }}"
-        for bench, rollouts, expected in files
-        for part, path in ((contract.ROLLOUTS_PART, rollouts), (contract.EXPECTED_PART, expected))
-    ]
-    # The single-quoted argument is a Python program: its $ and backquotes are literal by intent.
-    lines.append("# shellcheck disable=SC2016")
-    lines.append(f"if ! {{ command -v python3 >/dev/null 2>&1 && {projection}; }}; then")
-    lines += [f"  {line}" for line in raw]
-    lines.append("fi")
-    lines.append("true")
-    return "\n".join(lines) + "\n"
+    return render_template(
+        "results.sh.j2",
+        jobs=record.benchmarks,
+        max_bytes=untrusted.MAX_DOCUMENT_BYTES,
+        too_large=TOO_LARGE,
+        # One word, single-quoted: a Python program whose $ and backquotes are literal by intent.
+        projection=shlex.quote(projection_source()),
+        metric=metric,
+        files=files,
+    )
 
 
 def projection_source() -> str:
