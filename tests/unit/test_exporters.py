@@ -1007,3 +1007,11 @@ def test_the_staged_runner_works_under_python_3_8_without_our_package(tmp_path: 
         (RUN_ID, "12", "12", "succeeded")
     ]
     assert subprocess.run([PY38, "-E", "-s", "-c", "import nemo_gym"], capture_output=True).returncode != 0
+
+
+def test_a_state_leaves_for_the_backends_as_its_plain_word() -> None:
+    """W&B writes an Enum by its member's name ('SUCCEEDED'): every exporter hands on the word."""
+    shown = record(state=Status.SUCCEEDED)
+    assert type(shown.identity()["state"]) is str and shown.identity()["state"] == "succeeded"
+    assert shown.fingerprint() == record(state="succeeded").fingerprint()
+    assert type(wandb_export.run_summary(shown)["gym/state"]) is str

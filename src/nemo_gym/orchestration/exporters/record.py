@@ -134,7 +134,7 @@ class ExportRecord(NamedTuple):
             "benchmark": self.benchmark,
             "model": self.model,
             "served_name": self.served_name,
-            "state": self.state,
+            "state": str(self.state),  # the word itself: W&B writes an Enum by its member's name
         }
         if self.sweep_id:
             out["sweep_id"] = self.sweep_id
@@ -150,7 +150,7 @@ class ExportRecord(NamedTuple):
         costs are left out: they change with every look without changing the results."""
         content = {
             "key": self.export_key,
-            "state": self.state,
+            "state": str(self.state),
             "written": self.written,
             "expected": self.expected,
             "metrics": sorted(self.metrics.items()),

@@ -72,7 +72,7 @@ def table_row(record: r.ExportRecord, exported_at: str) -> dict[str, Any]:
         "benchmark": record.benchmark,
         "model": record.model,
         "served_name": record.served_name,
-        "state": record.state,
+        "state": str(record.state),
         "samples_written": record.written,
         "samples_expected": record.expected,
         "complete": record.complete,

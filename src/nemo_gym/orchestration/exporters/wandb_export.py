@@ -72,7 +72,7 @@ def run_config(record: r.ExportRecord) -> dict[str, Any]:
 def run_summary(record: r.ExportRecord) -> dict[str, Any]:
     summary: dict[str, Any] = dict(record.metrics)
     summary.update(record.summary_metrics())
-    summary["gym/state"] = record.state
+    summary["gym/state"] = str(record.state)  # the word: W&B writes an Enum by its name
     summary["gym/complete"] = record.complete
     return summary
 
