@@ -98,3 +98,14 @@ def test_a_copied_run_whose_job_id_slurm_gives_another_job_reads_as_it_ended(bas
     cluster.set_state(job.job_id or "", "CANCELLED")
     [status] = library.status([record], connect=conn.connect)[0].jobs
     assert status.state == "succeeded" and "which says CANCELLED" in status.detail
+
+
+def test_a_job_its_walltime_ended_reads_timed_out_while_slurm_still_calls_it_completing() -> None:
+    from nemo_gym.orchestration.backends.base import JobProbe as Probe
+    from nemo_gym.orchestration.backends.base import SchedulerView
+    from nemo_gym.orchestration.contract import Cause, StateFile, Status
+
+    own = StateFile.from_fields({"phase": "failed", "detail": "stopped by its walltime (SIGTERM)"})
+    view = SchedulerView(word="COMPLETING", running=True, time_limit="00:01:00")
+    state = SLURM.job_state("21", Probe(own, view, False, "143", Cause.WALLTIME), 0, {})
+    assert (state.status, state.detail) == (Status.TIMED_OUT, "walltime reached (00:01:00)")

@@ -68,6 +68,10 @@ class JobState:
 def recorded_outcome(probe: JobProbe) -> JobState | None:
     """The end a job recorded itself (succeeded, failed, cancelled), if it did."""
     if probe.phase is not None and probe.phase.ended:
+        if probe.phase == Phase.FAILED and probe.cause == Cause.WALLTIME:
+            # Its own record says its walltime ended it: timed out, as the scheduler says too once it
+            # has caught up (it may still call the job COMPLETING when the probe looks).
+            return JobState(Status.TIMED_OUT, f"walltime reached ({probe.scheduler.time_limit or 'its limit'})")
         return JobState(Status.of(probe.phase), probe.detail)
     return None
 
