@@ -7,7 +7,9 @@ import shlex
 import warnings
 from pathlib import Path
 
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
 from nemo_gym.orchestration.library.submitting import _record
@@ -15,8 +17,10 @@ from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_scri
 from nemo_gym.orchestration.observe import probe_script
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, results_script
+from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
 from nemo_gym.orchestration.submission import QueuedJob, RunToSubmit, per_benchmark, submission_script
 from nemo_gym.orchestration.validate import validate_config
 
@@ -65,7 +69,27 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
         "logs-driver-follow.sh": logs_script(first, log_patterns(first, None, True, record.run_dir), 50, True),
         "results.sh": results_script(record, DEFAULT_METRIC),
         "export.sh": export_script(record, [], False, {}),
+        "resubmit.sh": resubmit_script([golden_requeue(record)]),
     }
+
+
+def golden_requeue(record: SubmissionRecord) -> RequeuedRun:
+    """Every benchmark of the run queued again as its second attempt: the first generating its
+    missing samples, the others re-queued."""
+    backend = backend_named(record.executor)
+    jobs = [
+        RequeuedJob(
+            job.benchmark,
+            job.job_dir,
+            f"{job.job_dir}/{contract.JOB_SCRIPT}",
+            2,
+            Remedy.GENERATE_MISSING if i == 0 else Remedy.REQUEUE,
+            job.job_id or "",
+            backend.requeued_id(job.job_id or "", 2),
+        )
+        for i, job in enumerate(record.benchmarks)
+    ]
+    return RequeuedRun(record.gym_job_id, record.run_dir, record.executor, jobs, GOLDEN_SECRETS)
 
 
 def golden_form(script: str) -> str:

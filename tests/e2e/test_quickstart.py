@@ -146,6 +146,57 @@ def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> 
     assert reverse.returncode == 1 and "regression gate: failed (answer-judge regressed)" in reverse.stdout
 
 
+def assert_resubmit_generates_only_the_missing(tmp_path: Path, record: dict, server, python: str, table: Path) -> None:
+    """The live run with 4 rows removed reads incomplete 8/12; gym eval resubmit finishes it in
+    place: the new attempt is given exactly the 4 missing rows, the 8 kept rows stay byte for byte,
+    gym's own aggregate covers all 12 rows again, and the MLflow run and the table row are updated
+    under the same key (never a second one)."""
+    from mlflow_server import mlflow_runs
+
+    run_id = record["gym_job_id"]
+    job_dir = Path(record["run_dir"]) / "answer-judge"
+    rows_file, metrics_file = (
+        job_dir / "artifacts" / "rollouts.jsonl",
+        job_dir / "artifacts" / "rollouts_aggregate_metrics.json",
+    )
+    metrics_of_twelve = json.loads(metrics_file.read_text())[0]["agent_metrics"]
+    removed = {1, 4, 8, 10}
+    lines = rows_file.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if json.loads(line)["_ng_task_index"] not in removed]
+    rows_file.write_bytes(b"".join(kept))
+    status = gym(tmp_path, "status", run_id, "--json")
+    [job] = json.loads(status.stdout)["jobs"]
+    assert (job["state"], job["samples"], job["expected_samples"]) == ("incomplete", 8, 12), status.stdout
+
+    resubmitted = gym(tmp_path, "resubmit", run_id, "--json")
+    assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
+    [bench] = json.loads(resubmitted.stdout)["runs"][0]["benchmarks"]
+    assert (bench["remedy"], bench["attempt"], bench["inputs"]) == ("generate-missing", 2, 4)
+    inputs = (job_dir / ".gym" / "attempts" / "2" / "inputs.jsonl").read_text().splitlines()
+    assert sorted(json.loads(row)["_ng_task_index"] for row in inputs) == sorted(removed)
+
+    watched = gym(tmp_path, "status", run_id, "--watch", "--json", "--interval", "1")
+    [job] = json.loads(watched.stdout)["jobs"]
+    assert (job["state"], job["samples"], job["expected_samples"], job["attempts"]) == ("succeeded", 12, 12, 2), (
+        job_dir / f"slurm-{job['job_id']}.out"
+    ).read_text()
+    assert job["job_id"] == bench["job_id"] and [a["job_id"] for a in job["attempt_history"]][1] == bench["job_id"]
+    after = rows_file.read_bytes().splitlines(keepends=True)
+    assert after[: len(kept)] == kept  # the kept rows, byte for byte, where they were
+    assert sorted(json.loads(line)["_ng_task_index"] for line in after[len(kept) :]) == sorted(removed)
+    # gym's own aggregate, over the 12 merged rows: the per-prompt token counts make it the same as the first's.
+    assert json.loads(metrics_file.read_text())[0]["agent_metrics"] == metrics_of_twelve
+    [run] = mlflow_runs(python, server, "quickstart", f"{run_id}/answer-judge")
+    assert run["metrics"]["gym/samples_written"] == 12 and run["status"] == "FINISHED"
+    import csv
+
+    assert len(list(csv.DictReader((table / "results.csv").open()))) == 1
+    results = gym(tmp_path, "results", run_id)
+    assert results.returncode == 0 and "answer-judge  succeeded  12/12" in results.stdout, results.stdout
+    again = gym(tmp_path, "resubmit", run_id)
+    assert again.returncode == 0 and "nothing to do: it succeeded with all 12 samples" in again.stdout, again.stdout
+
+
 def test_quickstart_locally(envs, tmp_path, mlflow_server, backend_python) -> None:
     # The local backend counts the GPUs this machine shows at submit: two, from a stand-in nvidia-smi.
     fake_smi = tmp_path / "bin" / "nvidia-smi"
@@ -167,6 +218,7 @@ def test_quickstart_locally(envs, tmp_path, mlflow_server, backend_python) -> No
     assert results.returncode == 0, results.stdout + results.stderr
     assert "answer-judge  succeeded  12/12" in results.stdout and "mean/reward=" in results.stdout
     assert_results_can_be_trusted_and_compared(tmp_path, record)
+    assert_resubmit_generates_only_the_missing(tmp_path, record, mlflow_server, backend_python, tmp_path / "table")
 
 
 def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path) -> None:

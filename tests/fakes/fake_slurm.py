@@ -451,7 +451,8 @@ def new_job(state: dict, script_path: str, script_args: list[str], settings: dic
         "id": job_id,
         "name": settings.get("job-name") or os.path.basename(script_path),
         "state": "PENDING",
-        "reason": "Dependency" if dependency else "None",
+        # As sbatch --hold does: pending, held by its user until scontrol release.
+        "reason": "JobHeldUser" if "hold" in settings else "Dependency" if dependency else "None",
         "dependency": dependency,
         "exit_code": "0:0",
         "restarts": 0,
@@ -492,8 +493,23 @@ def scontrol(state: dict, args: list[str]) -> Reply:
         return show_jobs(state, words[2:], one_liner, quiet)
     if words[:2] == ["show", "hostnames"]:
         return show_hostnames(words[2:])
+    if words[:1] == ["release"]:
+        return release_jobs(state, words[1:])
     reply = Reply(code=1)
     reply.err(f"invalid keyword: {' '.join(words) or '(none)'}")
+    return reply
+
+
+def release_jobs(state: dict, words: list[str]) -> Reply:
+    """``scontrol release ID[,ID...]``: a held job may start (it stays pending until set running)."""
+    reply = Reply()
+    for job_id in ",".join(words).split(","):
+        job = known_job(state, job_id)
+        if job is None:
+            reply.err(f"slurm_release error: Invalid job id specified ({job_id})")
+            reply.code = 1
+        elif job["reason"] == "JobHeldUser":
+            job["reason"] = "Dependency" if job["dependency"] else "None"
     return reply
 
 

@@ -131,7 +131,7 @@ def test_an_incomplete_benchmark_names_its_missing_pairs_and_the_plan_generates_
     assert "missing: task 2 rollout 0" in info_text([run]) and "and 2 more" in info_text([run])
 
 
-def test_the_driver_s_own_failure_would_repeat_so_the_plan_stops_and_says_what_to_fix(
+def test_the_driver_s_own_failure_is_requeued_once_naming_what_to_fix_should_it_repeat(
     base, tmp_path, conn, cluster
 ) -> None:
     record = submitted(base, tmp_path, conn, "a")
@@ -140,7 +140,7 @@ def test_the_driver_s_own_failure_would_repeat_so_the_plan_stops_and_says_what_t
     recorded_cause(record, "a", "100", "driver-failed")
     [bench] = library.info([record], connect=conn.connect)[0].benchmarks
     assert [a.attempt.cause for a in bench.attempts] == ["driver-failed"]
-    assert bench.plan.remedy == Remedy.STOP_WOULD_REPEAT and "gym eval logs RUN BENCHMARK --driver" in bench.plan.text
+    assert bench.plan.remedy == Remedy.REQUEUE and "gym eval logs RUN BENCHMARK --driver" in bench.plan.text
 
 
 def test_a_spent_budget_stops_with_the_flag_that_extends_it(base, tmp_path, conn, cluster) -> None:

@@ -24,48 +24,83 @@ REPEATING = [cause for cause in Cause if cause.repeats_on_rerun]
 NOT_REPEATING = [cause for cause in Cause if not cause.repeats_on_rerun]
 
 
-def remedy(status: Status, cause: Cause | None = None, samples: Samples | None = None, attempts: int = 1) -> Remedy:
-    return plan(Evidence(status, cause, samples, attempts)).remedy
+def remedy(
+    status: Status,
+    cause: Cause | None = None,
+    samples: Samples | None = None,
+    attempts: int = 1,
+    previous: Cause | None = None,
+) -> Remedy:
+    return plan(Evidence(status, cause, samples, attempts, previous_cause=previous)).remedy
 
 
 # -- the table, row by row ------------------------------------------------------------------------------
 
-# (status, samples, cause) -> remedy, with the budget not spent (1 of 3 attempts).
+# (status, samples, cause, the job before's cause) -> remedy, with the budget not spent (2 of 3
+# attempts: a job before the latest, whose cause is the last column).
 TABLE = [
     # still going: nothing to resubmit, whatever else is known
     *[
-        (s, k, c, Remedy.WAIT)
+        (s, k, c, None, Remedy.WAIT)
         for s in (Status.QUEUED, Status.STARTING, Status.RUNNING)
         for k in SAMPLES
         for c in (None, Cause.DRIVER_FAILED)
     ],
     # ended well
-    *[(s, "complete", None, Remedy.NOTHING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
-    *[(s, "four missing", None, Remedy.GENERATE_MISSING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
-    *[(s, "unknown", None, Remedy.UNKNOWN) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
-    # ended badly: a cause a rerun repeats stops, whatever was written; any other re-queues
+    *[(s, "complete", None, None, Remedy.NOTHING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
+    *[(s, "four missing", None, None, Remedy.GENERATE_MISSING) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
+    *[(s, "unknown", None, None, Remedy.UNKNOWN) for s in (Status.SUCCEEDED, Status.INCOMPLETE)],
+    # ended badly: a cause a rerun may repeat stops once it did (the job before had it too),
+    # whatever was written; the first time, and any other cause, re-queues
     *[
-        (s, k, c, Remedy.STOP_WOULD_REPEAT)
+        (s, k, c, c, Remedy.STOP_WOULD_REPEAT)
         for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
         for k in SAMPLES
         for c in REPEATING
     ],
     *[
-        (s, k, c, Remedy.REQUEUE)
+        (s, k, c, before, Remedy.REQUEUE)
+        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+        for k in SAMPLES
+        for c in REPEATING
+        for before in [None, *(other for other in Cause if other != c)]
+    ],
+    *[
+        (s, k, c, before, Remedy.REQUEUE)
         for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
         for k in SAMPLES
         for c in [None, *NOT_REPEATING]
+        for before in (None, c)
     ],
     # nothing tells its state
-    *[(Status.UNKNOWN, k, c, Remedy.UNKNOWN) for k in SAMPLES for c in (None, Cause.SIGNAL)],
+    *[(Status.UNKNOWN, k, c, None, Remedy.UNKNOWN) for k in SAMPLES for c in (None, Cause.SIGNAL)],
 ]
 
 
 @pytest.mark.parametrize(
-    ("status", "samples", "cause", "expected"), TABLE, ids=[f"{s}-{k}-{c}" for s, k, c, _ in TABLE]
+    ("status", "samples", "cause", "before", "expected"),
+    TABLE,
+    ids=[f"{s}-{k}-{c}-after-{b}" for s, k, c, b, _ in TABLE],
 )
-def test_row(status: Status, samples: str, cause: Cause | None, expected: Remedy) -> None:
-    assert remedy(status, cause, SAMPLES[samples]) == expected
+def test_row(status: Status, samples: str, cause: Cause | None, before: Cause | None, expected: Remedy) -> None:
+    attempts = 1 if before is None else 2
+    assert remedy(status, cause, SAMPLES[samples], attempts, before) == expected
+
+
+# A job that cannot be told to keep what is on disk: every remedy that would queue one stops.
+BLOCKED = "its job cannot be told to keep the samples on disk"
+
+
+@pytest.mark.parametrize(("status", "samples", "cause", "before", "expected"), TABLE)
+def test_row_of_a_benchmark_that_cannot_continue(status, samples, cause, before, expected) -> None:
+    made = plan(
+        Evidence(status, cause, SAMPLES[samples], 1 if before is None else 2, blocked=BLOCKED, previous_cause=before)
+    )
+    if expected.acts:
+        assert made.remedy == Remedy.STOP_CANNOT_CONTINUE
+        assert made.text.startswith(f"stop: {BLOCKED} (it would need: ")
+    else:
+        assert made.remedy == expected
 
 
 def test_the_table_covers_every_status() -> None:
@@ -100,8 +135,11 @@ def test_generate_missing_names_twenty_pairs_and_counts_the_rest() -> None:
     [(Cause.DRIVER_FAILED, "gym eval logs RUN BENCHMARK --driver"), (Cause.STARTUP_FAILED, "--service NAME")],
 )
 def test_a_repeating_cause_says_why_and_what_to_fix(cause: Cause, fix: str) -> None:
-    text = plan(Evidence(Status.FAILED, cause)).text
-    assert text.startswith(f"stop: {cause.text} ({cause}), and a rerun would fail the same way; see ")
+    first = plan(Evidence(Status.FAILED, cause)).text
+    assert first.startswith(f"re-queue: {cause.text}; continue from what is on disk (should it fail so again, ")
+    assert fix in first
+    text = plan(Evidence(Status.FAILED, cause, attempts=2, previous_cause=cause)).text
+    assert text.startswith(f"stop: {cause.text} ({cause}) twice in a row, so a rerun would fail the same way; see ")
     assert fix in text
 
 
@@ -152,7 +190,9 @@ def test_a_spent_budget_does_not_hide_what_needs_no_attempt() -> None:
     assert remedy(Status.SUCCEEDED, samples=COMPLETE, attempts=9) == Remedy.NOTHING
     assert remedy(Status.RUNNING, attempts=9) == Remedy.WAIT
     # More attempts would not help: the cause is named, not the budget.
-    assert remedy(Status.FAILED, Cause.DRIVER_FAILED, attempts=9) == Remedy.STOP_WOULD_REPEAT
+    assert (
+        remedy(Status.FAILED, Cause.DRIVER_FAILED, attempts=9, previous=Cause.DRIVER_FAILED) == Remedy.STOP_WOULD_REPEAT
+    )
 
 
 def test_the_default_budget_is_the_documented_flag() -> None:
@@ -177,6 +217,8 @@ evidence = st.builds(
     samples,
     st.integers(-5, 10**6),
     st.integers(-5, 10**6),
+    st.sampled_from(["", "its job cannot continue"]),
+    st.none() | st.sampled_from(Cause),
 )
 
 

@@ -92,7 +92,21 @@ COLLECTOR_CONFIG_FILE = "otel/collector.yaml"
 MARKERS_DIR = ".gym"
 CHAIN_FILE = ".gym/chain"
 CHAIN_CANCELLED_FILE = ".gym/cancelled"
+# Written by ``gym eval resubmit`` before it queues anything: every later job of the benchmark
+# continues from what is on disk (the driver adds its continue arguments), whatever it was told at submit.
+CONTINUE_FILE = ".gym/continue"
+# .gym/attempts/<n>/: what attempt n (2, 3, ...: a resubmit) started from. ``earlier/`` holds the
+# benchmark's files as the attempts before it left them (artifacts, export receipts, a cancel
+# marker), copied aside before anything changes; ``inputs.jsonl`` the expected rows it was queued
+# to generate (a generate-missing attempt only).
+ATTEMPTS_DIR = ".gym/attempts"
+ATTEMPT_EARLIER_DIR = "earlier"
+ATTEMPT_INPUTS_FILE = "inputs.jsonl"
 LIBRARY_SCRIPT = "steps/lib.sh"
+
+
+def attempt_dir(attempt: int) -> str:
+    return f"{ATTEMPTS_DIR}/{attempt}"
 
 
 def step_script(step: str) -> str:
@@ -338,12 +352,17 @@ class Status(Word):
 #   nosuccessor ID WHY                              no successor could be queued for job ID
 #   verdict ID OUTCOME ELAPSED ROLLOUTS ACTION WHY  how job ID ended, and what the chain does
 #   end STATE WHY                                   the chain stops
+#   resubmit ID AFTER ATTEMPT REMEDY                gym eval resubmit queued job ID as attempt
+#                                                   ATTEMPT after job AFTER ended; the records after
+#                                                   it are a new chain (a resumable job's), and the
+#                                                   ones before it the earlier attempts'
 
 RECORD_START = "start"
 RECORD_SUCCESSOR = "successor"
 RECORD_NO_SUCCESSOR = "nosuccessor"
 RECORD_VERDICT = "verdict"
 RECORD_END = "end"
+RECORD_RESUBMIT = "resubmit"
 
 
 class Action(Word):
@@ -372,9 +391,14 @@ class Verdict(NamedTuple):
 
 
 class Chain:
-    """What a chain file says, in the order its records were written."""
+    """What a chain file says, in the order its records were written: of the latest attempt (the
+    records since the last ``resubmit``, or all of them), and which jobs the attempts before it had."""
 
     def __init__(self) -> None:
+        self.opened_by: str | None = None  # the job gym eval resubmit queued to begin this attempt
+        self.earlier: list[str] = []  # the earlier attempts' jobs, oldest first (the first job as the chain knows it)
+        self.earlier_verdicts: list[Verdict] = []
+        self.attempt = 1  # which attempt the records are of: 1 + the resubmits before them
         self.started: list[str] = []  # in order; a Slurm requeue repeats an id
         self.start_times: dict[str, int] = {}  # job id -> epoch of its last start
         self.start_rollouts: dict[str, int] = {}  # job id -> rollouts on disk at its last start
@@ -397,6 +421,36 @@ class Chain:
         if with_successor and pending and pending not in ids and self.end is None:
             ids.append(pending)
         return ids
+
+    def head(self, first: str) -> str:
+        """The job this attempt began with: the one resubmit queued, else the run's first (``first``)."""
+        return self.opened_by or first
+
+    def attempt_ids(self, first: str, with_successor: bool = True) -> list[str]:
+        """Every job of every attempt once, oldest first: the run's first job (``first``), the
+        earlier attempts' and this attempt's (its head, though it has not started yet)."""
+        head = self.head(first)
+        current = self.job_ids(with_successor)
+        ids: list[str] = []
+        for job_id in [first, *self.earlier, head, *current]:
+            if job_id not in ids:
+                ids.append(job_id)
+        return ids
+
+    def verdict_on(self, job_id: str) -> Verdict | None:
+        """The last verdict on a job, of whichever attempt it belongs to."""
+        return next((v for v in reversed(self.earlier_verdicts + self.verdicts) if v.job_id == job_id), None)
+
+    def begin_attempt(self, job_id: str) -> None:
+        """A ``resubmit`` record: what was read so far belongs to the earlier attempts."""
+        for earlier in [*([self.opened_by] if self.opened_by else []), *self.job_ids(with_successor=False)]:
+            if earlier not in self.earlier:
+                self.earlier.append(earlier)
+        self.earlier_verdicts += self.verdicts
+        self.opened_by = job_id
+        self.attempt += 1
+        self.started, self.start_times, self.start_rollouts = [], {}, {}
+        self.successors, self.no_successor, self.verdicts, self.end = {}, {}, [], None
 
     def retries(self) -> int:
         return sum(1 for v in self.verdicts if v.action == Action.RETRY)
@@ -437,6 +491,8 @@ def parse_chain(text: str) -> Chain:
             chain.verdicts.append(_verdict(*rest[:6]))
         elif kind == RECORD_END and len(rest) >= 2:
             chain.end = (_end_state(rest[0]), rest[1])
+        elif kind == RECORD_RESUBMIT and rest and rest[0]:
+            chain.begin_attempt(rest[0])
     return chain
 
 
@@ -471,12 +527,13 @@ def is_count(text: str) -> bool:
 
 def chain_ids_awk() -> str:
     """Shell: the job ids a chain file names (started or queued), one a line; the file follows."""
-    return f"awk -F'\\t' '$1 == \"{RECORD_START}\" || $1 == \"{RECORD_SUCCESSOR}\" {{print $2}}'"
+    return f'awk -F\'\\t\' \'$1 == "{RECORD_START}" || $1 == "{RECORD_SUCCESSOR}" || $1 == "{RECORD_RESUBMIT}" {{print $2}}\''
 
 
 def latest_started_awk() -> str:
-    """Shell: the id of the last job that started (empty without a chain); the file follows."""
-    return f"awk -F'\\t' '$1 == \"{RECORD_START}\" {{id = $2}} END {{print id}}'"
+    """Shell: the id of the last job that started, or that resubmit queued since (empty without a
+    chain); the file follows."""
+    return f"awk -F'\\t' '$1 == \"{RECORD_START}\" || $1 == \"{RECORD_RESUBMIT}\" {{id = $2}} END {{print id}}'"
 
 
 # No resumable chain grows past this many jobs, whatever its caps say: the last guard against a loop.
@@ -493,6 +550,8 @@ PROBE_RUN_MARKER = "__GYM_PROBE_RUN:"  # status of several runs in one script: <
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
 NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
 CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose cancel the scheduler refused
+INPUTS_MARKER = "__GYM_INPUTS:"  # resubmit: <benchmark>:<rows of its attempt's inputs file>
+NOT_RELEASED_MARKER = "__GYM_NOT_RELEASED:"  # resubmit: <benchmark> whose job stayed held
 FIELD_SEPARATOR = "\x1f"
 
 

@@ -110,7 +110,10 @@ def refused_cancels(stdout: str) -> set[str]:
 
 
 def cancellable(statuses: list[JobStatus], jobs: list[BenchmarkJob]) -> tuple[list[BenchmarkJob], list[JobStatus]]:
+    """The jobs still queued or running, each as its current job (a resumed or resubmitted
+    benchmark's latest: its cancel marker and process are that job's), and the benchmarks ended."""
     by_name = {s.benchmark: s for s in statuses}
     live = [j for j in jobs if j.job_id and not by_name[j.benchmark].state.final]
     done = [by_name[j.benchmark] for j in jobs if j not in live]
-    return live, done
+    current = [j.model_copy(update={"job_id": by_name[j.benchmark].job_id or j.job_id}) for j in live]
+    return current, done

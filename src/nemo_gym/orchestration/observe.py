@@ -88,6 +88,7 @@ class JobStatus:
     exports: dict[str, dict] = field(default_factory=dict)
     # Its jobs, oldest first (``chain``'s, each with what is known of it).
     history: list[Attempt] = field(default_factory=list)
+    resubmits: int = 0  # how many times gym eval resubmit queued it again
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -417,10 +418,10 @@ def statuses_from(
             continue
         rollouts, chain = answer.benchmarks[job.benchmark]
         probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
-        shown, current = chain_status(job.job_id, chain, probe, rollouts, backend, answer.facts)
+        shown, current = chain_status(chain.head(job.job_id), chain, probe, rollouts, backend, answer.facts)
         state, detail = shown.status, shown.detail
         # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
-        ids = chain.job_ids(with_successor=state != Status.SUCCEEDED) or [job.job_id]
+        ids = chain.attempt_ids(job.job_id, with_successor=state != Status.SUCCEEDED)
         check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
         if not state.final:
             check = None  # counted while a job of the chain still runs: not the final count
@@ -447,6 +448,7 @@ def statuses_from(
                 check,
                 exports,
                 [seen.attempt(i) for i in ids],
+                chain.attempt - 1,
             )
         )
     return statuses
@@ -466,7 +468,7 @@ class _Seen:
     running: str | None  # the job still running, if any (its usage counts to now)
 
     def attempt(self, job_id: str) -> Attempt:
-        verdict = next((v for v in reversed(self.chain.verdicts) if v.job_id == job_id), None)
+        verdict = self.chain.verdict_on(job_id)
         probed = self.probe.get(job_id)
         if probed is not None:
             shown = self.backend.job_state(job_id, probed, self.rollouts, self.answer.facts)
@@ -595,3 +597,4 @@ def statuses_json(record: SubmissionRecord, statuses: list[JobStatus]) -> str:
         },
         indent=2,
     )
+

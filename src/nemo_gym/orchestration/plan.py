@@ -248,6 +248,21 @@ class DriverPlan:
     # driver.policy_host read on the driver's node (runtime:VAR): the variable, whose value replaces
     # "runtime:VAR" in the run arguments and the environment when the driver starts.
     policy_host_variable: str | None = None
+    # Added to run_argv once gym eval resubmit has marked the benchmark (contract.CONTINUE_FILE):
+    # gym then generates only the (task, rollout) pairs its rollouts lack. Empty when every job
+    # continues anyway, and for a command benchmark (its command cannot be told to).
+    continue_argv: tuple[str, ...] = ()
+
+    @property
+    def continues_from_disk(self) -> bool:
+        """Whether a job of it can be told to keep what is on disk and generate only the rest."""
+        return self.command is None
+
+
+# What tells gym eval run to keep the rollouts on disk and generate only the pairs they lack: it
+# dispatches the materialized inputs' pairs that rollouts.jsonl does not hold, appends their rows
+# and aggregates over all of them. ``++`` sets it whether or not the run config did.
+CONTINUE_FROM_DISK = "++resume_from_cache=true"
 
 
 @dataclass(frozen=True)
@@ -755,6 +770,7 @@ class _Context:
         if bench.prepare:
             prepare = ("gym", "eval", "prepare", *flatten_overrides(bench.prepare, "prepare."))
         run_argv: list[str] = []
+        continue_argv: tuple[str, ...] = ()
         if bench.command is None:
             run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
             if driver.policy_model and driver.policy_model_type:
@@ -765,6 +781,7 @@ class _Context:
                 # there are none yet, which gym treats as a fresh start.
                 run = {**run, "resume_from_cache": True}
             run_argv += flatten_overrides(run, "run.")
+            continue_argv = () if run.get("resume_from_cache") is True else (CONTINUE_FROM_DISK,)
         node = self.layout.driver_node
         mounts = tuple(driver.mounts) + (f"{job_dir}:{job_dir}",)
         # A shared deployment's job runs every benchmark's driver from its own directory: the
@@ -802,6 +819,7 @@ class _Context:
             gym_ref=driver.gym_install.ref if driver.gym_install else None,
             rollouts_path=rollouts,
             command=bench.command,
+            continue_argv=continue_argv,
             gym_extras="telemetry" if gym_telemetry else "",
             policy_host_variable=runtime_variable(driver.policy_host),
         )

@@ -49,6 +49,9 @@ class BenchmarkJob(BaseModel):
     # Exporter -> where it sends the job's results (``exporters.spec.destination``), as submitted.
     # Only the local index's copy is believed: ``gym eval export`` sends credentials only there.
     export_to: dict[str, str] = {}
+    # Whether its driver keeps the rows on disk and generates only the rest once gym eval resubmit
+    # marks it (gym eval run, from this version on; never a benchmark's own command).
+    continues_from_disk: bool = False
 
 
 class SubmissionRecord(BaseModel):
@@ -69,6 +72,11 @@ class SubmissionRecord(BaseModel):
     # Where it was submitted from (``submission_origin``), so that --last means the user's last.
     submitted_from: str | None = None
     model: str | None = None  # the policy's model (checkpoint), as the config names it
+    # The variables the submission exported for its jobs (host: secrets, the collector's token, the
+    # exporters' credentials) -> the submitting shell's variable each was read from; names only,
+    # never a value. gym eval resubmit reads them again from its shell. Only the local index's copy
+    # is believed (a run directory's could name any variable of yours).
+    carried_from: dict[str, str] = {}
 
     @field_validator("executor")
     @classmethod

@@ -9,10 +9,14 @@ I/O. The rules, first match wins:
 * its state unknown -> unknown: refuse to guess;
 * ended well (succeeded, incomplete): without the list of expected samples -> unknown (nothing can
   be said to be missing); all of them written -> nothing; some missing -> generate only those;
-* ended badly (failed, cancelled, timed out): a cause a rerun would repeat (the driver's own
-  failure, a service that never started) -> stop, saying what to fix; else re-queue, continuing
-  from what is on disk;
-* either remedy is an attempt: once ``max_attempts`` have been made -> stop, saying how to extend.
+* ended badly (failed, cancelled, timed out): a cause a rerun may well repeat (the driver's own
+  failure, a service that never started) that the job before it had too (it did repeat) -> stop,
+  saying what to fix; else re-queue, continuing from what is on disk (the first time, with what to
+  look at should it be the config's: a flaky node and a bad config fail alike once);
+* either remedy is an attempt: once ``max_attempts`` have been made -> stop, saying how to extend;
+* either remedy, for a benchmark whose job cannot be told to keep what is on disk (its own
+  command, a shared deployment's, a run of an older version: ``Evidence.blocked`` says which) ->
+  stop, saying why, rather than generate a scored sample again.
 
 Stdlib only.
 """
@@ -41,6 +45,7 @@ class Remedy(str, Enum):
     REQUEUE = "requeue"  # ended badly: queued again, continuing from what is on disk
     STOP_BUDGET_SPENT = "stop-budget-spent"
     STOP_WOULD_REPEAT = "stop-would-repeat"
+    STOP_CANNOT_CONTINUE = "stop-cannot-continue"  # its job would start over: scored samples again
     WAIT = "wait"  # a job of it is still queued or running
     UNKNOWN = "unknown"  # its state or completeness cannot be told: refused
 
@@ -70,6 +75,8 @@ class Evidence(NamedTuple):
     samples: Samples | None = None  # None: unknown (no expected list, or not counted yet)
     attempts: int = 1  # jobs it has had so far
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    blocked: str = ""  # why a job of it cannot keep what is on disk; "" when it can
+    previous_cause: Cause | None = None  # what the job before the latest recorded, if it failed
 
 
 class Plan(NamedTuple):
@@ -95,6 +102,13 @@ _ENDED_TEXT = {Status.FAILED: "it failed", Status.CANCELLED: "it was cancelled",
 
 def plan(evidence: Evidence) -> Plan:
     """The one plan for a benchmark's evidence (never raises: evidence is read back, untrusted)."""
+    planned = _plan(evidence)
+    if planned.remedy.acts and evidence.blocked:
+        return Plan(Remedy.STOP_CANNOT_CONTINUE, f"stop: {evidence.blocked} (it would need: {planned.text})")
+    return planned
+
+
+def _plan(evidence: Evidence) -> Plan:
     status = evidence.status
     if status in _STILL_GOING:
         return Plan(Remedy.WAIT, f"wait: it is {status}; nothing to resubmit until it ends")
@@ -132,17 +146,23 @@ def _after_a_good_end(evidence: Evidence) -> Plan:
 
 def _after_a_bad_end(evidence: Evidence) -> Plan:
     cause = evidence.cause
-    if cause is not None and cause.repeats_on_rerun:
-        fix = _FIX.get(cause, _FIX_ANY)
+    may_repeat = cause is not None and cause.repeats_on_rerun
+    if cause is not None and may_repeat and evidence.previous_cause == cause:
         return Plan(
-            Remedy.STOP_WOULD_REPEAT, f"stop: {cause.text} ({cause}), and a rerun would fail the same way; {fix}"
+            Remedy.STOP_WOULD_REPEAT,
+            f"stop: {cause.text} ({cause}) twice in a row, so a rerun would fail the same way; {_fix(cause)}",
         )
     spent = _budget_spent(evidence)
     if spent is not None:
         return spent
     why = cause.text if cause is not None else _ENDED_TEXT[evidence.status]
     kept = f", keeping its {evidence.samples.written} samples written" if evidence.samples else ""
-    return Plan(Remedy.REQUEUE, f"re-queue: {why}; continue from what is on disk{kept}")
+    unless = f" (should it fail so again, resubmit stops: {_fix(cause)})" if cause is not None and may_repeat else ""
+    return Plan(Remedy.REQUEUE, f"re-queue: {why}; continue from what is on disk{kept}{unless}")
+
+
+def _fix(cause: Cause) -> str:
+    return _FIX.get(cause, _FIX_ANY)
 
 
 def _budget_spent(evidence: Evidence) -> Plan | None:

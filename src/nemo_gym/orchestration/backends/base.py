@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.contract import Cause, Phase, StateFile, Status
+from nemo_gym.orchestration.recovery import Remedy
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
@@ -174,6 +175,22 @@ class Backend(ABC):
             lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan), ")"]
         return lines
 
+    # -- resubmit ---------------------------------------------------------------------------------
+
+    # gym eval resubmit queues a benchmark's staged job script again (templates/resubmit.sh.j2)
+    # with its template's macros: ``queue_held_job(job)`` queues it so that it cannot start yet,
+    # setting gym_id (empty when refused), gym_rc and gym_out; ``release_job()`` lets "$gym_id"
+    # start once the chain records it; ``start_queued(run)`` runs after a run's jobs (with what
+    # ``requeue_context`` adds to ``run``).
+
+    def requeued_id(self, first_id: str, attempt: int) -> str:
+        """The id a job queued again is given in advance ("" when its scheduler assigns one)."""
+        return ""
+
+    def requeue_context(self, run_id: str, run_dir: str, jobs: list[RequeuedJob]) -> dict[str, str]:
+        """What ``start_queued`` is given of a run besides its jobs."""
+        return {}
+
     # -- status and cancel ------------------------------------------------------------------------
 
     # The status probe asks the scheduler of each job as TorchX's ``describe`` does, in two
@@ -207,6 +224,27 @@ class Backend(ABC):
         """The state of one job from its own state file and its scheduler's word.
 
         ``facts`` are the run-wide facts its ``probe_tail`` printed."""
+
+
+@dataclass(frozen=True)
+class RequeuedJob:
+    """One benchmark gym eval resubmit queues again: what the resubmit script is given of it."""
+
+    benchmark: str
+    job_dir: str
+    script: str  # its staged job script
+    attempt: int  # the attempt the new job is (2 for the first resubmit)
+    remedy: Remedy
+    after: str  # the job it follows (the latest of the attempt before)
+    local_id: str = ""  # the id given in advance (``Backend.requeued_id``), if its scheduler gives none
+
+    @property
+    def attempt_dir(self) -> str:
+        return contract.attempt_dir(self.attempt)
+
+    @property
+    def generates_missing(self) -> bool:
+        return self.remedy == Remedy.GENERATE_MISSING
 
 
 def run_marker_line(plan: RunPlan) -> str:

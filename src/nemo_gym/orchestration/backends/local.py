@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
@@ -15,6 +16,7 @@ from nemo_gym.orchestration.backends.base import (
     Backend,
     JobProbe,
     JobState,
+    RequeuedJob,
     recorded_outcome,
     run_marker_line,
     running_state,
@@ -35,7 +37,8 @@ LOCAL_RUN_LOCK = "/tmp/gym-orchestration-local.lock"
 class LocalBackend(Backend):
     name: ClassVar[str] = "local"
     job_kind: ClassVar[str] = "local job"
-    job_id_pattern: ClassVar[str] = r"local-[0-9a-f]+-\d+"
+    # local-<run>-<n>, and .<attempt> once gym eval resubmit queued it again.
+    job_id_pattern: ClassVar[str] = r"local-[0-9a-f]+-\d+(?:\.\d+)?"
     submit_command: ClassVar[str] = contract.LOCAL_RUNNER_SCRIPT  # a command word: messages say "<it> refused"
     cancel_command: ClassVar[str] = "kill"
     scheduler_name: ClassVar[str] = "the local runner"
@@ -49,9 +52,16 @@ class LocalBackend(Backend):
         return "localhost"
 
     def run_files(self, plan: RunPlan) -> dict[str, str]:
-        from nemo_gym.orchestration.render import render_template
 
-        return {contract.LOCAL_RUNNER_SCRIPT: render_template("run-local.sh.j2", plan=plan, lock_path=LOCAL_RUN_LOCK)}
+        return {contract.LOCAL_RUNNER_SCRIPT: runner_script(plan.run_id, plan.run_dir, list(plan.submitted_jobs))}
+
+    def requeue_context(self, run_id: str, run_dir: str, jobs: list[RequeuedJob]) -> dict[str, str]:
+        # The jobs wait for a runner of their own, which the resubmit script starts from its text.
+        again = [SimpleNamespace(job_dir=job.job_dir, local_job_id=job.local_id) for job in jobs]
+        return {"runner": runner_script(run_id, run_dir, again, resubmitted=True)}
+
+    def requeued_id(self, first_id: str, attempt: int) -> str:
+        return f"{first_id}.{attempt}"
 
     def submit_lines(self, plan: RunPlan) -> list[str]:
         # Detached from this command: the run goes on after `gym eval submit` returns.
@@ -109,6 +119,17 @@ class LocalBackend(Backend):
         # No allocation: a local job holds this machine, so its GPU-hours count what it shows at submit.
         gpus = visible_gpus()
         return {job.benchmark: gpus for job in plan.jobs}
+
+
+def runner_script(run_id: str, run_dir: str, jobs: list, resubmitted: bool = False) -> str:
+    """The local runner: ``jobs`` (each with ``job_dir`` and ``local_job_id``) one after another,
+    once the machine's local-run lock is this run's. ``resubmitted``: only the jobs whose chain
+    records them (gym eval resubmit queues a job only once it has recorded it)."""
+    from nemo_gym.orchestration.render import render_template
+
+    return render_template(
+        "run-local.sh.j2", run_id=run_id, run_dir=run_dir, jobs=jobs, lock_path=LOCAL_RUN_LOCK, resubmitted=resubmitted
+    )
 
 
 def _job_marker_lines(plan: RunPlan) -> list[str]:

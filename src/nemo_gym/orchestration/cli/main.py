@@ -59,14 +59,25 @@ def _scrubbed_detail(exc: BaseException) -> str:
 
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     from nemo_gym.orchestration import __version__
-    from nemo_gym.orchestration.cli import cancel, compare, export, info, logs, report, results, status, submit
+    from nemo_gym.orchestration.cli import (
+        cancel,
+        compare,
+        export,
+        info,
+        logs,
+        report,
+        resubmit,
+        results,
+        status,
+        submit,
+    )
 
     parser = argparse.ArgumentParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
     parser.add_argument("--version", action="version", version=f"gym orchestration {__version__}")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for verb in (submit, status, info, results, compare, report, logs, cancel, export):
+    for verb in (submit, status, info, resubmit, results, compare, report, logs, cancel, export):
         verb.register(eval_verbs)
     return parser
 

@@ -1,5 +1,6 @@
 """The use cases, as library functions that return data: compose, prepare and submit; status,
-results, compare and report; everything about a benchmark (info); logs, cancel and export; which
+results, compare and report; everything about a benchmark (info) and finishing it (resubmit);
+logs, cancel and export; which
 runs a name selects.
 
 Each use case takes a set of runs (a list; a single run is a list of one) and answers per run, in
@@ -42,6 +43,7 @@ from nemo_gym.orchestration.library.present import (
     wall_text,
 )
 from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
+from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
 from nemo_gym.orchestration.library.selecting import Selection, select, select_run
 from nemo_gym.orchestration.library.submitting import (
     Combination,
@@ -111,6 +113,10 @@ __all__ = [
     "info",
     "info_json",
     "pairs_text",
+    # finishing what is unfinished
+    "BenchmarkResubmit",
+    "RunResubmit",
+    "resubmit",
     # logs, cancel, export
     "CancelReport",
     "ExportResult",

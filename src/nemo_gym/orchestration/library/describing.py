@@ -69,27 +69,51 @@ def info(
     runs = status(records, connect=connect, missing_named=PAIRS_NAMED)
     return [
         RunInfo(
-            run.record, [_benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in names]
+            run.record, [benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in names]
         )
         for run, names in zip(runs, wanted)
     ]
 
 
-def _benchmark_info(record: SubmissionRecord, job: JobStatus, max_attempts: int) -> BenchmarkInfo:
+def benchmark_info(record: SubmissionRecord, job: JobStatus, max_attempts: int) -> BenchmarkInfo:
     logs_dir = _logs_dir(record, job)
     attempts = [AttemptInfo(a, _logs_of(job.job_dir, logs_dir, a.job_id)) for a in job.history]
-    return BenchmarkInfo(job, attempts, recovery.plan(evidence(job, max_attempts)))
+    return BenchmarkInfo(job, attempts, recovery.plan(evidence(record, job, max_attempts)))
 
 
-def evidence(job: JobStatus, max_attempts: int = recovery.DEFAULT_MAX_ATTEMPTS) -> recovery.Evidence:
-    """What the planner is given of a benchmark: its state, its latest job's cause, its samples and
-    how many jobs it has had (a resumable chain's resumes included)."""
+def evidence(
+    record: SubmissionRecord, job: JobStatus, max_attempts: int = recovery.DEFAULT_MAX_ATTEMPTS
+) -> recovery.Evidence:
+    """What the planner is given of a benchmark: its state, its latest job's cause, its samples,
+    how many jobs it has had (a resumable chain's resumes included), and whether a job of it can be
+    told to keep what is on disk (its record says)."""
     latest = job.history[-1] if job.history else None
+    before = job.history[-2] if len(job.history) > 1 else None
     check = job.check
     samples = (
         None if check is None else recovery.Samples(check.expected, check.done, check.missing, check.first_missing)
     )
-    return recovery.Evidence(job.state, latest.cause if latest else None, samples, len(job.history), max_attempts)
+    return recovery.Evidence(
+        job.state,
+        latest.cause if latest else None,
+        samples,
+        len(job.history),
+        max_attempts,
+        _blocked(record, job),
+        before.cause if before else None,
+    )
+
+
+def _blocked(record: SubmissionRecord, job: JobStatus) -> str:
+    own = next((b for b in record.benchmarks if b.benchmark == job.benchmark), None)
+    if own is not None and own.continues_from_disk:
+        return ""
+    if sum(1 for b in record.benchmarks if b.job_id and own is not None and b.job_id == own.job_id) > 1:
+        return "its benchmarks share one deployment (one job), which resubmit does not queue again yet; submit it again"
+    return (
+        "its job cannot be told to keep the samples on disk (a benchmark's own command, or a run submitted "
+        "before gym eval resubmit existed), so a new one would generate scored samples again; submit it again"
+    )
 
 
 def _logs_dir(record: SubmissionRecord, job: JobStatus) -> str:

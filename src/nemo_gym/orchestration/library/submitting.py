@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig
+from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig, env_sources_of
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
@@ -281,6 +281,16 @@ def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     return values
 
 
+def carried_from(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
+    """Each variable the submission exports for the run's jobs -> the submitting shell's variable
+    it is read from (``submission_secrets``'s sources, by name)."""
+    owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
+    sources = {carrier: env_sources_of(owners[owner])[key].ref for carrier, (owner, key) in plan.secrets.items()}
+    if plan.otel_token_env:
+        sources[plan.otel_token_env] = plan.otel_token_env
+    return {**sources, **{name: name for name in plan.carried_env}}
+
+
 def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
     """Stage every run on the submit host and queue all their jobs over one connection, in one
     script; then record each run (a sweep's with its sweep id and values, and the sweep), in the
@@ -291,7 +301,10 @@ def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
     try:
         with connect(prepared.hostname) as conn:
             queued = stage_and_submit(conn, runs)
-            records = [_record(run.plan, q, values=run.values) for run, q in zip(prepared.runs, queued)]
+            records = [
+                _record(run.plan, q, values=run.values, carried=carried_from(run.config, run.plan))
+                for run, q in zip(prepared.runs, queued)
+            ]
             sweep = _write_records(conn, prepared, records)
     except ConnectionLost as lost:
         return _recover(prepared, lost, connect)
@@ -299,10 +312,16 @@ def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
 
 
 def _record(
-    plan: RunPlan, queued: list[QueuedJob], interrupted: bool = False, values: tuple[tuple[str, str], ...] = ()
+    plan: RunPlan,
+    queued: list[QueuedJob],
+    interrupted: bool = False,
+    values: tuple[tuple[str, str], ...] = (),
+    carried: dict[str, str] | None = None,
 ) -> SubmissionRecord:
     gpus = backend_named(plan.backend).allocated_gpus(plan)
     export_to = {job.benchmark: destinations(job.export.spec["exporters"]) for job in plan.jobs if job.export}
+    # A shared deployment's one job runs every driver: resubmitting one benchmark of it is not built.
+    continues = {job.benchmark: plan.shared is None and bool(job.driver.continue_argv) for job in plan.jobs}
     return SubmissionRecord(
         gym_job_id=plan.run_id,
         submitted_at=now_utc(),
@@ -321,9 +340,11 @@ def _record(
                 error=q.error,
                 gpus=gpus.get(q.benchmark),
                 export_to=export_to.get(q.benchmark, {}),
+                continues_from_disk=continues.get(q.benchmark, False),
             )
             for q in queued
         ],
+        carried_from=carried or {},
         executor_metadata={"submission": "interrupted"} if interrupted else {},
         sweep_id=plan.sweep_id,
         sweep_values=dict(values),
@@ -413,7 +434,10 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
                 f"the connection to {host} was lost during submission and could not be re-opened, so it is unknown "
                 f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
             ) from None
-        records = [_record(run.plan, q, interrupted=True, values=run.values) for run, q in zip(prepared.runs, queued)]
+        records = [
+            _record(run.plan, q, interrupted=True, values=run.values, carried=carried_from(run.config, run.plan))
+            for run, q in zip(prepared.runs, queued)
+        ]
         # What was queued is known now, and in the local index once _write_records starts: a record
         # that cannot be written (a full disk, the connection lost again) is said as such, job ids
         # and all.

@@ -12,7 +12,7 @@ gym_all_ids=''
 
 # A file's text, nothing when it is missing (`cmd <file` would not run cmd at all then).
 gym_read() { cat "$1" 2>/dev/null; }
-gym_chain_ids() { { echo "$1"; awk -F'\t' '$1 == "start" || $1 == "successor" {print $2}'; } | awk '!seen[$0]++' | tail -n 4; }
+gym_chain_ids() { { echo "$1"; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}'; } | awk '!seen[$0]++' | tail -n 4; }
 gym_probe() {
     local b=$1 d=$2 first=$3 check=$4 ids now ch out id st en cs answer n
     for _ in 1 2 3; do
@@ -41,7 +41,7 @@ gym_probe() {
     done
     gym_usage "$b" "$d"
     if [ -f "$d/.gym/chain" ]; then
-        gym_all_ids+=",$({ echo "$first"; awk -F'\t' '$1 == "start" || $1 == "successor" {print $2}' "$d/.gym/chain"; } | awk '!seen[$0]++' | paste -sd, -)"
+        gym_all_ids+=",$({ echo "$first"; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' "$d/.gym/chain"; } | awk '!seen[$0]++' | paste -sd, -)"
     else
         gym_all_ids+=",$first"
     fi

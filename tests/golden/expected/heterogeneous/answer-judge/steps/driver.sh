@@ -21,5 +21,9 @@ run_cmd=(
     '+policy_model_name="meta-llama/Llama-3.1-70B-Instruct"'
     '+policy_api_key="dummy"'
 )
+# Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
+if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then
+    run_cmd+=(++resume_from_cache=true)
+fi
 gym_log "driver: ${run_cmd[*]}"
 gym_step_run "${run_cmd[@]}"

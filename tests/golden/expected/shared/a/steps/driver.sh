@@ -19,5 +19,9 @@ run_cmd=(
     '+policy_model_name="m"'
     '+policy_api_key="dummy"'
 )
+# Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
+if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then
+    run_cmd+=(++resume_from_cache=true)
+fi
 gym_log "driver: ${run_cmd[*]}"
 gym_step_run "${run_cmd[@]}"
