@@ -138,6 +138,17 @@ def check_samples_shell() -> str:
     return render_template("probe-samples.sh.j2", **_scan_constants())
 
 
+def missing_inputs_shell() -> str:
+    """``gym_check_samples`` and ``gym_missing_inputs DIR OUT`` (templates/probe-samples.sh.j2),
+    which reads a row as the scan does: it writes to the file OUT the lines of DIR's materialized
+    inputs whose (task, rollout) pair is expected but not written (each verbatim, in the file's
+    order, each pair's first line only; all of them when there is no rollouts file) and prints
+    their number. It returns 1, printing nothing and leaving OUT untouched, when the expected list
+    is missing or untrusted (a bad line, as ``facts.expected_pairs`` says). The probe does not
+    carry it."""
+    return render_template("probe-samples.sh.j2", **_scan_constants(), missing_inputs=True)
+
+
 def probe_script(
     record: SubmissionRecord,
     backend: Backend,
