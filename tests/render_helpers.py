@@ -19,8 +19,8 @@ from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
-from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, results_script
 from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
+from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, results_script
 from nemo_gym.orchestration.submission import QueuedJob, RunToSubmit, per_benchmark, submission_script
 from nemo_gym.orchestration.validate import validate_config
 

@@ -168,6 +168,30 @@ def test_a_successful_job_leaves_no_resume_job_behind(cluster_run) -> None:
     subprocess.run(["scancel", successor], capture_output=True)
 
 
+def test_a_driver_that_exits_0_short_of_its_samples_is_resumed_by_its_chain_and_ends_complete(cluster_run) -> None:
+    """The stand-in driver writes 2 of its 5 rows per run and exits 0: each job of the chain ends
+    cut short (its samples counted by the staged judge), the next resumes from the rows on disk
+    spending a retry, and the third job completes them."""
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        benchmarks={
+            "bench": {
+                "resumable": {"max_retries": 3},
+                "run": {"standin_rollouts": 5, "standin_rows_per_run": 2},
+            }
+        },
+        driver=driver(),
+    )
+    [job] = cluster_run.submit(config)["benchmarks"]
+    final = wait_final(cluster_run, timeout=180)
+    assert (final["state"], final["samples"], final["expected_samples"]) == ("succeeded", 5, 5), final
+    assert [a["cause"] for a in final["attempt_history"]] == ["cut-short", "cut-short", None], final
+    verdicts = [r for r in chain_records(job["job_dir"]) if r[0] == "verdict"]
+    assert [v[5] for v in verdicts] == ["retry", "retry"], verdicts
+    rows = Path(job["job_dir"], "artifacts", "rollouts.jsonl").read_text().splitlines()
+    assert sorted(json.loads(r)["_ng_task_index"] for r in rows) == list(range(5))  # each once
+
+
 def test_a_driver_failure_ends_the_chain_at_once_without_running_the_successor(cluster_run) -> None:
     config = cluster_run.config(
         services={"policy": {"type": "vllm", "model": "m"}},

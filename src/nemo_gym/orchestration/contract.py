@@ -255,6 +255,9 @@ class Cause(Word):
     PREEMPTED = ("preempted", False, False, "it was preempted")
     CANCELLED = ("cancelled", False, False, "it was cancelled")
     SIGNAL = ("signal", False, False, "it was killed by a signal")  # a TERM nobody explains
+    # A resumable chain's driver that exited 0 leaving samples missing: its successor finishes them
+    # (and exports then).
+    CUT_SHORT = ("cut-short", False, False, "the driver ended without error, but samples are missing")
 
     @classmethod
     def exporting(cls) -> list[Cause]:
@@ -296,6 +299,7 @@ class Outcome(Word):
     PREEMPTED = (Cause.PREEMPTED.value, True)
     CANCELLED = (Cause.CANCELLED.value,)
     SIGNAL = (Cause.SIGNAL.value,)
+    CUT_SHORT = (Cause.CUT_SHORT.value,)
 
     @classmethod
     def of(cls, cause: Cause) -> Outcome:

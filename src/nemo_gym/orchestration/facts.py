@@ -289,6 +289,28 @@ def completeness(expected: frozenset | None, written: frozenset, duplicates: int
     )
 
 
+def job_completeness(job_dir: str) -> tuple:
+    """(``Completeness``, notes) of a job directory's rollouts against its expected pairs, read from
+    its files: the one reading the exporters and the resume judge make on the node."""
+    notes = []
+    written = frozenset()  # type: frozenset
+    try:
+        with open(os.path.join(job_dir, c.ROLLOUTS_FILE), "rb") as fh:
+            written = written_pairs(lines_of(fh)).pairs
+    except OSError:
+        notes.append("no rollouts file")
+    inputs = os.path.basename(c.MATERIALIZED_INPUTS_FILE)
+    expected = None
+    try:
+        with open(os.path.join(job_dir, c.MATERIALIZED_INPUTS_FILE), "rb") as fh:
+            expected = expected_pairs(lines_of(fh))
+    except OSError:
+        notes.append(f"no {inputs}: completeness unknown")
+    except u.Unreadable:
+        notes.append(f"{inputs} cannot be trusted: completeness unknown")
+    return completeness(expected, written, 0), notes
+
+
 def lines_of(fh: Any, limit: int = MAX_ROW_BYTES, block_bytes: int = 1 << 20) -> Any:
     """A binary file split at b"\\n" only (JSON may hold a raw U+2028), the piece after a final
     newline included; None in place of a line longer than ``limit`` bytes.

@@ -608,4 +608,3 @@ def statuses_json(record: SubmissionRecord, statuses: list[JobStatus]) -> str:
         },
         indent=2,
     )
-

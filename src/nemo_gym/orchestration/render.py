@@ -128,7 +128,8 @@ def _module_source(name: str) -> str:
 
 
 def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str, StagedFile]:
-    """A resumable job's judge: its shell wrapper, ``resume.py`` with the contract beside it, and
+    """A resumable job's judge: its shell wrapper, ``resume.py`` with the contract and the facts
+    (and what they read with) beside it, and
     the backend's node module it talks to its scheduler through (all flat under ``steps/``, where
     the node's python3 imports them by name)."""
     if backend.node_scheduler is None:
@@ -142,6 +143,8 @@ def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str,
         ),
         f"{contract.STEPS_DIR}/resume.py": StagedFile(_module_source("resume")),
         f"{contract.STEPS_DIR}/contract.py": StagedFile(_module_source("contract")),
+        f"{contract.STEPS_DIR}/facts.py": StagedFile(_module_source("facts")),
+        f"{contract.STEPS_DIR}/untrusted.py": StagedFile(_module_source("untrusted")),
         scheduler: StagedFile(_module_source(f"backends.{backend.node_scheduler}")),
     }
 

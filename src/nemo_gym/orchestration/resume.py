@@ -13,7 +13,9 @@ The rules (the README's table):
 * the same without new rollouts, a node failure, out of memory, a service dying mid-run, a
   driver killed by a signal, a kill nobody explains -> resume, spending one of ``max_retries``;
 * a service that never started, the driver failing -> stop (a rerun would fail the same way);
-* cancelled or succeeded -> stop.
+* cancelled or succeeded -> stop;
+* a driver that exited 0 leaving samples missing (the job ends failed, cause ``cut-short``: its
+  job checks with ``resume.py missing`` before it says it succeeded) -> resume, spending a retry.
 
 The chain also stops when its jobs have run ``max_walltime`` together, and at ``CHAIN_LIMIT`` jobs.
 
@@ -38,8 +40,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if __package__:
     from . import contract as c
-else:  # staged into a job: the contract sits beside this file
+    from . import facts as f
+else:  # staged into a job: the contract and the facts sit beside this file
     import contract as c  # type: ignore[no-redef,import-not-found]
+    import facts as f  # type: ignore[no-redef,import-not-found]
 
 EXIT_GO = 0
 EXIT_STOP = 10  # the chain stops here: the job must not run
@@ -362,11 +366,30 @@ def _arguments(args: list[str]) -> Arguments:
     return Arguments(caps, values["--scheduler"], rest)
 
 
+EXIT_MISSING = 1  # resume.py missing: some expected samples are not written
+
+
+def missing_samples(job_dir: str) -> tuple[int, int]:
+    """(missing, expected) of a job directory's samples; (0, 0) when the expected list is unknown:
+    then nothing can be said to be missing."""
+    check, _ = f.job_completeness(job_dir)
+    if not check.known:
+        return 0, 0
+    return len(check.missing), check.expected or 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``resume.py begin [CAPS] PREV REQUEUED`` or ``resume.py finish [CAPS] CAUSE DETAIL``; the job
+    """``resume.py begin [CAPS] PREV REQUEUED``, ``resume.py finish [CAPS] CAUSE DETAIL``, or
+    ``resume.py missing`` (prints ``N of M`` and exits 1 when samples are missing); the job
     directory and this job's id come from GYM_JOB_DIR and GYM_JOB_ID."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args.pop(0) if args else ""
+    if command == "missing":
+        missing, expected = missing_samples(os.environ[c.ENV_JOB_DIR])
+        if missing:
+            print(f"{missing} of {expected}")
+            return EXIT_MISSING
+        return 0
     caps, scheduler, rest = _arguments(args)
     if command not in ("begin", "finish") or len(rest) != 2 or not scheduler:
         print(f"usage: {sys.argv[0]} begin|finish --scheduler MODULE [caps] ARG ARG", file=sys.stderr)

@@ -60,23 +60,7 @@ def read_metrics(job_dir: str) -> tuple[dict[str, float], list[str]]:
 
 def read_completeness(job_dir: str) -> tuple[int, int | None, list[str]]:
     """(expected samples written, expected or None, notes)."""
-    notes = []
-    written = frozenset()  # type: frozenset[tuple[int, int]]
-    try:
-        with open(os.path.join(job_dir, c.ROLLOUTS_FILE), "rb") as fh:
-            written = f.written_pairs(f.lines_of(fh)).pairs
-    except OSError:
-        notes.append("no rollouts file")
-    inputs = os.path.basename(c.MATERIALIZED_INPUTS_FILE)
-    expected = None
-    try:
-        with open(os.path.join(job_dir, c.MATERIALIZED_INPUTS_FILE), "rb") as fh:
-            expected = f.expected_pairs(f.lines_of(fh))
-    except OSError:
-        notes.append(f"no {inputs}: completeness unknown")
-    except u.Unreadable:
-        notes.append(f"{inputs} cannot be trusted: completeness unknown")
-    check = f.completeness(expected, written, 0)
+    check, notes = f.job_completeness(job_dir)
     return check.done, check.expected, notes
 
 

@@ -288,7 +288,8 @@ def carried_from(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     sources = {carrier: env_sources_of(owners[owner])[key].ref for carrier, (owner, key) in plan.secrets.items()}
     if plan.otel_token_env:
         sources[plan.otel_token_env] = plan.otel_token_env
-    return {**sources, **{name: name for name in plan.carried_env}}
+    # The exporters' credentials travel when this shell has them (submission_secrets): those that did.
+    return {**sources, **{name: name for name in plan.carried_env if os.environ.get(name)}}
 
 
 def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:

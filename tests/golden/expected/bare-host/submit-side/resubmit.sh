@@ -1,6 +1,89 @@
 set -u
 umask 022
-gym_missing_inputs() { return 1; }
+gym_check_samples() {
+    local b=$1 expected="$2/artifacts/rollouts_materialized_inputs.jsonl" written="$2/artifacts/rollouts.jsonl"
+    [ -f "$expected" ] || return 0
+    [ -f "$written" ] || written=/dev/null
+    LC_ALL=C awk -v m='__GYM_PROBE:' -v b="$b" -v named=5 -v max=67108864 -v window=4096 '
+        function near_ends(line,  n) {
+            n = length(line)
+            return n <= 2 * window ? line : substr(line, 1, window) "\n" substr(line, n - window + 1)
+        }
+        function index_of(w, key,  v) {
+            if (!match(w, "\"" key "\"[ \t\r]*:[ \t\r]*-?[0-9]+[ \t\r]*[,}]")) return ""
+            v = substr(w, RSTART, RLENGTH); sub(/^.*:[ \t\r]*/, "", v); sub(/[ \t\r]*[,}]$/, "", v)
+            return v == "-0" ? "0" : v
+        }
+        function pair(line,  w, t, r) {
+            if (length(line) > max) return ""
+            w = near_ends(line)
+            if (w !~ /^[ \t\r]*[{]/ || w !~ /[}][ \t\r]*$/) return ""
+            t = index_of(w, "_ng_task_index"); r = index_of(w, "_ng_rollout_index")
+            return t == "" || r == "" ? "" : t ":" r
+        }
+        function blank(line) { return length(line) <= max && line ~ /^[ \t\r]*$/ }
+        FILENAME == ARGV[1] {
+            if (blank($0)) next
+            p = pair($0); if (p == "") untrusted = 1; else if (!(p in want)) { want[p] = 1; order[++n] = p }
+            next
+        }
+        blank($0) { next }
+        { p = pair($0); if (p == "") { bad++; next }; if (p in got) { dup++; next }; got[p] = 1; if (p in want) done++; else extra++ }
+        END {
+            if (untrusted) exit
+            for (i = 1; i <= n; i++) if (!(order[i] in got)) { k++; if (k <= named) shown = shown (shown == "" ? "" : " ") order[i] }
+            printf "%sC\037%s\037%d\037%d\037%d\037%d\037%d\037%s\037%d\n", m, b, n, done + extra, dup, extra, k, shown, bad
+        }' <(LC_ALL=C cut -b "1-67108865" "$expected") <(LC_ALL=C cut -b "1-67108865" "$written")
+}
+
+gym_missing_inputs() {
+    local expected="$1/artifacts/rollouts_materialized_inputs.jsonl" written="$1/artifacts/rollouts.jsonl" rc
+    [ -f "$expected" ] || return 1
+    [ -f "$written" ] || written=/dev/null
+    GYM_MISSING_OUT=$2 LC_ALL=C awk -v max=67108864 -v window=4096 '
+        function near_ends(line,  n) {
+            n = length(line)
+            return n <= 2 * window ? line : substr(line, 1, window) "\n" substr(line, n - window + 1)
+        }
+        function index_of(w, key,  v) {
+            if (!match(w, "\"" key "\"[ \t\r]*:[ \t\r]*-?[0-9]+[ \t\r]*[,}]")) return ""
+            v = substr(w, RSTART, RLENGTH); sub(/^.*:[ \t\r]*/, "", v); sub(/[ \t\r]*[,}]$/, "", v)
+            return v == "-0" ? "0" : v
+        }
+        function pair(line,  w, t, r) {
+            if (length(line) > max) return ""
+            w = near_ends(line)
+            if (w !~ /^[ \t\r]*[{]/ || w !~ /[}][ \t\r]*$/) return ""
+            t = index_of(w, "_ng_task_index"); r = index_of(w, "_ng_rollout_index")
+            return t == "" || r == "" ? "" : t ":" r
+        }
+        function blank(line) { return length(line) <= max && line ~ /^[ \t\r]*$/ }
+        function choose(  i) {
+            chosen = 1; printf "" > out
+            for (i = 1; i <= n; i++) if (!(order[i] in got)) { k++; pick[first[order[i]]] = order[i] }
+        }
+        BEGIN { out = ENVIRON["GYM_MISSING_OUT"] }
+        FILENAME == ARGV[1] {
+            if (blank($0)) next
+            p = pair($0); if (p == "") { untrusted = 1; exit }
+            if (!(p in first)) { first[p] = FNR; order[++n] = p }
+            next
+        }
+        FILENAME == ARGV[2] { p = pair($0); if (p != "") got[p] = 1; next }
+        !chosen { choose() }
+        FNR in pick { if (pair($0) != pick[FNR]) { changed = 1; exit }; print > out; printed++ }
+        END {
+            if (untrusted) exit 1
+            if (!chosen) choose()
+            if (changed || printed != k) exit 2
+            printf "%d\n", k
+        }' <(LC_ALL=C cut -b "1-67108865" "$expected") <(LC_ALL=C cut -b "1-67108865" "$written") \
+        <(LC_ALL=C cut -b "1-67108865" "$expected") && return 0
+    rc=$?
+    [ "$rc" = 1 ] || rm -f -- "$2"
+    return 1
+}
+
 printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
 (
     export GYM_GOLDEN_SECRET=golden-secret-value

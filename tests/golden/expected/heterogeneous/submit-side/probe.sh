@@ -14,12 +14,15 @@ gym_all_ids=''
 gym_read() { cat "$1" 2>/dev/null; }
 gym_chain_ids() { { echo "$1"; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}'; } | awk '!seen[$0]++' | tail -n 4; }
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st en cs answer n
+    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st en cs answer n latest
     for _ in 1 2 3; do
         ids=$(gym_read "$d/.gym/chain" | gym_chain_ids "$first")
         out=""
+        latest=""
         for id in $ids; do
             st=$(gym_read "$d/.gym/$id/state" | tr '\n' '\t')
+            # The newest job that wrote a state (a resume job Slurm dropped unrun never does).
+            [ -n "$st" ] && latest=$st
             en=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$d/.gym/$id/events" 2>/dev/null)
             [ -n "$en" ] && st="$st"$'\t'"job_end=$en"
             # Why it failed, as it recorded (one word; bounded: the file is the job's, untrusted).
@@ -47,7 +50,7 @@ gym_probe() {
     fi
     # The samples are counted once the latest job has ended: its files are final then.
     if [ "$check" = 1 ]; then
-        case $st in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
+        case $latest in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
     fi
 }
 # Per run of a job (a state directory): its job-start, its job-end and its last event; and the
@@ -69,7 +72,7 @@ gym_usage() {
 
 
 gym_check_samples() {
-    local b=$1 d=$2 expected="$2/artifacts/rollouts_materialized_inputs.jsonl" written="$2/artifacts/rollouts.jsonl"
+    local b=$1 expected="$2/artifacts/rollouts_materialized_inputs.jsonl" written="$2/artifacts/rollouts.jsonl"
     [ -f "$expected" ] || return 0
     [ -f "$written" ] || written=/dev/null
     LC_ALL=C awk -v m='__GYM_PROBE:' -v b="$b" -v named=5 -v max=67108864 -v window=4096 '

@@ -71,7 +71,7 @@ gym_ending_cause() {
 
 # Ends the job. A failure also records its cause, which a resumable job's successor reads when the
 # scheduler has forgotten the job:
-# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal.
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short.
 gym_finish() {
     local rc=$1 detail=$2 cause=${3:-} ending
     trap - TERM INT
@@ -157,4 +157,11 @@ if [ "$driver_rc" -ne 0 ]; then
     fi
     gym_finish "$driver_rc" "driver failed with exit status $driver_rc" driver-failed
 fi
+# A link of a chain that exits 0 with samples missing was cut short: the next link finishes them.
+gym_missing=$(gym_resume_missing)
+case $? in
+    0) ;;
+    1) gym_finish 1 "the driver ended without error, but $gym_missing samples are missing" cut-short ;;
+    *) gym_log "WARNING: the samples could not be counted; taking the driver's word that it finished" ;;
+esac
 gym_finish 0 "driver finished"
