@@ -80,7 +80,8 @@ def test_a_benchmark_whose_service_died_at_start_is_resubmitted_in_place_and_suc
     assert [a["job_id"] for a in done["attempt_history"]] == [first["job_id"], bench["job_id"]]
     job_dir = Path(first["job_dir"])
     chain = (job_dir / ".gym" / "chain").read_text().splitlines()
-    assert chain == [f"resubmit\t{bench['job_id']}\t{first['job_id']}\t2\trequeue"]
+    assert chain == [f"resubmit\t{bench['job_id']}\t{first['job_id']}\t2\trequeue\t0"]
+    assert [a["samples_added"] for a in done["attempt_history"]] == [0, 3]
     # Its driver was told to keep the rows on disk; each attempt kept its own log.
     [run] = [r for r in map(json.loads, map(Path.read_text, job_dir.glob("standin/gym-run-*.json")))]
     assert run["overrides"]["resume_from_cache"] == "true"

@@ -103,8 +103,8 @@ def test_status_json_gains_the_attempts_oldest_first(base, tmp_path, conn, clust
     [doc] = json.loads(statuses_json(run.record, run.jobs))["jobs"]
     assert doc["attempts"] == 2
     assert doc["attempt_history"] == [
-        {"job_id": "100", "state": "failed", "cause": "service-died"},
-        {"job_id": successor, "state": "succeeded", "cause": None},
+        {"job_id": "100", "state": "failed", "cause": "service-died", "samples_added": 4},
+        {"job_id": successor, "state": "succeeded", "cause": None, "samples_added": 2},
     ]
     assert doc["chain"] == ["100", successor] and doc["state"] == "succeeded"  # what was there stays
 

@@ -111,7 +111,7 @@ def test_an_incomplete_benchmark_is_finished_in_place_generating_only_the_missin
     assert bench.answer is not None and bench.answer.inputs == 4
     # queued held, recorded, then released
     assert "--hold" in cluster.calls("sbatch")[-1] and cluster.job("101")["reason"] == "None"
-    assert chain_records(record, "a") == [["resubmit", "101", "100", "2", "generate-missing"]]
+    assert chain_records(record, "a") == [["resubmit", "101", "100", "2", "generate-missing", "8"]]
     attempt = directory / contract.attempt_dir(2)
     inputs = (attempt / contract.ATTEMPT_INPUTS_FILE).read_text().splitlines()
     materialized = (directory / contract.MATERIALIZED_INPUTS_FILE).read_text().splitlines()
@@ -132,7 +132,7 @@ def test_an_incomplete_benchmark_is_finished_in_place_generating_only_the_missin
     [run] = library.status([record], connect=conn.connect)
     [doc] = json.loads(statuses_json(run.record, run.jobs))["jobs"]
     assert (doc["state"], doc["samples"], doc["expected_samples"], doc["attempts"]) == ("succeeded", 12, 12, 2)
-    assert [a["job_id"] for a in doc["attempt_history"]] == ["100", "101"]
+    assert [(a["job_id"], a["samples_added"]) for a in doc["attempt_history"]] == [("100", 8), ("101", 4)]
     assert one(library.resubmit([record], connect=conn.connect)).plan.remedy == Remedy.NOTHING
 
 

@@ -356,10 +356,11 @@ class Status(Word):
 #   nosuccessor ID WHY                              no successor could be queued for job ID
 #   verdict ID OUTCOME ELAPSED ROLLOUTS ACTION WHY  how job ID ended, and what the chain does
 #   end STATE WHY                                   the chain stops
-#   resubmit ID AFTER ATTEMPT REMEDY                gym eval resubmit queued job ID as attempt
-#                                                   ATTEMPT after job AFTER ended; the records after
-#                                                   it are a new chain (a resumable job's), and the
-#                                                   ones before it the earlier attempts'
+#   resubmit ID AFTER ATTEMPT REMEDY ROLLOUTS       gym eval resubmit queued job ID as attempt
+#                                                   ATTEMPT after job AFTER ended, with ROLLOUTS on
+#                                                   disk; the records after it are a new chain (a
+#                                                   resumable job's), the ones before it the
+#                                                   earlier attempts'
 
 RECORD_START = "start"
 RECORD_SUCCESSOR = "successor"
@@ -403,6 +404,9 @@ class Chain:
         self.earlier: list[str] = []  # the earlier attempts' jobs, oldest first (the first job as the chain knows it)
         self.earlier_verdicts: list[Verdict] = []
         self.attempt = 1  # which attempt the records are of: 1 + the resubmits before them
+        self.rows_before: dict[
+            str, int
+        ] = {}  # job id -> rollouts on disk when it started (or was resubmitted), any attempt
         self.started: list[str] = []  # in order; a Slurm requeue repeats an id
         self.start_times: dict[str, int] = {}  # job id -> epoch of its last start
         self.start_rollouts: dict[str, int] = {}  # job id -> rollouts on disk at its last start
@@ -440,6 +444,17 @@ class Chain:
             if job_id not in ids:
                 ids.append(job_id)
         return ids
+
+    def samples_added(self, ids: list[str], rollouts_now: int) -> dict[str, int | None]:
+        """Per job (``ids``, oldest first: ``attempt_ids``'s), the rollouts it added: those on disk
+        when the next one began (now, for the latest) less those when it began (0 for the first
+        job of a run); None where the chain does not tell."""
+        added: dict[str, int | None] = {}
+        for i, job_id in enumerate(ids):
+            before = 0 if i == 0 else self.rows_before.get(job_id)
+            after = rollouts_now if i == len(ids) - 1 else self.rows_before.get(ids[i + 1])
+            added[job_id] = None if before is None or after is None else max(after - before, 0)
+        return added
 
     def verdict_on(self, job_id: str) -> Verdict | None:
         """The last verdict on a job, of whichever attempt it belongs to."""
@@ -487,6 +502,7 @@ def parse_chain(text: str) -> Chain:
             if len(rest) >= 3:
                 chain.start_times[rest[0]] = read_count(rest[1])
                 chain.start_rollouts[rest[0]] = read_count(rest[2])
+                chain.rows_before.setdefault(rest[0], read_count(rest[2]))
         elif kind == RECORD_SUCCESSOR and len(rest) >= 2:
             chain.successors[rest[1]] = rest[0]
         elif kind == RECORD_NO_SUCCESSOR and len(rest) >= 2:
@@ -497,6 +513,8 @@ def parse_chain(text: str) -> Chain:
             chain.end = (_end_state(rest[0]), rest[1])
         elif kind == RECORD_RESUBMIT and rest and rest[0]:
             chain.begin_attempt(rest[0])
+            if len(rest) >= 5:
+                chain.rows_before[rest[0]] = read_count(rest[4])
     return chain
 
 

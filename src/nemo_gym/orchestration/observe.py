@@ -13,7 +13,7 @@ import base64
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend, backend_named
@@ -66,10 +66,11 @@ class Attempt:
     ended: float | None = None
     gpu_hours: float | None = None
     verdict: str = ""  # the chain's verdict on it (why, and what the chain did), once judged
+    samples_added: int | None = None  # rollouts it added to those on disk; None when not told
 
     def as_dict(self) -> dict:
         """``attempt_history``'s entry of ``status --json``: fields only ever added."""
-        return {"job_id": self.job_id, "state": self.state, "cause": self.cause}
+        return {"job_id": self.job_id, "state": self.state, "cause": self.cause, "samples_added": self.samples_added}
 
 
 @dataclass
@@ -446,6 +447,7 @@ def statuses_from(
         seen = _Seen(
             chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running
         )
+        added = chain.samples_added(ids, rollouts)
         statuses.append(
             JobStatus(
                 job.benchmark,
@@ -458,7 +460,7 @@ def statuses_from(
                 job_usage,
                 check,
                 exports,
-                [seen.attempt(i) for i in ids],
+                [replace(seen.attempt(i), samples_added=added[i]) for i in ids],
                 chain.attempt - 1,
             )
         )

@@ -118,7 +118,8 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         : >"$gym_d/.gym/continue"
         gym_id=4000.2; gym_rc=0; gym_out=$gym_id
         if [ -n "$gym_id" ]; then
-            printf 'resubmit\t%s\t%s\t%s\t%s\n' "$gym_id" 4000 2 generate-missing >>"$gym_d/.gym/chain"
+            gym_rows=$( (cat "$gym_d/artifacts/rollouts.jsonl" 2>/dev/null || true) | wc -l)
+            printf 'resubmit\t%s\t%s\t%s\t%s\t%s\n' "$gym_id" 4000 2 generate-missing "$gym_rows" >>"$gym_d/.gym/chain"
             true || printf '%s\n' __GYM_NOT_RELEASED:first
             printf '%s:0:%s\n' __GYM_JOB:first "$gym_id"
         else
@@ -148,7 +149,8 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         : >"$gym_d/.gym/continue"
         gym_id=4001.2; gym_rc=0; gym_out=$gym_id
         if [ -n "$gym_id" ]; then
-            printf 'resubmit\t%s\t%s\t%s\t%s\n' "$gym_id" 4001 2 requeue >>"$gym_d/.gym/chain"
+            gym_rows=$( (cat "$gym_d/artifacts/rollouts.jsonl" 2>/dev/null || true) | wc -l)
+            printf 'resubmit\t%s\t%s\t%s\t%s\t%s\n' "$gym_id" 4001 2 requeue "$gym_rows" >>"$gym_d/.gym/chain"
             true || printf '%s\n' __GYM_NOT_RELEASED:second
             printf '%s:0:%s\n' __GYM_JOB:second "$gym_id"
         else

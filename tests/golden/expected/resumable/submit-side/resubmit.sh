@@ -119,7 +119,8 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         gym_out=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/long/job.sh 2>&1); gym_rc=$?
         gym_id=''; [ "$gym_rc" -eq 0 ] && gym_id=${gym_out%%;*}
         if [ -n "$gym_id" ]; then
-            printf 'resubmit\t%s\t%s\t%s\t%s\n' "$gym_id" 4000 2 generate-missing >>"$gym_d/.gym/chain"
+            gym_rows=$( (cat "$gym_d/artifacts/rollouts.jsonl" 2>/dev/null || true) | wc -l)
+            printf 'resubmit\t%s\t%s\t%s\t%s\t%s\n' "$gym_id" 4000 2 generate-missing "$gym_rows" >>"$gym_d/.gym/chain"
             scontrol release "$gym_id" >/dev/null 2>&1 || printf '%s\n' __GYM_NOT_RELEASED:long
             printf '%s:0:%s\n' __GYM_JOB:long "$gym_id"
         else
@@ -150,7 +151,8 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         gym_out=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/short/job.sh 2>&1); gym_rc=$?
         gym_id=''; [ "$gym_rc" -eq 0 ] && gym_id=${gym_out%%;*}
         if [ -n "$gym_id" ]; then
-            printf 'resubmit\t%s\t%s\t%s\t%s\n' "$gym_id" 4001 2 requeue >>"$gym_d/.gym/chain"
+            gym_rows=$( (cat "$gym_d/artifacts/rollouts.jsonl" 2>/dev/null || true) | wc -l)
+            printf 'resubmit\t%s\t%s\t%s\t%s\t%s\n' "$gym_id" 4001 2 requeue "$gym_rows" >>"$gym_d/.gym/chain"
             scontrol release "$gym_id" >/dev/null 2>&1 || printf '%s\n' __GYM_NOT_RELEASED:short
             printf '%s:0:%s\n' __GYM_JOB:short "$gym_id"
         else
