@@ -1,7 +1,9 @@
 """Submitting a sweep over ssh: one `gym eval submit -m` of N runs x 2 benchmarks against the same
 N runs submitted one `gym eval submit` at a time, to the loopback sshd (scripts/local-sshd) and the
-local Slurm cluster; then `gym eval status` of the sweep against one `status` per run. Counts round trips (ssh master connections + commands sent, recorded by an
-`ssh` first on PATH) and wall time; the jobs are held (--begin=now+1hour) and cancelled at once.
+local Slurm cluster; then `gym eval status` of the sweep against one `status` per run, and the
+sweep's `results` and `cancel` (each two scripts over one connection, however many runs). Counts
+round trips (ssh master connections + commands sent, recorded by an `ssh` first on PATH) and wall
+time; the jobs are held (--begin=now+1hour) and cancelled at once.
 
     eval "$(scripts/local-slurm env)"; eval "$(scripts/local-sshd env)"
     .venv/bin/python benchmarks/sweep_submit.py [--runs 3,10] [--repeats 3]
@@ -58,17 +60,17 @@ def ssh_shim(work: Path, log: Path) -> Path:
     return shim
 
 
-def gym(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, dict]:
+def gym(args: list[str], env: dict[str, str], log: Path, json_out: bool = True, ok=(0,)) -> tuple[float, int, dict]:
     """(seconds, round trips, --json output) of one `gym eval` command."""
     log.write_text("")
     start = time.monotonic()
-    proc = subprocess.run([*GYM, *args, "--json"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([*GYM, *args, *(["--json"] if json_out else [])], capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - start
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise SystemExit(f"gym eval {args[0]} failed: {proc.stderr.strip()}")
     calls = log.read_text().splitlines()
     trips = sum("ControlMaster=yes" in c for c in calls) + sum("ControlMaster=no" in c for c in calls)
-    return elapsed, trips, json.loads(proc.stdout)
+    return elapsed, trips, json.loads(proc.stdout) if json_out else {}
 
 
 def submit(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, list[str], list[str]]:
@@ -100,13 +102,16 @@ def main() -> None:
         print(f"{'runs x 2 benchmarks':<22}{'how':<26}{'round trips':>12}{'wall (s)':>10}")
         for n in (int(x) for x in args.runs.split(",")):
             models = ",".join(f"/m/step-{1000 * (i + 1)}" for i in range(n))
-            one, separate, status_sweep, status_each = [], [], [], []
+            one, separate, status_sweep, status_each, results_sweep, cancel_sweep = [], [], [], [], [], []
             for _ in range(args.repeats):
                 elapsed, trips, ids, runs = submit(["-c", cfg, "-m", f"services.policy.model={models}"], env, log)
                 one.append((elapsed, trips))
                 status_sweep.append(gym(["status", "--last"], env, log)[:2])
                 each = [gym(["status", run], env, log)[:2] for run in runs]
                 status_each.append((sum(t for t, _ in each), sum(k for _, k in each)))
+                # Held jobs have no results yet: results says so and exits 1.
+                results_sweep.append(gym(["results", "--last"], env, log, ok=(0, 1))[:2])
+                cancel_sweep.append(gym(["cancel", "--last"], env, log, json_out=False)[:2])
                 subprocess.run(["scancel", *ids], capture_output=True)
                 total_time, total_trips = 0.0, 0
                 for i in range(n):
@@ -121,6 +126,8 @@ def main() -> None:
                 (f"{n} separate submits", separate),
                 ("status of the sweep", status_sweep),
                 (f"{n} separate statuses", status_each),
+                ("results of the sweep", results_sweep),
+                ("cancel of the sweep", cancel_sweep),
             ):
                 print(f"{n:<22}{how:<26}{found[0][1]:>12}{statistics.median(t for t, _ in found):>10.2f}")
 

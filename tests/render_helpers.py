@@ -13,14 +13,14 @@ from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
 from nemo_gym.orchestration.library.submitting import _record
-from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script
+from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script, runs_cancel_script
 from nemo_gym.orchestration.observe import probe_script
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
-from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, results_script
+from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, runs_results_script
 from nemo_gym.orchestration.submission import QueuedJob, RunToSubmit, per_benchmark, submission_script
 from nemo_gym.orchestration.validate import validate_config
 
@@ -64,10 +64,10 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     return {
         "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),
         "probe.sh": probe_script(record, backend),
-        "cancel.sh": cancel_script(record, record.benchmarks),
+        "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)]),
         "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),
         "logs-driver-follow.sh": logs_script(first, log_patterns(first, None, True, record.run_dir), 50, True),
-        "results.sh": results_script(record, DEFAULT_METRIC),
+        "results.sh": runs_results_script([record], DEFAULT_METRIC),
         "export.sh": export_script(record, [], False, {}),
         "resubmit.sh": resubmit_script([golden_requeue(record)]),
     }

@@ -302,3 +302,28 @@ def test_the_command_line_prints_the_plan_then_the_job_and_exits_0(
     assert (doc["remedy"], doc["job_id"], doc["attempt"], doc["inputs"]) == ("generate-missing", "101", 2, 4)
     assert main(["eval", "resubmit", record.gym_job_id]) == 0  # it is queued now: wait
     assert "wait: it is queued" in capsys.readouterr().out
+
+
+# -- the chain's attempts, as pure data -----------------------------------------------------------------
+
+
+def test_a_resubmit_record_opens_a_new_attempt_of_the_chain() -> None:
+    text = "".join(
+        [
+            contract.chain_record("start", "100", 1000, 0),
+            contract.chain_record("successor", "101", "100"),
+            contract.chain_record("verdict", "100", "walltime", 600, 5, "free", "cut short"),
+            contract.chain_record("start", "101", 2000, 5),
+            contract.chain_record("end", "failed", "gave up"),
+            contract.chain_record("resubmit", "200", "101", 2, "requeue", 7),
+        ]
+    )
+    chain = contract.parse_chain(text)
+    assert (chain.attempt, chain.opened_by, chain.earlier, chain.end) == (2, "200", ["100", "101"], None)
+    assert chain.latest is None and chain.head("100") == "200" and chain.retries() == 0
+    assert chain.attempt_ids("100") == ["100", "101", "200"]
+    assert chain.verdict_on("100") is not None and chain.verdict_on("100").action == "free"
+    assert chain.samples_added(["100", "101", "200"], 9) == {"100": 5, "101": 2, "200": 2}
+    # the new attempt's own chain (a resumable job's) follows it
+    chain = contract.parse_chain(text + contract.chain_record("start", "200", 3000, 7))
+    assert chain.latest == "200" and chain.attempt_ids("100") == ["100", "101", "200"]

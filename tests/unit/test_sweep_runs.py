@@ -289,7 +289,7 @@ def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, clust
     assert sum(len(run["jobs"]) for run in doc["runs"]) == 6
 
 
-def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(config_file, conn, cluster) -> None:
+def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more(config_file, conn, cluster) -> None:
     records = submitted(config_file, conn).records
     cluster.set_state("100", "RUNNING")
     cluster.set_state("103", "COMPLETED")
@@ -306,7 +306,8 @@ def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more_per_run(conf
     assert [s.record.gym_job_id for s in statuses] == [r.gym_job_id for r in records]
     before = len(conn.scripts)
     results = library.results(records, connect=conn.connect)
-    assert len(conn.scripts) == before + 1 + len(records)  # the states at once, then each run's files
+    assert len(conn.scripts) == before + 2  # the states at once, then every run's files at once
+    assert conn.scripts[-1].count("gym_projection=") == 1  # the projection's source sent once
     assert [[j.state for j in r.statuses] for r in results] == [[j.state for j in s.jobs] for s in statuses]
 
 
@@ -319,8 +320,10 @@ def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(
     job_wrote(submission.records[0].benchmarks[0].job_dir, "100", "succeeded", "driver finished")
     for job_id in ("101", "102", "103"):
         cluster.set_state(job_id, "RUNNING")
+    before = len(conn.scripts)
     code, out, err = cli(capsys, "cancel", submission.sweep.sweep_id)
     assert code == 0, err
+    assert len(conn.scripts) == before + 2  # one probe, one cancel script for the three runs
     assert sorted(cluster.cancelled_ids()) == ["101", "102", "103", "104", "105"]
     assert "  /ckpt/step-1000: math: already succeeded, nothing to cancel" in out.splitlines()
     assert "  /ckpt/step-3000: cancelled code (job 105)" in out.splitlines()

@@ -90,6 +90,12 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
     return render_template("cancel.sh.j2", **backend_context(backend), jobs=[_cancelled_job(job) for job in jobs])
 
 
+def runs_cancel_script(scripts: list[str]) -> str:
+    """Several runs' cancel scripts as one: each run's part after its run marker, by its place in
+    ``scripts`` (copies of a run share its id)."""
+    return render_template("cancel-runs.sh.j2", runs=[(str(i), script) for i, script in enumerate(scripts)])
+
+
 def _cancelled_job(job: BenchmarkJob) -> dict[str, str]:
     """What a backend's ``cancel_job`` macro is given of one benchmark's job."""
     state_dir = f"{job.job_dir}/{contract.state_dir(job.job_id or '')}"

@@ -43,6 +43,7 @@ from nemo_gym.orchestration.rollouts import (
     parse_rollouts,
     per_task_means,
 )
+from nemo_gym.orchestration.submission import split_by_run
 from nemo_gym.orchestration.usage import NO_USAGE, Usage
 
 MARKER = contract.RESULT_MARKER
@@ -183,9 +184,11 @@ def all_complete(flags: Any) -> bool | None:
 # -- reading a run's files ---------------------------------------------------------------------------
 
 
-def results_script(record: SubmissionRecord, metric: str) -> str:
+def results_script(record: SubmissionRecord, metric: str, projection: str | None = None) -> str:
     """Bash (``templates/results.sh.j2``): every metrics file whole, and the two rollout files of
-    every benchmark cut down by the projection (or whole, base64, where the host has no ``python3``)."""
+    every benchmark cut down by the projection (or whole, base64, where the host has no ``python3``).
+    ``projection``: the shell word that holds the projection's source (default: the source itself,
+    quoted; several runs' scripts share one variable)."""
     files = [
         (job.benchmark, f"{job.job_dir}/{contract.ROLLOUTS_FILE}", f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}")
         for job in record.benchmarks
@@ -196,9 +199,20 @@ def results_script(record: SubmissionRecord, metric: str) -> str:
         max_bytes=untrusted.MAX_DOCUMENT_BYTES,
         too_large=TOO_LARGE,
         # One word, single-quoted: a Python program whose $ and backquotes are literal by intent.
-        projection=shlex.quote(projection_source()),
+        projection=projection or shlex.quote(projection_source()),
         metric=metric,
         files=files,
+    )
+
+
+def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
+    """Every run's results script in one (``templates/results-runs.sh.j2``): each run's part after
+    its run marker (by its place in ``records``: copies of a run share its id), the projection's
+    source sent once."""
+    return render_template(
+        "results-runs.sh.j2",
+        projection=shlex.quote(projection_source()),
+        runs=[(str(i), results_script(record, metric, '"$gym_projection"')) for i, record in enumerate(records)],
     )
 
 
@@ -276,10 +290,20 @@ def _decoded_lines(encoding: str, payload: str) -> list[str]:
 
 
 def collect_results(
-    record: SubmissionRecord, statuses: list[JobStatus], conn: Connection, metric: str = DEFAULT_METRIC
-) -> list[BenchmarkResult]:
+    records: list[SubmissionRecord], statuses: list[list[JobStatus]], conn: Connection, metric: str = DEFAULT_METRIC
+) -> list[list[BenchmarkResult]]:
+    """Every run's benchmarks' results (each run's statuses given), from one script for all runs."""
+    out = conn.run_script(runs_results_script(records, metric)).stdout
+    parts = split_by_run(out, [str(i) for i in range(len(records))])
+    return [
+        _results_of(record, run_statuses, parts[str(i)], metric)
+        for i, (record, run_statuses) in enumerate(zip(records, statuses))
+    ]
+
+
+def _results_of(record: SubmissionRecord, statuses: list[JobStatus], out: str, metric: str) -> list[BenchmarkResult]:
     names = [b.benchmark for b in record.benchmarks]
-    found = parse_results_output(conn.run_script(results_script(record, metric)).stdout, names)
+    found = parse_results_output(out, names)
     by_name = {s.benchmark: s for s in statuses}
     return [benchmark_result(name, by_name.get(name), found[name], metric) for name in names]
 

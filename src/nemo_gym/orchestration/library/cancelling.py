@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
-from nemo_gym.orchestration.library.hosts import each_over_its_host
-from nemo_gym.orchestration.manage import cancel_script, cancellable, refused_cancels, select_jobs
+from nemo_gym.orchestration.library.hosts import over_their_hosts
+from nemo_gym.orchestration.manage import cancel_script, cancellable, refused_cancels, runs_cancel_script, select_jobs
 from nemo_gym.orchestration.observe import JobStatus, probe_runs
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+from nemo_gym.orchestration.submission import split_by_run
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,10 @@ def cancel(
     records: list[SubmissionRecord], benchmarks: list[str] | None = None, *, connect: Connect = connect
 ) -> list[CancelReport]:
     """Cancel each run's jobs still queued or running (all, or the benchmarks named, in every run),
-    over one connection per host. Every name is checked in every run before anything is cancelled."""
+    over one connection per host: one probe for every run, then one cancel script for every run
+    with something to cancel. Every name is checked in every run before anything is cancelled."""
     jobs = [select_jobs(record, benchmarks or []) for record in records]
-    return each_over_its_host(records, connect, lambda conn, i: _cancel_over(conn, records[i], jobs[i]))
+    return over_their_hosts(records, connect, lambda conn, indices: _cancel_over(conn, records, jobs, indices))
 
 
 def cancel_command(record: SubmissionRecord) -> str:
@@ -37,12 +39,34 @@ def cancel_command(record: SubmissionRecord) -> str:
     return backend_named(record.executor).cancel_command
 
 
-def _cancel_over(conn: Connection, record: SubmissionRecord, jobs: list[BenchmarkJob]) -> CancelReport:
-    [statuses] = probe_runs([record], conn)
-    live, done = cancellable(statuses, jobs)
+def _cancel_over(
+    conn: Connection, records: list[SubmissionRecord], jobs: list[list[BenchmarkJob]], indices: list[int]
+) -> list[CancelReport]:
+    runs = [records[i] for i in indices]
+    statuses = probe_runs(runs, conn)
+    found = [cancellable(run_statuses, jobs[i]) for i, run_statuses in zip(indices, statuses)]
+    # Every run's script before any is sent: a refusal (a shared deployment's one benchmark) cancels nothing.
+    scripts = {i: cancel_script(run, live) for i, (run, (live, _)) in enumerate(zip(runs, found)) if live}
+    refused: dict[int, set[str]] = {}
+    if scripts:
+        out = conn.run_script(runs_cancel_script(list(scripts.values()))).stdout
+        parts = split_by_run(out, [str(n) for n in range(len(scripts))])
+        refused = {i: refused_cancels(parts[str(n)]) for n, i in enumerate(scripts)}
+    return [
+        _report(run, run_statuses, live, done, refused.get(i, set()))
+        for i, (run, run_statuses, (live, done)) in enumerate(zip(runs, statuses, found))
+    ]
+
+
+def _report(
+    record: SubmissionRecord,
+    statuses: list[JobStatus],
+    live: list[BenchmarkJob],
+    done: list[JobStatus],
+    refused: set[str],
+) -> CancelReport:
     if not live:
         return CancelReport(already_ended=done)
-    refused = refused_cancels(conn.run_script(cancel_script(record, live)).stdout)
     by_name = {s.benchmark: s for s in statuses}
     return CancelReport(
         cancelled=[by_name[j.benchmark] for j in live if j.benchmark not in refused],

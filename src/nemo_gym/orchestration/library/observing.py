@@ -104,14 +104,15 @@ def results(
     records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect
 ) -> list[RunResults]:
     """Each run's results, in order, over one connection per host (a sweep's runs share one): every
-    run's states in one round trip, then each run's files: each benchmark's metrics, samples against
+    run's states in one round trip, then every run's files in one more: each benchmark's metrics, samples against
     the expected ones, its ``metric`` (default: reward) per task, and what its jobs cost. A metric
     named, or shown side by side for several runs, must be one the runs have."""
 
     def batch(conn: Connection, indices: list[int]) -> list[RunResults]:
         runs = [records[i] for i in indices]
         statuses = probe_runs(runs, conn)
-        return [RunResults(r, s, collect_results(r, s, conn, metric or DEFAULT_METRIC)) for r, s in zip(runs, statuses)]
+        found = collect_results(runs, statuses, conn, metric or DEFAULT_METRIC)
+        return [RunResults(r, s, f) for r, s, f in zip(runs, statuses, found)]
 
     found = over_their_hosts(records, connect, batch)
     if metric or len(found) > 1:

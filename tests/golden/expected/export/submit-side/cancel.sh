@@ -1,3 +1,5 @@
+printf '%s\n' __GYM_RUN:0
+(
 mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/a/.gym/4000 && date -u +%Y-%m-%dT%H:%M:%SZ >/lustre/runs/gym-job-20260101T000000Z-000000/a/.gym/4000/cancelled
 date -u +%Y-%m-%dT%H:%M:%SZ >/lustre/runs/gym-job-20260101T000000Z-000000/a/.gym/cancelled
 for id in $({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /lustre/runs/gym-job-20260101T000000Z-000000/a/.gym/chain 2>/dev/null; } | awk '!seen[$0]++'); do
@@ -14,3 +16,6 @@ for id in $({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 ==
     *) out=$(scancel "$id" 2>&1) || case $out in *'Invalid job id'*) ;; *) echo __GYM_CANCEL_FAILED:b ;; esac ;;
   esac
 done
+
+)
+true

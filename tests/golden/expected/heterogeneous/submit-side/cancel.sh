@@ -1,3 +1,5 @@
+printf '%s\n' __GYM_RUN:0
+(
 mkdir -p /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000 && date -u +%Y-%m-%dT%H:%M:%SZ >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000/cancelled
 date -u +%Y-%m-%dT%H:%M:%SZ >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/cancelled
 for id in $({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/chain 2>/dev/null; } | awk '!seen[$0]++'); do
@@ -6,3 +8,6 @@ for id in $({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 ==
     *) out=$(scancel "$id" 2>&1) || case $out in *'Invalid job id'*) ;; *) echo __GYM_CANCEL_FAILED:answer-judge ;; esac ;;
   esac
 done
+
+)
+true
