@@ -14,7 +14,7 @@ from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
 from nemo_gym.orchestration.library.submitting import _record
 from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script, runs_cancel_script
-from nemo_gym.orchestration.observe import probe_script
+from nemo_gym.orchestration.observe import probe_script, runs_probe_script
 from nemo_gym.orchestration.plan import build_plan
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import Remedy
@@ -63,7 +63,7 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     first = record.benchmarks[0]
     return {
         "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),
-        "probe.sh": probe_script(record, backend),
+        "probe.sh": runs_probe_script([record], [(0, probe_script(record, backend))]),
         "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)]),
         "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),
         "logs-driver-follow.sh": logs_script(first, log_patterns(first, None, True, record.run_dir), 50, True),

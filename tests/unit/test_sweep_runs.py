@@ -295,9 +295,12 @@ def test_a_sweeps_status_is_one_round_trip_and_its_results_one_more(config_file,
     cluster.set_state("103", "COMPLETED")
     job_wrote(records[0].benchmarks[0].job_dir, "100", "running", "driver")
     job_wrote(records[1].benchmarks[1].job_dir, "103", "succeeded", "driver finished")
-    before = len(conn.scripts)
+    before, asked = len(conn.scripts), len(cluster.calls("scontrol")) + len(cluster.calls("sacct"))
     statuses = library.status(records, connect=conn.connect)
     assert len(conn.scripts) == before + 1  # three runs, one probe
+    # Slurm asked once for the six jobs: one scontrol of every job it holds, one sacct of those ids.
+    calls = cluster.calls("scontrol")[len(cluster.calls("scontrol")) - 1 :] + cluster.calls("sacct")
+    assert len(cluster.calls("scontrol")) + len(cluster.calls("sacct")) - asked <= 3, calls
     assert [[(j.job_id, j.state) for j in s.jobs] for s in statuses] == [
         [("100", "running"), ("101", "queued")],
         [("102", "queued"), ("103", "succeeded")],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -569,17 +568,29 @@ def probe_runs(
     if queued:
         if conn is None:
             raise ValueError("a queued run is probed over a connection")
-        parts = []
-        for i in sorted(queued):
-            parts.append(f"printf '%s\\n' {shlex.quote(f'{contract.PROBE_RUN_MARKER}{i}')}")
-            # </dev/null: the script arrives on stdin, which no probe command may read from.
-            script = probe_script(records[i], backends[i], frozenset(checks[i]), missing_named)
-            parts.append(f"(\n{script}) </dev/null")
-        outputs = _outputs_by_run(conn.run_script("\n".join(parts) + "\n").stdout)
+        probed = [records[i] for i in sorted(queued)]
+        scripts = [
+            (i, probe_script(records[i], backends[i], frozenset(checks[i]), missing_named)) for i in sorted(queued)
+        ]
+        outputs = _outputs_by_run(conn.run_script(runs_probe_script(probed, scripts)).stdout)
     return [
         statuses_from(r, parse_probe(outputs.get(i, ""), b), b, checks[i]) if i in queued else statuses_from(r, None, b)
         for i, (r, b) in enumerate(zip(records, backends))
     ]
+
+
+def runs_probe_script(records: list[SubmissionRecord], scripts: list[tuple[int, str]]) -> str:
+    """Several runs' probes as one script (``templates/probe-runs.sh.j2``): the scheduler asked once
+    for all of them where their backend can (one backend for all: a sweep's runs share one)."""
+    backends = {record.executor for record in records}
+    context = backend_context(backend_named(records[0].executor)) if len(backends) == 1 else {"backend_template": ""}
+    jobs = [
+        (job.job_id, f"{job.job_dir}/{contract.CHAIN_FILE}")
+        for record in records
+        for job in record.benchmarks
+        if job.job_id
+    ]
+    return render_template("probe-runs.sh.j2", **context, jobs=jobs, runs=scripts)
 
 
 def was_queued(record: SubmissionRecord) -> bool:

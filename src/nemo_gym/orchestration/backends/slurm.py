@@ -159,11 +159,12 @@ class SlurmBackend(Backend):
     # -- status -----------------------------------------------------------------------------------
 
     def accounting_shell(self) -> list[str]:
-        # One sacct for the whole run; -D lists every run of a requeued job, which all used GPUs.
+        # Every run of every job of the run (a requeued job's runs all used GPUs), from the probe's
+        # one snapshot (or one sacct: gym_accounting_rows, in its template).
         marker = shlex.quote(contract.PROBE_MARKER)
         return [
             'if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then',
-            '  sacct -X -D -n -P -j "$gym_all_ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null |',
+            '  gym_accounting_rows "$gym_all_ids" |',
             f"    awk -F'|' -v m={marker} '{{ printf \"%s{contract.ProbeRecord.ACCOUNTING}\\037%s\\037%s\\037%s\\n\", m, $1, $2, $3 }}'",
             "fi",
         ]

@@ -1,3 +1,10 @@
+gym_describe_snapshot() { :; }
+gym_snapshot_of=''
+gym_snapshot_of+=",$({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/chain 2>/dev/null; } | awk '!seen[$0]++' | paste -sd, -)"
+gym_snapshot_of+=",$({ echo 4001; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/chain 2>/dev/null; } | awk '!seen[$0]++' | paste -sd, -)"
+gym_describe_snapshot "${gym_snapshot_of#,}"
+printf '%s\n' __GYM_PROBE_RUN:0
+(
 # No scheduler to ask: the runner's liveness is the probe's tail.
 gym_describe_job() { :; }
 gym_all_ids=''
@@ -105,3 +112,4 @@ gym_probe second /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second 400
 [ -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/shared-deployment ] && gym_usage '' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/shared-deployment
 gym_all_ids=${gym_all_ids#,}
 if [ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/.gym-runner.pid ] && kill -0 "$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/.gym-runner.pid)" 2>/dev/null; then printf %s\\n '__GYM_PROBE:Rrunneralive'; else printf %s\\n '__GYM_PROBE:Rrunnergone'; fi
+) </dev/null

@@ -1,12 +1,60 @@
+gym_describe_snapshot() {
+    have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
+    gym_snapshot_ids=$1
+    gym_sc_snapshot=$(scontrol show job -o 2>/dev/null | grep '^JobId=')
+    gym_sc_newest=$(printf '%s\n' "$gym_sc_snapshot" | awk '{ id = substr($1, 7) + 0; if (id > m) m = id } END { print m + 0 }')
+    gym_sa_snapshot=''
+    if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
+        gym_sa_snapshot=$(sacct -X -D -n -P -j "$gym_snapshot_ids" -o JobID,State,ExitCode,ElapsedRaw,AllocTRES 2>/dev/null)
+    fi
+    gym_snapped=1
+}
+gym_snapshot_of=''
+gym_snapshot_of+=",$({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/chain 2>/dev/null; } | awk '!seen[$0]++' | paste -sd, -)"
+gym_describe_snapshot "${gym_snapshot_of#,}"
+printf '%s\n' __GYM_PROBE_RUN:0
+(
 # What Slurm says of job $1: scontrol's line, then sacct's State|ExitCode where there is accounting
 # (it remembers what scontrol forgot, MinJobAge). A heterogeneous job prints a line per component:
-# the first (offset 0) is the job's.
+# the first (offset 0) is the job's. After gym_describe_snapshot (describe_snapshot), both come
+# from its two calls; only a job newer than the snapshot is asked on its own.
 have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
 gym_describe_job() {
-    local sc sa=''
-    sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
-    [ "$have_sacct" = 1 ] && sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
+    local sc='' sa=''
+    if [ "${gym_snapped:-0}" = 1 ]; then
+        sc=$(printf '%s\n' "$gym_sc_snapshot" | awk -v id="JobId=$1" '$1 == id { print; exit }')
+        case $1 in
+            '' | *[!0-9]*) [ -n "$sc" ] || sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1) ;;
+            *) [ -n "$sc" ] || [ "$1" -le "$gym_sc_newest" ] || sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1) ;;
+        esac
+        if [ -z "$sc" ] && [ "$have_sacct" = 1 ]; then
+            # -D lists every run of a requeued job, oldest first: the last is the job's state now.
+            sa=$(printf '%s\n' "$gym_sa_snapshot" | awk -F'|' -v id="$1" '$1 == id { s = $2 "|" $3 } END { if (s != "") print s }')
+            case ",$gym_snapshot_ids," in
+                *",$1,"*) ;;
+                *) [ -n "$sa" ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1) ;;
+            esac
+        fi
+    else
+        sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
+        [ -n "$sc" ] || [ "$have_sacct" != 1 ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
+    fi
     printf '%s\x1f%s' "$sc" "$sa"
+}
+# JobID|ElapsedRaw|AllocTRES of every run of the comma-separated jobs $1 (a heterogeneous job's
+# components as <id>+<offset>): from the snapshot when it holds them all, else one sacct.
+gym_accounting_rows() {
+    local id missing=0
+    if [ "${gym_snapped:-0}" = 1 ]; then
+        for id in ${1//,/ }; do
+            case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac
+        done
+        if [ "$missing" = 0 ]; then
+            printf '%s\n' "$gym_sa_snapshot" | awk -F'|' -v ids=",$1," 'NF >= 5 { split($1, p, "+"); if (index(ids, "," p[1] ",")) print $1 "|" $4 "|" $5 }'
+            return
+        fi
+    fi
+    sacct -X -D -n -P -j "$1" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null
 }
 gym_all_ids=''
 
@@ -112,6 +160,7 @@ gym_probe b /lustre/runs/gym-job-20260101T000000Z-000000/b 4000 1
 [ -d /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment ] && gym_usage '' /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
 gym_all_ids=${gym_all_ids#,}
 if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then
-  sacct -X -D -n -P -j "$gym_all_ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null |
+  gym_accounting_rows "$gym_all_ids" |
     awk -F'|' -v m=__GYM_PROBE: '{ printf "%sA\037%s\037%s\037%s\n", m, $1, $2, $3 }'
 fi
+) </dev/null
