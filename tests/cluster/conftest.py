@@ -161,3 +161,26 @@ def cluster_run(slurm, tmp_path: Path):
     # A test that failed half-way must not leave jobs holding nodes (and ports) for the next.
     if run.job_ids:
         subprocess.run(["scancel", *run.job_ids], capture_output=True)
+
+
+@pytest.fixture
+def ssh_env(slurm, tmp_path):
+    """(environment, log) for `gym eval` over the loopback sshd, every ssh call it makes recorded in log."""
+    config = os.environ.get("GYM_TEST_SSH_CONFIG")
+    if not config:
+        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("the loopback sshd is not up (scripts/local-sshd up)")
+        pytest.skip("no loopback sshd (scripts/local-sshd up)")
+    # A recording wrapper in front of the real ssh, to count connections and round trips.
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    log = tmp_path / "ssh-calls.log"
+    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
+    (shim / "ssh").chmod(0o755)
+    env = {
+        **os.environ,
+        "GYM_SSH_OPTIONS": f"-F {config}",
+        "PATH": f"{shim}:{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    return env, log

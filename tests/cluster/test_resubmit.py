@@ -104,24 +104,9 @@ def test_a_complete_run_s_resubmit_has_nothing_to_do_exits_0_and_queues_nothing(
 
 
 def test_a_sweep_s_resubmit_over_ssh_requeues_only_its_unfinished_run_in_three_round_trips(
-    cluster_run, tmp_path
+    cluster_run, tmp_path, ssh_env
 ) -> None:
-    config_file = os.environ.get("GYM_TEST_SSH_CONFIG")
-    if not config_file:
-        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
-            pytest.fail("the loopback sshd is not up (scripts/local-sshd up)")
-        pytest.skip("no loopback sshd (scripts/local-sshd up)")
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    log = tmp_path / "ssh-calls.log"
-    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
-    (shim / "ssh").chmod(0o755)
-    env = {
-        **os.environ,
-        "GYM_SSH_OPTIONS": f"-F {config_file}",
-        "PATH": f"{shim}:{os.environ['PATH']}",
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
+    env, log = ssh_env
     models = checkpoints(tmp_path)
     fails_once(Path(models[1]))
     config = sweep_config(

@@ -16,28 +16,6 @@ from conftest import standin_records
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
-@pytest.fixture
-def ssh_env(slurm, tmp_path):
-    config = os.environ.get("GYM_TEST_SSH_CONFIG")
-    if not config:
-        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
-            pytest.fail("the loopback sshd is not up (scripts/local-sshd up)")
-        pytest.skip("no loopback sshd (scripts/local-sshd up)")
-    # A recording wrapper in front of the real ssh, to count connections and round trips.
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    log = tmp_path / "ssh-calls.log"
-    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
-    (shim / "ssh").chmod(0o755)
-    env = {
-        **os.environ,
-        "GYM_SSH_OPTIONS": f"-F {config}",
-        "PATH": f"{shim}:{os.environ['PATH']}",
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
-    return env, log
-
-
 def test_submit_status_over_ssh_in_constant_round_trips(cluster_run, ssh_env) -> None:
     env, log = ssh_env
     benchmarks = {f"b{i}": {} for i in range(5)}

@@ -162,23 +162,8 @@ def test_cancel_of_a_sweep_cancels_what_still_runs(cluster_run, tmp_path) -> Non
     assert not set(left) & set(cluster_run.job_ids)
 
 
-def test_a_sweep_over_ssh_is_submitted_through_one_connection(cluster_run, tmp_path) -> None:
-    config_file = os.environ.get("GYM_TEST_SSH_CONFIG")
-    if not config_file:
-        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
-            pytest.fail("the loopback sshd is not up (scripts/local-sshd up)")
-        pytest.skip("no loopback sshd (scripts/local-sshd up)")
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    log = tmp_path / "ssh-calls.log"
-    (shim / "ssh").write_text(f'#!/bin/bash\nprintf "%s\\n" "$*" >>{log}\nexec /usr/bin/ssh "$@"\n')
-    (shim / "ssh").chmod(0o755)
-    env = {
-        **os.environ,
-        "GYM_SSH_OPTIONS": f"-F {config_file}",
-        "PATH": f"{shim}:{os.environ['PATH']}",
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
+def test_a_sweep_over_ssh_is_submitted_through_one_connection(cluster_run, tmp_path, ssh_env) -> None:
+    env, log = ssh_env
     models = checkpoints(tmp_path)
     config = sweep_config(cluster_run, compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]})
     started = time.monotonic()

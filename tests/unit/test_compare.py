@@ -27,11 +27,6 @@ BENCH = "answer-judge"
 FLIPPED = (1, 2, 4, 5, 8, 9, 11)  # answer-judge tasks whose reward goes 0 -> 1 in the candidate
 
 
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 def cli(capsys, *args: str) -> tuple[int, str, str]:
     code = main(["eval", *args])
     out, err = capsys.readouterr()

@@ -7,7 +7,6 @@ import io
 import json
 import shutil
 import unicodedata
-from pathlib import Path
 
 import pytest
 from checkpoint_runs import REAL_RUN, checkpoint_runs
@@ -33,11 +32,6 @@ BIDI = {
     *map(chr, range(0x202A, 0x202F)),
     *map(chr, range(0x2066, 0x206A)),
 }
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,6 @@ from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.cli.main import main
 
 
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 def state_dir(run_dir: Path | bytes) -> Path:
     [found] = (Path(os.fsdecode(run_dir)) / BENCH / ".gym").iterdir()
     return found

@@ -8,32 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import FakeCluster, FakeConnection
 from test_library import job_dir, job_events, job_file, job_wrote, rollout_rows, submitted
 
 from nemo_gym.orchestration import contract, library
-from nemo_gym.orchestration.cli.info import MAX_ATTEMPTS_SHOWN, info_text
+from nemo_gym.orchestration.cli.common import MAX_ATTEMPTS_SHOWN
+from nemo_gym.orchestration.cli.info import info_text
 from nemo_gym.orchestration.cli.main import build_parser
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import Remedy
 from nemo_gym.orchestration.observe import statuses_json
 
 HOST = "login.fake"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> FakeCluster:
-    return FakeCluster(tmp_path / "slurm")
-
-
-@pytest.fixture
-def conn(cluster: FakeCluster) -> FakeConnection:
-    return FakeConnection(cluster, HOST)
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def recorded_cause(record, benchmark: str, job_id: str, cause: str) -> None:

@@ -14,7 +14,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from fakes import FakeCluster, FakeConnection
 
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.api import SubmitConfig
@@ -23,21 +22,6 @@ from nemo_gym.orchestration.library import LogRequest
 from nemo_gym.orchestration.record import SubmissionRecord, load_record
 
 HOST = "login.fake"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> FakeCluster:
-    return FakeCluster(tmp_path / "slurm")
-
-
-@pytest.fixture
-def conn(cluster: FakeCluster) -> FakeConnection:
-    return FakeConnection(cluster, HOST)
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def config(base: dict, tmp_path: Path, *benchmarks: str, **bench: dict) -> SubmitConfig:
@@ -480,8 +464,9 @@ def test_with_accounting_gpu_hours_come_from_sacct(base, tmp_path, conn, cluster
         8,
         "accounting",
     )
-    [sacct] = [argv for argv in cluster.calls("sacct") if "JobID,ElapsedRaw,AllocTRES" in argv]
-    assert "-D" in sacct  # every run of a requeued job
+    # One sacct for the probe (the states and the GPU-hours alike), of every run of a requeued job.
+    [sacct] = [argv for argv in cluster.calls("sacct") if any("ElapsedRaw,AllocTRES" in arg for arg in argv)]
+    assert "-D" in sacct
     cluster.slurmdbd_down = True  # accounting unreachable: the job's own record instead
     [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.source) == (5.0, 8 * 5 / 3600, "job record")

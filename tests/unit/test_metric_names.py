@@ -10,7 +10,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from export_jobs import BENCHMARK, QUICKSTART_RUN, RUN_ID
 from fakes.fake_mlflow import FakeMlflowServer
 
@@ -18,11 +17,6 @@ from nemo_gym.orchestration import library, results
 from nemo_gym.orchestration.exporters import jobfiles, spec, table
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, export_to_mlflow
 from nemo_gym.orchestration.record import run_in_directory
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def export_record(run_dir: Path):

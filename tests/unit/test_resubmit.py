@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import FakeCluster, FakeConnection
+from fakes import FakeCluster
 from test_library import job_dir, job_file, job_wrote, rollout_rows, submitted
 from test_sweep_runs import config_file, over_the_fake  # noqa: F401  (a fixture)
 from test_sweep_runs import job_wrote as sweep_job_wrote
@@ -25,21 +25,6 @@ from nemo_gym.orchestration.observe import statuses_json
 
 HOST = "login.fake"
 TWELVE = [(t, 0) for t in range(12)]
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> FakeCluster:
-    return FakeCluster(tmp_path / "slurm")
-
-
-@pytest.fixture
-def conn(cluster: FakeCluster) -> FakeConnection:
-    return FakeConnection(cluster, HOST)
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def ended(record, benchmark: str, job_id: str, phase: str, slurm: str, cluster: FakeCluster, cause: str = "") -> None:

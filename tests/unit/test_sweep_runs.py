@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes import FakeCluster, FakeConnection
+from fakes import FakeConnection
 
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.cli.main import main
@@ -22,21 +22,6 @@ from nemo_gym.orchestration.sweep import run_labels
 
 HOST = "login.fake"
 MODELS = "services.policy.model=/ckpt/step-1000,/ckpt/step-2000,/ckpt/step-3000"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> FakeCluster:
-    return FakeCluster(tmp_path / "slurm")
-
-
-@pytest.fixture
-def conn(cluster: FakeCluster) -> FakeConnection:
-    return FakeConnection(cluster, HOST)
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 @pytest.fixture

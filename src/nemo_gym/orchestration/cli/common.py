@@ -69,3 +69,24 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines)
+
+
+# The library's DEFAULT_MAX_ATTEMPTS, for --help: registering a verb imports nothing of the
+# library, so that a broken import is still the one error line main promises (a test holds them equal).
+MAX_ATTEMPTS_SHOWN = 3
+
+
+def add_max_attempts(p: argparse.ArgumentParser) -> None:
+    """--max-attempts N: the recovery budget (info shows the plan under it, resubmit acts on it)."""
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        metavar="N",
+        help=f"attempts a benchmark may have, its first job included, before resubmit stops (default {MAX_ATTEMPTS_SHOWN})",
+    )
+
+
+def max_attempts(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.library import DEFAULT_MAX_ATTEMPTS
+
+    return DEFAULT_MAX_ATTEMPTS if args.max_attempts is None else args.max_attempts

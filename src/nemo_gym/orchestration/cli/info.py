@@ -7,16 +7,18 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector, after_run, run_prefix, selected
+from nemo_gym.orchestration.cli.common import (
+    add_max_attempts,
+    add_run_selector,
+    after_run,
+    max_attempts,
+    run_prefix,
+    selected,
+)
 from nemo_gym.orchestration.display import echo, terminal
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.library import AttemptInfo, BenchmarkInfo, RunInfo
-
-
-# The library's DEFAULT_MAX_ATTEMPTS, for --help: registering a verb imports nothing of the
-# library, so that a broken import is still the one error line main promises (a test holds them equal).
-MAX_ATTEMPTS_SHOWN = 3
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -25,22 +27,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     add_run_selector(p)
     p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="only these benchmarks (default: all)")
-    p.add_argument(
-        "--max-attempts",
-        type=int,
-        metavar="N",
-        help=f"attempts a benchmark may have before resubmit stops (default {MAX_ATTEMPTS_SHOWN})",
-    )
+    add_max_attempts(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_info)
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import DEFAULT_MAX_ATTEMPTS, info, info_json
+    from nemo_gym.orchestration.library import info, info_json
 
     selection = selected(args)
-    budget = DEFAULT_MAX_ATTEMPTS if args.max_attempts is None else args.max_attempts
-    runs = info(selection.records, after_run(args, args.benchmarks), max_attempts=budget)
+    runs = info(selection.records, after_run(args, args.benchmarks), max_attempts=max_attempts(args))
     echo(info_json(runs) if args.json else info_text(runs, run_prefix(selection)))
     return 0
 

@@ -8,8 +8,14 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector, after_run, run_prefix, selected
-from nemo_gym.orchestration.cli.info import MAX_ATTEMPTS_SHOWN
+from nemo_gym.orchestration.cli.common import (
+    add_max_attempts,
+    add_run_selector,
+    after_run,
+    max_attempts,
+    run_prefix,
+    selected,
+)
 from nemo_gym.orchestration.display import echo, terminal
 
 if TYPE_CHECKING:
@@ -26,23 +32,19 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     add_run_selector(p)
     p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="only these benchmarks (default: all)")
-    p.add_argument(
-        "--max-attempts",
-        type=int,
-        metavar="N",
-        help=f"attempts a benchmark may have, its first job included (default {MAX_ATTEMPTS_SHOWN})",
-    )
+    add_max_attempts(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan; queue nothing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_resubmit)
 
 
 def run_resubmit(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import DEFAULT_MAX_ATTEMPTS, resubmit
+    from nemo_gym.orchestration.library import resubmit
 
     selection = selected(args)
-    budget = DEFAULT_MAX_ATTEMPTS if args.max_attempts is None else args.max_attempts
-    runs = resubmit(selection.records, after_run(args, args.benchmarks), max_attempts=budget, dry_run=args.dry_run)
+    runs = resubmit(
+        selection.records, after_run(args, args.benchmarks), max_attempts=max_attempts(args), dry_run=args.dry_run
+    )
     echo(resubmit_json(runs) if args.json else resubmit_text(runs, run_prefix(selection)))
     return 0 if all(run.ok for run in runs) else 1
 
