@@ -312,3 +312,69 @@ def test_a_resubmit_record_opens_a_new_attempt_of_the_chain() -> None:
     # the new attempt's own chain (a resumable job's) follows it
     chain = contract.parse_chain(text + contract.chain_record("start", "200", 3000, 7))
     assert chain.latest == "200" and chain.attempt_ids("100") == ["100", "101", "200"]
+
+
+# -- what the review found ---------------------------------------------------------------------------
+
+
+def test_a_resumable_benchmark_is_resubmitted_and_its_new_chain_starts_fresh(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a", a={"resumable": True})
+    assert record.benchmarks[0].continues_from_disk  # resume_from_cache is on already: it continues
+    job_file(
+        record,
+        "a",
+        contract.CHAIN_FILE,
+        contract.chain_record("start", "100", 1000, 0) + contract.chain_record("end", "failed", "gave up: 4 resumes"),
+    )
+    ended(record, "a", "100", "failed", "FAILED", cluster, "service-died")
+    bench = one(library.resubmit([record], connect=conn.connect))
+    assert bench.plan.remedy == Remedy.REQUEUE and bench.job_id == "101"
+    [run] = library.status([record], connect=conn.connect)
+    assert (run.jobs[0].state, run.jobs[0].job_id) == ("queued", "101")  # the old chain's end is the old attempt's
+
+
+def test_site_messages_around_sbatch_s_answer_do_not_become_the_job_id(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    ended(record, "a", "100", "failed", "FAILED", cluster, "service-died")
+    cluster.noise(stdout_lines=["NOTE: your account has 10 hours left"], stderr_lines=["sbatch: warning: busy"])
+    bench = one(library.resubmit([record], connect=conn.connect))
+    assert bench.job_id == "101" and cluster.job("101")["reason"] == "None"  # released
+    assert chain_records(record, "a")[0][:2] == ["resubmit", "101"]
+
+
+def test_a_refused_sbatch_leaves_the_benchmark_as_it_was(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "RUNNING")
+    library.cancel([record], connect=conn.connect)
+    ended(record, "a", "100", "cancelled", "CANCELLED", cluster)
+    cluster.refuse("job.sh", "Batch job submission failed: Invalid account")
+    directory = job_dir(record, "a")
+    assert one(library.resubmit([record], connect=conn.connect)).refused
+    assert (directory / contract.CHAIN_CANCELLED_FILE).exists() and not (directory / contract.CONTINUE_FILE).exists()
+
+
+def test_a_benchmark_never_queued_at_submit_is_not_resubmitted_but_said_so(base, tmp_path, conn, cluster) -> None:
+    cluster.refuse("/a/", "Batch job submission failed: Invalid account")
+    from test_library import config
+
+    [record] = library.submit(library.prepare(config(base, tmp_path, "a")), connect=conn.connect).records
+    assert record.benchmarks[0].job_id is None
+    [run] = library.resubmit([record], connect=conn.connect)
+    [bench] = run.benchmarks
+    assert bench.plan.remedy == Remedy.STOP_CANNOT_CONTINUE and "never queued" in bench.plan.text and not run.ok
+
+
+def test_a_plan_made_stale_by_another_resubmit_queues_nothing(base, tmp_path, conn, cluster) -> None:
+    from render_helpers import golden_requeue
+
+    from nemo_gym.orchestration.resubmission import parse_resubmit_output, resubmit_script
+
+    record = submitted(base, tmp_path, conn, "a")
+    ended(record, "a", "100", "failed", "FAILED", cluster, "service-died")
+    assert one(library.resubmit([record], connect=conn.connect)).job_id == "101"
+    stale = golden_requeue(record)  # attempt 2 again, as planned before the first one queued it
+    stale = type(stale)(stale.run_id, stale.run_dir, stale.backend, stale.jobs[:1], {})
+    jobs = len(cluster.jobs())
+    [[answer]] = parse_resubmit_output(conn.run_script(resubmit_script([stale])).stdout, [stale])
+    assert answer.queued.job_id is None and "resubmitted meanwhile" in (answer.queued.error or "")
+    assert len(cluster.jobs()) == jobs

@@ -6,6 +6,7 @@ import shlex
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends.base import Backend
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.plan import DRIVER_STEP
@@ -115,11 +116,19 @@ def refused_cancels(stdout: str) -> set[str]:
     return {line[len(marker) :] for line in stdout.splitlines() if line.startswith(marker)}
 
 
-def cancellable(statuses: list[JobStatus], jobs: list[BenchmarkJob]) -> tuple[list[BenchmarkJob], list[JobStatus]]:
+def cancellable(
+    statuses: list[JobStatus], jobs: list[BenchmarkJob], backend: Backend
+) -> tuple[list[BenchmarkJob], list[JobStatus]]:
     """The jobs still queued or running, each as its current job (a resumed or resubmitted
     benchmark's latest: its cancel marker and process are that job's), and the benchmarks ended."""
     by_name = {s.benchmark: s for s in statuses}
     live = [j for j in jobs if j.job_id and not by_name[j.benchmark].state.final]
     done = [by_name[j.benchmark] for j in jobs if j not in live]
-    current = [j.model_copy(update={"job_id": by_name[j.benchmark].job_id or j.job_id}) for j in live]
+    current = [j.model_copy(update={"job_id": _current_id(j, by_name[j.benchmark], backend)}) for j in live]
     return current, done
+
+
+def _current_id(job: BenchmarkJob, status: JobStatus, backend: Backend) -> str | None:
+    """The benchmark's current job as its chain names it, when that is an id of its scheduler's
+    (a chain file is read back: it names paths for the cancel marker and the pid)."""
+    return status.job_id if status.job_id and backend.is_job_id(status.job_id) else job.job_id

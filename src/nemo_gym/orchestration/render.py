@@ -29,7 +29,7 @@ from nemo_gym.orchestration.plan import (
     RunPlan,
     VllmGatewayStep,
 )
-from nemo_gym.orchestration.resume import EXIT_STOP
+from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
 from nemo_gym.orchestration.yamlio import dump_yaml
@@ -138,7 +138,12 @@ def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str,
     return {
         contract.step_script("resume"): StagedFile(
             render_template(
-                "resume.sh.j2", run_id=run_id, resume=resume, exit_stop=EXIT_STOP, scheduler=backend.node_scheduler
+                "resume.sh.j2",
+                run_id=run_id,
+                resume=resume,
+                exit_stop=EXIT_STOP,
+                missing_exit=EXIT_MISSING,
+                scheduler=backend.node_scheduler,
             )
         ),
         f"{contract.STEPS_DIR}/resume.py": StagedFile(_module_source("resume")),
@@ -226,6 +231,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         shared=shared,
         exports=job.export is not None or (job is plan.shared and any(b.export for b in plan.jobs)),
         export_runner=exporters.RUNNER,
+        missing_exit=EXIT_MISSING,
     )
 
 

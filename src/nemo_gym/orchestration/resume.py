@@ -366,7 +366,7 @@ def _arguments(args: list[str]) -> Arguments:
     return Arguments(caps, values["--scheduler"], rest)
 
 
-EXIT_MISSING = 1  # resume.py missing: some expected samples are not written
+EXIT_MISSING = 3  # resume.py missing: some expected samples are not written (1 is Python's own crash)
 
 
 def missing_samples(job_dir: str) -> tuple[int, int]:
@@ -380,12 +380,16 @@ def missing_samples(job_dir: str) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """``resume.py begin [CAPS] PREV REQUEUED``, ``resume.py finish [CAPS] CAUSE DETAIL``, or
-    ``resume.py missing`` (prints ``N of M`` and exits 1 when samples are missing); the job
+    ``resume.py missing`` (prints ``N of M`` and exits 3 when samples are missing); the job
     directory and this job's id come from GYM_JOB_DIR and GYM_JOB_ID."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args.pop(0) if args else ""
     if command == "missing":
-        missing, expected = missing_samples(os.environ[c.ENV_JOB_DIR])
+        try:
+            missing, expected = missing_samples(os.environ[c.ENV_JOB_DIR])
+        except Exception as exc:  # noqa: BLE001 - any failure to count is "cannot tell", never "missing"
+            print(f"cannot count the samples: {exc}", file=sys.stderr)
+            return 2
         if missing:
             print(f"{missing} of {expected}")
             return EXIT_MISSING

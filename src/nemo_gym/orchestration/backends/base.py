@@ -8,6 +8,7 @@ else — the plan, the job scripts, the probes' own files, the record — is sha
 
 from __future__ import annotations
 
+import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -182,6 +183,10 @@ class Backend(ABC):
     # setting gym_id (empty when refused), gym_rc and gym_out; ``release_job()`` lets "$gym_id"
     # start once the chain records it; ``start_queued(run)`` runs after a run's jobs (with what
     # ``requeue_context`` adds to ``run``).
+
+    def is_job_id(self, text: str) -> bool:
+        """Whether ``text`` (read back: a record, a chain file) is a job id this scheduler gives."""
+        return re.fullmatch(self.job_id_pattern, text) is not None
 
     def requeued_id(self, first_id: str, attempt: int) -> str:
         """The id a job queued again is given in advance ("" when its scheduler assigns one)."""

@@ -44,7 +44,10 @@ def _cancel_over(
 ) -> list[CancelReport]:
     runs = [records[i] for i in indices]
     statuses = probe_runs(runs, conn)
-    found = [cancellable(run_statuses, jobs[i]) for i, run_statuses in zip(indices, statuses)]
+    found = [
+        cancellable(run_statuses, jobs[i], backend_named(records[i].executor))
+        for i, run_statuses in zip(indices, statuses)
+    ]
     # Every run's script before any is sent: a refusal (a shared deployment's one benchmark) cancels nothing.
     scripts = {i: cancel_script(run, live) for i, (run, (live, _)) in enumerate(zip(runs, found)) if live}
     refused: dict[int, set[str]] = {}

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from nemo_gym.orchestration import contract, recovery
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.library.observing import status
 from nemo_gym.orchestration.manage import select_jobs
@@ -106,6 +107,10 @@ def evidence(
 
 def _blocked(record: SubmissionRecord, job: JobStatus) -> str:
     own = next((b for b in record.benchmarks if b.benchmark == job.benchmark), None)
+    if own is not None and not own.job_id:
+        return "it was never queued (its submission was refused), so there is no job to follow; submit it again"
+    if own is not None and not backend_named(record.executor).is_job_id(own.job_id or ""):
+        return "its record names no job id this scheduler gives; submit it again"
     if own is not None and own.continues_from_disk:
         return ""
     if sum(1 for b in record.benchmarks if b.job_id and own is not None and b.job_id == own.job_id) > 1:

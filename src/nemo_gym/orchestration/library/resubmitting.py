@@ -159,6 +159,11 @@ def _secrets_again(record: SubmissionRecord) -> tuple[dict[str, str], list[str]]
             f"run {record.gym_job_id} is not in your local index (gym eval list): resubmit queues jobs as you, "
             "so only for runs you submitted from this machine"
         ]
+    if own.run_dir != record.run_dir or [b.job_dir for b in own.benchmarks] != [b.job_dir for b in record.benchmarks]:
+        return {}, [
+            f"{record.run_dir} is not where your record of run {record.gym_job_id} says it is ({own.run_dir}): "
+            "resubmit gives a run's jobs your secrets, so only at the run's own place; name the run by its id"
+        ]
     values: dict[str, str] = {}
     problems: list[str] = []
     for carrier, source in own.carried_from.items():

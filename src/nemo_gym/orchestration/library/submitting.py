@@ -322,7 +322,7 @@ def _record(
     gpus = backend_named(plan.backend).allocated_gpus(plan)
     export_to = {job.benchmark: destinations(job.export.spec["exporters"]) for job in plan.jobs if job.export}
     # A shared deployment's one job runs every driver: resubmitting one benchmark of it is not built.
-    continues = {job.benchmark: plan.shared is None and bool(job.driver.continue_argv) for job in plan.jobs}
+    continues = {job.benchmark: plan.shared is None and job.driver.continues_from_disk for job in plan.jobs}
     return SubmissionRecord(
         gym_job_id=plan.run_id,
         submitted_at=now_utc(),

@@ -1,13 +1,20 @@
 gym_describe_snapshot() {
+    local all
     have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
-    gym_snapshot_ids=$1
-    gym_sc_snapshot=$(scontrol show job -o 2>/dev/null | grep '^JobId=')
-    gym_sc_newest=$(printf '%s\n' "$gym_sc_snapshot" | awk '{ id = substr($1, 7) + 0; if (id > m) m = id } END { print m + 0 }')
-    gym_sa_snapshot=''
-    if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
-        gym_sa_snapshot=$(sacct -X -D -n -P -j "$gym_snapshot_ids" -o JobID,State,ExitCode,ElapsedRaw,AllocTRES 2>/dev/null)
+    # Job ids read back from chain files: Slurm's (digits) only, or one bad id fails the one sacct.
+    gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+$' | paste -sd, -)
+    # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
+    if ! all=$(scontrol -a show job -o 2>/dev/null); then
+        gym_snapshot_ids=''  # slurmctld did not answer: each job is asked on its own
+        return 0
     fi
-    gym_snapped=1
+    gym_sc_snapshot=$(printf '%s\n' "$all" | awk -v ids=",$gym_snapshot_ids," '/^JobId=/ && index(ids, "," substr($1, 7) ",")')
+    gym_sa_snapshot='' gym_sa_ok=0
+    if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
+        # When sacct cannot answer, a forgotten job is asked on its own, as without a snapshot.
+        gym_sa_snapshot=$(sacct -X -D -n -P -j "$gym_snapshot_ids" -o JobID,State,ExitCode,ElapsedRaw,AllocTRES 2>/dev/null) &&
+            gym_sa_ok=1
+    fi
 }
 gym_snapshot_of=''
 gym_snapshot_of+=",$({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/chain 2>/dev/null; } | awk '!seen[$0]++' | paste -sd, -)"
@@ -17,35 +24,35 @@ printf '%s\n' __GYM_PROBE_RUN:0
 # What Slurm says of job $1: scontrol's line, then sacct's State|ExitCode where there is accounting
 # (it remembers what scontrol forgot, MinJobAge). A heterogeneous job prints a line per component:
 # the first (offset 0) is the job's. After gym_describe_snapshot (describe_snapshot), both come
-# from its two calls; only a job newer than the snapshot is asked on its own.
+# from its two calls for the jobs it was taken for; any other job is asked on its own.
 have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
 gym_describe_job() {
     local sc='' sa=''
-    if [ "${gym_snapped:-0}" = 1 ]; then
-        sc=$(printf '%s\n' "$gym_sc_snapshot" | awk -v id="JobId=$1" '$1 == id { print; exit }')
-        case $1 in
-            '' | *[!0-9]*) [ -n "$sc" ] || sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1) ;;
-            *) [ -n "$sc" ] || [ "$1" -le "$gym_sc_newest" ] || sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1) ;;
-        esac
-        if [ -z "$sc" ] && [ "$have_sacct" = 1 ]; then
-            # -D lists every run of a requeued job, oldest first: the last is the job's state now.
-            sa=$(printf '%s\n' "$gym_sa_snapshot" | awk -F'|' -v id="$1" '$1 == id { s = $2 "|" $3 } END { if (s != "") print s }')
-            case ",$gym_snapshot_ids," in
-                *",$1,"*) ;;
-                *) [ -n "$sa" ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1) ;;
-            esac
-        fi
-    else
-        sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
-        [ -n "$sc" ] || [ "$have_sacct" != 1 ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
-    fi
+    case ",${gym_snapshot_ids:-}," in
+        *",$1,"*)
+            # In the snapshot: what it holds of the job is all Slurm knows; absent from it, the
+            # job was forgotten (MinJobAge).
+            sc=$(printf '%s\n' "$gym_sc_snapshot" | awk -v id="JobId=$1" '$1 == id { print; exit }')
+            # -D lists every run of a requeued job, oldest first: the last is its state now. (When
+            # sacct could not answer for them all, it cannot for one either.)
+            if [ -z "$sc" ] && [ "$gym_sa_ok" = 1 ]; then
+                sa=$(printf '%s\n' "$gym_sa_snapshot" | awk -F'|' -v id="$1" '$1 == id || $1 == id "+0" { s = $2 "|" $3 } END { if (s != "") print s }')
+            fi
+            ;;
+        *)
+            sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
+            [ -n "$sc" ] || [ "$have_sacct" != 1 ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
+            ;;
+    esac
     printf '%s\x1f%s' "$sc" "$sa"
 }
 # JobID|ElapsedRaw|AllocTRES of every run of the comma-separated jobs $1 (a heterogeneous job's
 # components as <id>+<offset>): from the snapshot when it holds them all, else one sacct.
 gym_accounting_rows() {
     local id missing=0
-    if [ "${gym_snapped:-0}" = 1 ]; then
+    if [ -n "${gym_snapshot_ids:-}" ]; then
+        # sacct could not answer for them all a moment ago: it cannot for these either.
+        [ "$gym_sa_ok" = 1 ] || return 0
         for id in ${1//,/ }; do
             case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac
         done

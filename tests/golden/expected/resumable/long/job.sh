@@ -161,7 +161,7 @@ fi
 gym_missing=$(gym_resume_missing)
 case $? in
     0) ;;
-    1) gym_finish 1 "the driver ended without error, but $gym_missing samples are missing" cut-short ;;
+    3) gym_finish 1 "the driver ended without error, but $gym_missing samples are missing" cut-short ;;
     *) gym_log "WARNING: the samples could not be counted; taking the driver's word that it finished" ;;
 esac
 gym_finish 0 "driver finished"

@@ -91,7 +91,12 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
     gym_d=/lustre/runs/gym-job-20260101T000000Z-000000/b
     gym_a="$gym_d/.gym/attempts/2"
     gym_ok=1
-    if ! mkdir -p "$gym_a/earlier"; then
+    # Planned from a probe a moment ago: a resubmit that has queued it since makes this one stale.
+    gym_made=$(awk -F'\t' '$1 == "resubmit"' "$gym_d/.gym/chain" 2>/dev/null | wc -l)
+    if [ "$gym_made" -ne 0 ]; then
+        printf '%s:1:%s\n' __GYM_JOB:b "it was resubmitted meanwhile (attempt $((gym_made + 1)) is queued); see gym eval status"
+        gym_ok=0
+    elif ! mkdir -p "$gym_a/earlier"; then
         printf '%s:1:%s\n' __GYM_JOB:b "cannot write $gym_a"
         gym_ok=0
     fi
@@ -113,18 +118,26 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         fi
     fi
     if [ "$gym_ok" -eq 1 ]; then
-        # The earlier attempt's cancel was not this one's (kept aside above).
-        rm -f "$gym_d/.gym/cancelled"
-        : >"$gym_d/.gym/continue"
-        gym_out=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/b/job.sh 2>&1); gym_rc=$?
-        gym_id=''; [ "$gym_rc" -eq 0 ] && gym_id=${gym_out%%;*}
-        if [ -n "$gym_id" ]; then
-            gym_rows=$( (cat "$gym_d/artifacts/rollouts.jsonl" 2>/dev/null || true) | wc -l)
-            printf 'resubmit\t%s\t%s\t%s\t%s\t%s\n' "$gym_id" 4000 2 generate-missing "$gym_rows" >>"$gym_d/.gym/chain"
-            scontrol release "$gym_id" >/dev/null 2>&1 || printf '%s\n' __GYM_NOT_RELEASED:b
-            printf '%s:0:%s\n' __GYM_JOB:b "$gym_id"
-        else
+        gym_err=$(mktemp); gym_so=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/b/job.sh 2>"$gym_err"); gym_rc=$?
+        gym_out="$gym_so $(cat "$gym_err")"; rm -f "$gym_err"
+        # The id is the last line (site plugins may say more before it), without ";cluster"; digits only.
+        gym_id=$(printf '%s\n' "$gym_so" | awk 'NF { last = $0 } END { sub(/;.*/, "", last); print last }')
+        case $gym_id in '' | *[!0-9]*) gym_id='' ;; esac
+        [ "$gym_rc" -eq 0 ] || gym_id=''
+        if [ -z "$gym_id" ]; then
             printf '%s:%s:%s\n' __GYM_JOB:b "$gym_rc" "$(printf '%s' "$gym_out" | tr '\n' ' ')"
+        else
+            # Held: nothing of it runs until it is recorded. The earlier attempt's cancel was not
+            # this one's (kept aside above); every job of it from now on keeps what is on disk.
+            gym_rows=$( (cat "$gym_d/artifacts/rollouts.jsonl" 2>/dev/null || true) | wc -l)
+            if rm -f "$gym_d/.gym/cancelled" && : >"$gym_d/.gym/continue" &&
+                printf 'resubmit\t%s\t%s\t%s\t%s\t%s\n' "$gym_id" 4000 2 generate-missing "$gym_rows" >>"$gym_d/.gym/chain"; then
+                scontrol release "$gym_id" >/dev/null 2>&1 || printf '%s\n' __GYM_NOT_RELEASED:b
+                printf '%s:0:%s\n' __GYM_JOB:b "$gym_id"
+            else
+                scancel "$gym_id" >/dev/null 2>&1
+                printf '%s:1:%s\n' __GYM_JOB:b "could not record job $gym_id in $gym_d/.gym/chain; it was cancelled unrun"
+            fi
         fi
     fi
 )

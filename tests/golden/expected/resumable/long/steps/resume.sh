@@ -44,7 +44,7 @@ gym_resume_finish() {
     gym_resume finish "$1" "$2" || true
 }
 
-# The driver exited 0: are the samples all there? Prints "N of M" and returns 1 when some are
+# The driver exited 0: are the samples all there? Prints "N of M" and returns 3 when some are
 # missing (the job then ends cut short, and its successor finishes them).
 gym_resume_missing() {
     python3 -E -s "$GYM_JOB_DIR/steps/resume.py" missing
