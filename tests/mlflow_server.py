@@ -167,6 +167,11 @@ class Forwarder:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def uploads_held(self) -> int:
+        """How many artifact uploads it has accepted and never answered."""
+        return len(self._held)
+
     def start(self, limit: int | None = None) -> None:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -76,6 +76,10 @@ def test_a_job_killed_mid_export_is_resumed_and_exports_exactly_once(
     ):
         assert time.monotonic() < deadline, "the export never got as far as its run"
         time.sleep(0.5)
+    # The run is made before the upload: wait until the upload itself is held, or it may get through.
+    while not reachable_server.uploads_held:
+        assert time.monotonic() < deadline, "the export never got as far as its upload"
+        time.sleep(0.2)
     reachable_server.hold_uploads = False  # the server answers again; the walltime still cuts this job
     final = cluster_run.wait_for("bench", {"succeeded", "failed", "cancelled", "timed out", "unknown"}, timeout=240)
     cluster_run.job_ids += final["chain"][1:]
