@@ -64,7 +64,7 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     return {
         "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),
         "probe.sh": runs_probe_script([record], [(0, probe_script(record, backend))]),
-        "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)]),
+        "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)], [backend]),
         "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),
         "logs-driver-follow.sh": logs_script(first, log_patterns(first, None, True, record.run_dir), 50, True),
         "results.sh": runs_results_script([record], DEFAULT_METRIC),

@@ -42,7 +42,7 @@ def test_submit_status_over_ssh_in_constant_round_trips(cluster_run, ssh_env) ->
     masters = [c for c in calls if "ControlMaster=yes" in c]
     commands = [c for c in calls if "ControlMaster=no" in c]
     assert len(masters) == 1
-    assert len(commands) == 2  # stage + sbatch for all 5 benchmarks, then the record
+    assert len(commands) == 3  # the site's limits, stage + sbatch for all 5 benchmarks, then the record
     for job in record["benchmarks"]:
         assert job["job_id"]
         assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"

@@ -50,27 +50,24 @@ def sweep_config(cluster_run: ClusterRun, benchmarks: dict | None = None, **extr
     )
 
 
-def submit_sweep(cluster_run: ClusterRun, config: dict, *swept: str, env: dict | None = None) -> dict:
-    """`gym eval submit -c CONFIG -m SWEPT... --json`; the sweep's record and its runs' records."""
+def submit_sweep_cli(
+    cluster_run: ClusterRun, config: dict, *swept: str, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`gym eval submit -c CONFIG -m SWEPT... --json`, as it ended."""
     path = cluster_run.tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nemo_gym.orchestration.cli.main",
-            "eval",
-            "submit",
-            "-c",
-            str(path),
-            "-m",
-            *swept,
-            "--json",
-        ],
+    return subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "-m", *swept]
+        + ["--json"],
         capture_output=True,
         text=True,
         env=env or {**os.environ, "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache")},
     )
+
+
+def submit_sweep(cluster_run: ClusterRun, config: dict, *swept: str, env: dict | None = None) -> dict:
+    """The sweep submitted: its record and its runs' records."""
+    proc = submit_sweep_cli(cluster_run, config, *swept, env=env)
     assert proc.returncode == 0, proc.stderr
     sweep = json.loads(proc.stdout)
     cluster_run.job_ids += [b["job_id"] for r in sweep["records"] for b in r["benchmarks"] if b["job_id"]]
@@ -172,8 +169,9 @@ def test_a_sweep_over_ssh_is_submitted_through_one_connection(cluster_run, tmp_p
     calls = log.read_text().splitlines()
     masters = [c for c in calls if "ControlMaster=yes" in c]
     commands = [c for c in calls if "ControlMaster=no" in c]
-    # One connection; one script stages the three runs and queues their six jobs, one writes the records.
-    assert (len(masters), len(commands)) == (1, 2)
+    # One connection; one script asks the site's limits, one stages the three runs and queues their six
+    # jobs, one writes the records.
+    assert (len(masters), len(commands)) == (1, 3)
     print(f"ssh sweep submission: 3 runs x 2 benchmarks, {len(masters) + len(commands)} round trips, {took:.2f} s")
     assert [r["hostname"] for r in sweep["records"]] == ["gym-loopback"] * 3
     for record in sweep["records"]:

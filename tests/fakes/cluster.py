@@ -199,6 +199,17 @@ class FakeCluster:
     def strict_scancel(self, strict: bool) -> None:
         self._set("strict_scancel", strict)
 
+    def limit_submit_jobs(self, account: str, limit: int) -> None:
+        """The user's association in ``account`` has MaxSubmitJobs=``limit``, enforced: sbatch past
+        it is refused, and ``scontrol show assoc_mgr`` states it with its use."""
+        with self._state.edit() as data:
+            data["submit_limits"][account] = limit
+
+    def deny_cancel(self, job_id: str) -> None:
+        """scancel refuses job ``job_id`` (exit 1, Slurm's message), as for another user's job."""
+        with self._state.edit() as data:
+            data["cancel_denied"].append(job_id)
+
     @property
     def cluster_name(self) -> str | None:
         """When set, ``sbatch --parsable`` prints ``ID;NAME`` (a federated or -M submission)."""

@@ -79,6 +79,8 @@ COMPACT_STATES = {
 
 INVALID_JOB_ID = "Invalid job id specified"
 ALREADY_DONE = "Job/step already completing or completed"
+SUBMIT_LIMIT_REFUSAL = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+PERMISSION_DENIED = "Access/permission denied"  # another user's job
 DEFAULT_REFUSAL = "Batch job submission failed: Invalid account or account/partition combination specified"
 
 
@@ -89,6 +91,8 @@ def default_state(first_id: int = 100) -> dict:
         "accounting": False,
         "slurmdbd_down": False,
         "strict_scancel": False,
+        "cancel_denied": [],
+        "submit_limits": {},
         "cluster_name": None,
         "refusals": [],
         "noise": {"stdout": [], "stderr": []},
@@ -415,6 +419,13 @@ def sbatch(state: dict, args: list[str]) -> Reply:
         reply.code = 1
         return reply
     settings = {**script_directives(script_text), **options}
+    limit = state.get("submit_limits", {}).get(settings.get("account") or "")
+    if limit is not None and submitted_jobs(state, settings.get("account") or "") >= limit:
+        # What slurmctld says with AccountingStorageEnforce=limits and the association's MaxSubmitJobs.
+        reply.err("sbatch: error: AssocMaxSubmitJobLimit")
+        reply.err(f"sbatch: error: Batch job submission failed: {SUBMIT_LIMIT_REFUSAL}")
+        reply.code = 1
+        return reply
     job = new_job(state, script_path, script_args, settings)
     if "parsable" in options:
         cluster = state.get("cluster_name")
@@ -422,6 +433,11 @@ def sbatch(state: dict, args: list[str]) -> Reply:
     else:
         reply.out(f"Submitted batch job {job['id']}")
     return reply
+
+
+def submitted_jobs(state: dict, account: str) -> int:
+    """The jobs an association's MaxSubmitJobs counts: pending or running, in the account."""
+    return sum(1 for j in state["jobs"].values() if j["state"] in QUEUE_STATES and (j["account"] or "") == account)
 
 
 def read_batch_script(options: dict[str, str], rest: list[str], reply: Reply) -> tuple[str, str, list[str]]:
@@ -495,8 +511,33 @@ def scontrol(state: dict, args: list[str]) -> Reply:
         return show_hostnames(words[2:])
     if words[:1] == ["release"]:
         return release_jobs(state, words[1:])
+    if words[:2] == ["show", "assoc_mgr"]:
+        return show_associations(state, words[2:])
     reply = Reply(code=1)
     reply.err(f"invalid keyword: {' '.join(words) or '(none)'}")
+    return reply
+
+
+def show_associations(state: dict, words: list[str]) -> Reply:
+    """``scontrol show assoc_mgr users=U accounts=A flags=assoc``: the user's association in each
+    limited account (src/scontrol/info_assoc_mgr.c: a set limit prints as LIMIT(USED))."""
+    filters = dict(word.split("=", 1) for word in words if "=" in word)
+    user = filters.get("users", "root")
+    reply = Reply()
+    reply.out("Current Association Manager state\n\nAssociation Records\n")
+    for account in filters.get("accounts", "").split(","):
+        limit = state.get("submit_limits", {}).get(account)
+        if limit is None:
+            continue
+        used = submitted_jobs(state, account)
+        reply.out(f"ClusterName=fake Account={account} UserName= Partition= Priority=0 ID=3")
+        reply.out("    GrpJobs=N(0) GrpJobsAccrue=N(0)")
+        reply.out(f"    GrpSubmitJobs=N({used}) GrpWall=N(0.00)")
+        reply.out(f"    MaxJobs= MaxJobsAccrue= MaxSubmitJobs={limit}({used}) MaxWallPJ=")
+        reply.out(f"ClusterName=fake Account={account} UserName={user}(0) Partition= Priority=0 ID=4")
+        reply.out("    GrpJobs=N(0) GrpJobsAccrue=N(0)")
+        reply.out(f"    GrpSubmitJobs=N({used}) GrpWall=N(0.00)")
+        reply.out(f"    MaxJobs= MaxJobsAccrue= MaxSubmitJobs={limit}({used}) MaxWallPJ=")
     return reply
 
 
@@ -647,6 +688,10 @@ def scancel(state: dict, args: list[str]) -> Reply:
 def cancel_one(state: dict, job_id: str, reply: Reply, options: dict[str, str]) -> None:
     if not job_id.isdigit():
         reply.err(f"scancel: error: Invalid job id {job_id}")
+        reply.code = 1
+        return
+    if job_id in state.get("cancel_denied", []):
+        reply.err(f"scancel: error: Kill job error on job id {job_id}: {PERMISSION_DENIED}")
         reply.code = 1
         return
     job = known_job(state, job_id)

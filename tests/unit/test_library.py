@@ -63,6 +63,8 @@ def by_benchmark(run: library.RunStatus) -> dict[str, tuple[str, str]]:
 
 # -- submit ------------------------------------------------------------------------------------------
 
+SUBMISSION = 2  # the script that stages and queues: the site's limits are asked before it
+
 
 def test_submit_stages_the_run_queues_each_benchmark_and_records_it_twice(base, tmp_path, conn, cluster) -> None:
     record = submitted(base, tmp_path, conn, "a", "b")
@@ -72,7 +74,7 @@ def test_submit_stages_the_run_queues_each_benchmark_and_records_it_twice(base, 
     in_index = load_record((tmp_path / "cache/nemo-gym/jobs" / f"{record.gym_job_id}.json").read_text())
     assert on_cluster == in_index == record
     assert (job_dir(record, "a") / contract.JOB_SCRIPT).stat().st_mode & 0o777 == 0o755
-    assert conn.plan.scripts and len(conn.plan.scripts) == 2  # one to submit, one to write the record
+    assert conn.plan.scripts and len(conn.plan.scripts) == 3  # the site's limits, the submission, the record
 
 
 def test_a_refused_sbatch_fails_only_its_benchmark(base, tmp_path, conn, cluster) -> None:
@@ -94,7 +96,7 @@ def test_site_noise_around_sbatch_never_becomes_a_job_id(base, tmp_path, conn, c
 def test_a_connection_lost_after_the_first_sbatch_is_recovered_into_a_true_record(
     base, tmp_path, conn, cluster
 ) -> None:
-    conn.lose_during(1, after_output=f"{contract.JOB_MARKER}a:")
+    conn.lose_during(SUBMISSION, after_output=f"{contract.JOB_MARKER}a:")
     submission = library.submit(library.prepare(config(base, tmp_path, "a", "b", "c")), connect=conn.connect)
     queued = {b.benchmark: b.job_id for b in submission.records[0].benchmarks}
     assert queued == {"a": "100", "b": None, "c": None}
@@ -108,14 +110,14 @@ def test_a_connection_lost_after_the_first_sbatch_is_recovered_into_a_true_recor
 
 
 def test_a_connection_lost_after_everything_ran_recovers_every_job(base, tmp_path, conn, cluster) -> None:
-    conn.lose_after(1)
+    conn.lose_after(SUBMISSION)
     submission = library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect)
     assert [b.job_id for b in submission.records[0].benchmarks] == ["100", "101"]
     assert "2 of 2 benchmark(s) had been queued" in submission.interrupted
 
 
 def test_a_connection_that_cannot_be_reopened_says_where_the_truth_is(base, tmp_path, conn, cluster) -> None:
-    conn.lose_during(1, after_output=f"{contract.JOB_MARKER}a:")
+    conn.lose_during(SUBMISSION, after_output=f"{contract.JOB_MARKER}a:")
     original_take = conn.plan.take
 
     def refuse_after_the_loss(script: str):
@@ -149,12 +151,12 @@ def test_a_record_that_cannot_be_written_names_the_queued_jobs(base, tmp_path, c
 def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_failed_reconnect(
     base, tmp_path, conn, cluster
 ) -> None:
-    conn.lose_after(1)  # every job queued, then the link goes; the reconnect works
+    conn.lose_after(SUBMISSION)  # every job queued, then the link goes; the reconnect works
     original_take = conn.plan.take
 
     def full_disk_after_the_loss(script: str):
         fault = original_take(script)
-        if len(conn.plan.scripts) == 1:
+        if len(conn.plan.scripts) == SUBMISSION:
             conn.fail_file_writes("disk full")
         return fault
 
@@ -169,7 +171,7 @@ def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_faile
         f"2 job(s) of run {run.run_id} were queued but the records could not be written into {run.run_dir} "
         f"(disk full); already queued: a=100, b=101; the local index has them (gym eval status {run.run_id})"
     )
-    assert len(conn.scripts) == 3  # the submission, the recovery's read-back, the record write
+    assert len(conn.scripts) == 4  # the limits, the submission, the recovery's read-back, the record write
 
 
 def test_the_queued_jobs_an_error_lists_are_bounded() -> None:
@@ -227,7 +229,7 @@ def test_status_combines_the_jobs_own_word_with_slurms(base, tmp_path, conn, clu
         "gone": ("unknown", "Slurm no longer knows job 104 and the job recorded no outcome"),
     }
     assert not run.final and not run.succeeded
-    assert len(conn.plan.scripts) == 3  # submit, record, and one probe for five benchmarks
+    assert len(conn.plan.scripts) == 4  # limits, submit, record, and one probe for five benchmarks
 
 
 def test_status_without_accounting_and_with_it(base, tmp_path, conn, cluster) -> None:
@@ -308,6 +310,30 @@ def test_a_refused_scancel_is_reported_not_hidden(base, tmp_path, conn, cluster)
     cluster.remove_commands("scancel")
     report = library.cancel([record], connect=conn.connect)[0]
     assert not report.ok and [j.benchmark for j in report.refused] == ["a"]
+
+
+def test_cancel_asks_slurm_once_for_every_job_and_refuses_only_the_job_it_names(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a", "b", "c")
+    for job_id in ("100", "101", "102"):
+        cluster.set_state(job_id, "RUNNING")
+    cluster.deny_cancel("101")
+    report = library.cancel([record], connect=conn.connect)[0]
+    assert len(cluster.calls("scancel")) == 1 and cluster.cancelled_ids() == ["100", "101", "102"]
+    assert [j.benchmark for j in report.refused] == ["b"] and [j.benchmark for j in report.cancelled] == ["a", "c"]
+
+
+def test_an_ended_job_of_a_chain_that_strict_scancel_reports_is_no_refusal(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
+    cluster.set_state("100", "COMPLETED")
+    successor = cluster.add_job("gym-long", "RUNNING")
+    chain = job_dir(record, "long") / contract.CHAIN_FILE
+    chain.parent.mkdir(parents=True, exist_ok=True)
+    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", successor, 2, 0))
+    job_wrote(record, "long", successor, "running", "driver")
+    cluster.strict_scancel = True
+    report = library.cancel([record], connect=conn.connect)[0]
+    assert report.ok and [j.benchmark for j in report.cancelled] == ["long"]
+    assert cluster.job(successor)["state"] == "CANCELLED"
 
 
 def test_cancel_of_one_benchmark_of_a_shared_deployment_is_refused(base, tmp_path, conn, cluster) -> None:
@@ -402,7 +428,7 @@ def test_results_are_results_only_when_the_job_succeeded(base, tmp_path, conn, c
     assert not cut.complete and cut.missing == [(3, 0)]
     assert cut.note == "partial: the job failed; 3/4 samples on disk"
     assert not run.complete and run.states == {"good": "succeeded", "cut": "failed"}
-    assert len(conn.plan.scripts) == 4  # submit, record, then one connection: probe and files
+    assert len(conn.plan.scripts) == 5  # limits, submit, record, then one connection: probe and files
 
 
 def test_results_decode_whatever_bytes_a_metrics_file_holds(base, tmp_path, conn, cluster) -> None:

@@ -79,8 +79,8 @@ def test_a_sweep_queues_every_run_in_one_script_and_records_each_run_and_the_swe
     ]
     assert {r.sweep_id for r in records} == {submission.sweep.sweep_id}
     assert [[b.job_id for b in r.benchmarks] for r in records] == [["100", "101"], ["102", "103"], ["104", "105"]]
-    # One script stages and queues everything; one more writes every record: two round trips in all.
-    assert len(conn.scripts) == 2 and conn.scripts[0].count("sbatch --parsable") == 6
+    # The site's limits asked, one script stages and queues everything, one more writes every record.
+    assert len(conn.scripts) == 3 and conn.scripts[1].count("sbatch --parsable") == 6  # limits, submit, records
     # Each job script serves its own combination's model.
     for n, record in zip((1000, 2000, 3000), records):
         assert f"/ckpt/step-{n}" in (Path(record.run_dir) / "math" / "steps" / "policy.sh").read_text()
@@ -145,10 +145,10 @@ def test_an_unwritable_run_directory_leaves_no_run_directory_behind(
 
 
 def test_a_connection_lost_mid_sweep_is_recovered_into_true_records_of_every_run(config_file, conn, cluster) -> None:
-    conn.lose_during(1, after_output=f"{contract.JOB_MARKER}math:")  # after the first job of the second run, say
+    conn.lose_during(2, after_output=f"{contract.JOB_MARKER}math:")  # after the first job of the second run, say
     sweep = prepared(config_file)
     second_run = sweep.runs[1].plan.run_id
-    conn.plan.faults[1].after_output = f"{contract.RUN_MARKER}{second_run}\n{contract.JOB_MARKER}math:"
+    conn.plan.faults[2].after_output = f"{contract.RUN_MARKER}{second_run}\n{contract.JOB_MARKER}math:"
     submission = library.submit(sweep, connect=conn.connect)
     queued = [[b.job_id for b in run.benchmarks] for run in submission.records]
     assert queued == [["100", "101"], ["102", None], [None, None]]
@@ -313,6 +313,7 @@ def test_cancel_of_a_sweep_cancels_what_still_runs_in_every_run(
     assert code == 0, err
     assert len(conn.scripts) == before + 2  # one probe, one cancel script for the three runs
     assert sorted(cluster.cancelled_ids()) == ["101", "102", "103", "104", "105"]
+    assert len(cluster.calls("scancel")) == 1  # every run's jobs in one scancel
     assert "  /ckpt/step-1000: math: already succeeded, nothing to cancel" in out.splitlines()
     assert "  /ckpt/step-3000: cancelled code (job 105)" in out.splitlines()
     reports = library.cancel(submission.records, ["math"], connect=conn.connect)

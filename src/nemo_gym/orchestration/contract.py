@@ -574,6 +574,7 @@ NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
 CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose cancel the scheduler refused
 INPUTS_MARKER = "__GYM_INPUTS:"  # resubmit: <benchmark>:<rows of its attempt's inputs file>
 NOT_RELEASED_MARKER = "__GYM_NOT_RELEASED:"  # resubmit: <benchmark> whose job stayed held
+LIMITS_MARKER = "__GYM_LIMITS:"  # submission: <name> of the scheduler's answer that follows
 FIELD_SEPARATOR = "\x1f"
 
 

@@ -91,10 +91,14 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
     return render_template("cancel.sh.j2", **backend_context(backend), jobs=[_cancelled_job(job) for job in jobs])
 
 
-def runs_cancel_script(scripts: list[str]) -> str:
+def runs_cancel_script(scripts: list[str], backends: list[Backend]) -> str:
     """Several runs' cancel scripts as one: each run's part after its run marker, by its place in
-    ``scripts`` (copies of a run share its id)."""
-    return render_template("cancel-runs.sh.j2", runs=[(str(i), script) for i, script in enumerate(scripts)])
+    ``scripts`` (copies of a run share its id), then what each of their ``backends`` noted to
+    cancel at once."""
+    templates = list(dict.fromkeys(backend.template() for backend in backends))
+    return render_template(
+        "cancel-runs.sh.j2", runs=[(str(i), script) for i, script in enumerate(scripts)], backend_templates=templates
+    )
 
 
 def _cancelled_job(job: BenchmarkJob) -> dict[str, str]:

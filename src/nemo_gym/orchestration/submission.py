@@ -24,9 +24,9 @@ from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import run_marker_line
 from nemo_gym.orchestration.connection import Connection
-from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.plan import RunPlan
-from nemo_gym.orchestration.render import StagedRun, render_template
+from nemo_gym.orchestration.render import StagedRun, backend_context, render_template
 
 EXIT_MISSING_MOUNTS = 3
 EXIT_RUN_DIR_EXISTS = 4
@@ -103,15 +103,9 @@ def _parents(run_dir: str) -> list[str]:
 
 
 def split_by_run(stdout: str, run_ids: list[str]) -> dict[str, str]:
-    """Each run's part of a several-run script's output (after its run marker line)."""
-    parts: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
-    current: list[str] | None = None
-    for line in stdout.splitlines():
-        if line.startswith(contract.RUN_MARKER):
-            current = parts.get(line[len(contract.RUN_MARKER) :].strip())
-        elif current is not None:
-            current.append(line)
-    return {run_id: "\n".join(lines) for run_id, lines in parts.items()}
+    """Each run's part of a several-run script's output (after its run marker lines)."""
+    sections = marked_sections(stdout, contract.RUN_MARKER)
+    return {run_id: sections.get(run_id, "") for run_id in run_ids}
 
 
 def no_result(backend: Backend) -> str:
@@ -144,9 +138,10 @@ def _parse(plan: RunPlan, stdout: str) -> list[QueuedJob]:
 
 
 def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[QueuedJob]]:
-    """Stage and queue every run in one script; each run's jobs, in order. A failed check raises
-    before anything was written or queued."""
+    """Stage and queue every run in one script (after the site's limits are asked, in one more);
+    each run's jobs, in order. A failed check raises before anything was written or queued."""
     plans = [run.plan for run in runs]
+    refuse_beyond_site_limits(conn, plans)
     result = conn.run_script(submission_script(runs))
     out = result.stdout.splitlines()
     missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
@@ -163,6 +158,38 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
         raise UserError(f"could not write the run directory {where} ({detail}); nothing was submitted")
     parts = split_by_run(result.stdout, [plan.run_id for plan in plans])
     return [_parse(plan, parts[plan.run_id]) for plan in plans]
+
+
+def refuse_beyond_site_limits(conn: Connection, plans: list[RunPlan]) -> None:
+    """Raise, naming the limit, when the runs' jobs cannot all be queued within what the site lets
+    the user queue (its backend's ``limits_request``/``limits_problems``)."""
+    backend = backend_named(plans[0].backend)
+    request = backend.limits_request(plans)
+    if request is None:
+        return
+    script = render_template("site-limits.sh.j2", **backend_context(backend), request=request)
+    try:
+        answer = conn.run_script(script).stdout
+    except ConnectionLost as lost:
+        # Nothing was written or queued yet: a plain failure, not one to recover from.
+        raise UserError(
+            f"{lost.problems[0]}; it was lost while asking the site's limits, so nothing was submitted: retry"
+        ) from None
+    problems = backend.limits_problems(marked_sections(answer, contract.LIMITS_MARKER), plans)
+    if problems:
+        raise UserError(problems)
+
+
+def marked_sections(stdout: str, marker: str) -> dict[str, str]:
+    """Each ``<marker><name>`` line's name -> the text up to the next such line."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        if line.startswith(marker):
+            current = sections.setdefault(line[len(marker) :].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in sections.items()}
 
 
 def _missing_mount(marker: str, plans: list[RunPlan]) -> str:

@@ -176,6 +176,22 @@ class Backend(ABC):
             lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan), ")"]
         return lines
 
+    # -- site limits ------------------------------------------------------------------------------
+
+    # Before a submission writes anything, the site's limits on what the user may have queued are
+    # asked (templates/site-limits.sh.j2 calls its template's ``site_limits(request)`` macro, whose
+    # answers follow ``contract.LIMITS_MARKER<name>`` lines), so that a submission that cannot fit
+    # is refused whole instead of half-queued.
+
+    def limits_request(self, plans: list[RunPlan]) -> dict[str, object] | None:
+        """What ``site_limits`` asks the scheduler for these runs' jobs (None: nothing to ask)."""
+        return None
+
+    def limits_problems(self, answers: dict[str, str], plans: list[RunPlan]) -> list[str]:
+        """Why these runs' jobs cannot all be queued within the limits ``answers`` state (by marker
+        name); empty when they fit, or when the scheduler did not say."""
+        return []
+
     # -- resubmit ---------------------------------------------------------------------------------
 
     # gym eval resubmit queues a benchmark's staged job script again (templates/resubmit.sh.j2)

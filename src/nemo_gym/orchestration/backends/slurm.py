@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeConfig
-from nemo_gym.orchestration.backends import slurm_node
+from nemo_gym.orchestration.backends import slurm_limits, slurm_node
 from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     Backend,
@@ -156,6 +156,20 @@ class SlurmBackend(Backend):
             ]
         return lines
 
+    # -- site limits ------------------------------------------------------------------------------
+
+    def limits_request(self, plans: list[RunPlan]) -> dict[str, object] | None:
+        return {"accounts": sorted(_jobs_by_account(plans)), "cap": slurm_limits.ANSWER_CAP}
+
+    def limits_problems(self, answers: dict[str, str], plans: list[RunPlan]) -> list[str]:
+        problems = []
+        for account, needed in sorted(_jobs_by_account(plans).items()):
+            limits = slurm_limits.association_limits(answers.get(f"account:{account}", ""), account)
+            exceeded = slurm_limits.first_exceeded(limits, needed)
+            if exceeded is not None:
+                problems.append(_over_the_limit(account, needed, exceeded, len(plans)))
+        return problems
+
     # -- status -----------------------------------------------------------------------------------
 
     def accounting_shell(self) -> list[str]:
@@ -252,6 +266,26 @@ class SlurmBackend(Backend):
         return None
 
     # -- cancel -----------------------------------------------------------------------------------
+
+
+def _jobs_by_account(plans: list[RunPlan]) -> dict[str, int]:
+    """How many Slurm jobs the runs hold at once in each account they are queued under: one per
+    submitted job, and one more for a resumable job, which queues its successor as it starts."""
+    counts: dict[str, int] = {}
+    for plan in plans:
+        for job in plan.submitted_jobs:
+            account = dict(job.directives[0]).get("account") or ""
+            counts[account] = counts.get(account, 0) + (2 if job.resume is not None else 1)
+    return counts
+
+
+def _over_the_limit(account: str, needed: int, limit: slurm_limits.SubmitLimit, runs: int) -> str:
+    what = f"the {runs} runs" if runs > 1 else "the run"
+    return (
+        f"compute.account {account}: {what} need {needed} Slurm job(s) queued at once, but the site lets you queue "
+        f"{limit.room()} more ({limit.describe()}); nothing was submitted: submit fewer runs or benchmarks at a "
+        f"time, or wait until jobs of yours end"
+    )
 
 
 def contradiction(job_id: str, probe: JobProbe) -> str:

@@ -52,7 +52,8 @@ def _cancel_over(
     scripts = {i: cancel_script(run, live) for i, (run, (live, _)) in enumerate(zip(runs, found)) if live}
     refused: dict[int, set[str]] = {}
     if scripts:
-        out = conn.run_script(runs_cancel_script(list(scripts.values()))).stdout
+        backends = [backend_named(runs[i].executor) for i in scripts]
+        out = conn.run_script(runs_cancel_script(list(scripts.values()), backends)).stdout
         parts = split_by_run(out, [str(n) for n in range(len(scripts))])
         refused = {i: refused_cancels(parts[str(n)]) for n, i in enumerate(scripts)}
     return [
