@@ -322,6 +322,17 @@ def test_cancel_asks_slurm_once_for_every_job_and_refuses_only_the_job_it_names(
     assert [j.benchmark for j in report.refused] == ["b"] and [j.benchmark for j in report.cancelled] == ["a", "c"]
 
 
+def test_a_cancel_script_that_stops_before_a_run_cancelled_nothing_of_it(
+    base, tmp_path, conn, cluster, monkeypatch
+) -> None:
+    record = submitted(base, tmp_path, conn, "a", "b")
+    cluster.set_state("100", "RUNNING")
+    cluster.set_state("101", "RUNNING")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "gone"))  # the script's mktemp fails before any run's part
+    report = library.cancel([record], connect=conn.connect)[0]
+    assert not report.ok and [j.benchmark for j in report.refused] == ["a", "b"] and not cluster.cancelled_ids()
+
+
 def test_an_ended_job_of_a_chain_that_strict_scancel_reports_is_no_refusal(base, tmp_path, conn, cluster) -> None:
     record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
     cluster.set_state("100", "COMPLETED")

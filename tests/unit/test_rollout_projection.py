@@ -214,3 +214,21 @@ def test_hostile_files_read_the_same_projected_or_whole_and_never_raise(lines: l
     ):
         result = benchmark_result("b", None, found, "reward")
         assert result.complete is False and json.dumps(result.as_dict(), allow_nan=False)
+
+
+def test_one_call_serves_several_runs_each_after_its_marker(tmp_path: Path) -> None:
+    paths = []
+    for run in (0, 1):
+        path = tmp_path / f"r{run}.jsonl"
+        path.write_text(json.dumps({"_ng_task_index": run, "_ng_rollout_index": 0, "reward": run}) + "\n")
+        paths.append(str(path))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rollout_projection.main(
+            ["M:", "reward", "=RUN:0", "math", paths[0], str(tmp_path / "none"), "=RUN:1", "math", paths[1], "x"]
+        )
+    lines = out.getvalue().splitlines()
+    assert [line[:12] for line in lines] == ["RUN:0", "M:math\x1frollo", "RUN:1", "M:math\x1frollo"]
+    assert parse_rollouts(
+        zlib.decompress(base64.b64decode(lines[3].split("\x1f")[-1])).decode().split("\n")
+    ).rewards == {(1, 0): 1.0}

@@ -15,7 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nemo_gym.orchestration import library
-from nemo_gym.orchestration.backends.slurm_limits import SubmitLimit, association_limits, first_exceeded
+from nemo_gym.orchestration.backends.slurm_limits import (
+    ArrayTasks,
+    SubmitLimit,
+    array_tasks,
+    association_limits,
+    first_exceeded,
+    max_array_size,
+)
 from nemo_gym.orchestration.errors import UserError
 
 # The limit set on the user (sacctmgr modify user root set MaxSubmitJobs=3), three jobs queued.
@@ -60,7 +67,7 @@ def test_the_users_limit_is_read_with_what_it_counts_already() -> None:
 
 def test_an_inherited_limit_is_the_users_and_the_accounts_group_limit_is_shared() -> None:
     limits = association_limits(ON_THE_ACCOUNT, "gym")
-    assert limits == [SubmitLimit("GrpSubmitJobs", "gym", False, 5, 1), SubmitLimit("MaxSubmitJobs", "gym", True, 2, 1)]
+    assert limits == [SubmitLimit("MaxSubmitJobs", "gym", True, 2, 1), SubmitLimit("GrpSubmitJobs", "gym", False, 5, 1)]
     assert first_exceeded(limits, 1) is None
     assert first_exceeded(limits, 2) == SubmitLimit("MaxSubmitJobs", "gym", True, 2, 1)
 
@@ -72,9 +79,44 @@ def test_no_limit_or_no_answer_limits_nothing() -> None:
 
 
 @given(st.text(max_size=2000))
-def test_any_answer_parses_into_limits_that_are_numbers(answer: str) -> None:
+def test_any_answer_parses_without_failing(answer: str) -> None:
     for limit in association_limits(answer, "acct"):
-        assert limit.limit >= 0 and limit.used >= 0 and limit.room() >= 0
+        assert limit.account == "acct" and limit.room() == max(0, limit.limit - limit.used)
+
+
+@given(st.integers(0, 10**9), st.integers(0, 10**9), st.sampled_from(["acct", "ACCT", "Acct"]))
+def test_a_users_limit_is_read_exactly_whatever_the_accounts_case(limit: int, used: int, account: str) -> None:
+    answer = ON_THE_USER.replace("MaxSubmitJobs=3(3)", f"MaxSubmitJobs={limit}({used})")
+    assert association_limits(answer, account) == [SubmitLimit("MaxSubmitJobs", account, True, limit, used)]
+
+
+def test_a_partitions_own_association_wins_over_the_users_general_one() -> None:
+    general = ON_THE_USER.replace("MaxSubmitJobs=3(3)", "MaxSubmitJobs=50(0)")
+    gpu_only = general + (
+        "ClusterName=gym-local Account=acct UserName=root(0) Partition=gpu Priority=0 ID=9\n"
+        "    GrpSubmitJobs=N(2) GrpWall=N(0.00)\n"
+        "    MaxJobs= MaxJobsAccrue= MaxSubmitJobs=2(2) MaxWallPJ=\n"
+    )
+    assert association_limits(gpu_only, "acct", "gpu") == [SubmitLimit("MaxSubmitJobs", "acct", True, 2, 2)]
+    assert association_limits(gpu_only, "acct", "cpu") == [SubmitLimit("MaxSubmitJobs", "acct", True, 50, 0)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "count", "highest"),
+    [("0-15", 16, 15), ("1,3,5-7", 5, 7), ("0-99:4%8", 25, 96), ("7", 1, 7), ("0-9%2", 10, 9)],
+)
+def test_an_array_counts_each_task(spec: str, count: int, highest: int) -> None:
+    assert array_tasks(spec) == ArrayTasks(count, highest)
+
+
+@pytest.mark.parametrize("spec", ["", "a-b", "5-1", "0-9:0", "1,,2"])
+def test_what_is_not_an_array_counts_nothing(spec: str) -> None:
+    assert array_tasks(spec) is None
+
+
+def test_max_array_size_is_read_from_the_config() -> None:
+    assert max_array_size("MaxArraySize            = 1001\nMaxJobCount = 10000\n") == 1001
+    assert max_array_size("") is None
 
 
 # -- a submission meets the limit (the fake Slurm enforces it as slurmctld does) ----------------------
@@ -119,13 +161,24 @@ def test_a_sweep_within_the_limit_is_queued(base, tmp_path, write_config, conn, 
 def test_a_resumable_benchmark_counts_its_successor(base, tmp_path, write_config, conn, cluster) -> None:
     cluster.limit_submit_jobs("acct", 2)
     path = config_file(base, tmp_path, write_config, "long", "short", long={"resumable": True})
-    with pytest.raises(UserError, match=r"the run need 3 Slurm job\(s\) queued at once"):
+    with pytest.raises(UserError, match=r"the run needs 3 Slurm job\(s\) queued at once"):
         library.submit(library.prepare(library.compose(path, [])), connect=conn.connect)
 
 
 def test_a_connection_lost_while_asking_the_limits_submits_nothing(base, tmp_path, write_config, conn, cluster) -> None:
     conn.lose_after(1)
     path = config_file(base, tmp_path, write_config, "a")
-    with pytest.raises(UserError, match="lost while asking the site's limits, so nothing was submitted: retry"):
+    with pytest.raises(
+        UserError, match="nothing was submitted: the connection was lost while asking the site's limits"
+    ):
+        library.submit(library.prepare(library.compose(path, [])), connect=conn.connect)
+    assert not cluster.calls("sbatch")
+
+
+def test_an_array_counts_its_tasks_against_the_limit(base, tmp_path, write_config, conn, cluster) -> None:
+    cluster.limit_submit_jobs("acct", 5)
+    base["compute"]["cluster"]["extra_args"] = {"array": "0-9%2"}
+    path = config_file(base, tmp_path, write_config, "a")
+    with pytest.raises(UserError, match=r"the run needs 10 Slurm job\(s\) queued at once"):
         library.submit(library.prepare(library.compose(path, [])), connect=conn.connect)
     assert not cluster.calls("sbatch")

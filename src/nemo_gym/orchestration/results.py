@@ -184,35 +184,36 @@ def all_complete(flags: Any) -> bool | None:
 # -- reading a run's files ---------------------------------------------------------------------------
 
 
-def results_script(record: SubmissionRecord, metric: str, projection: str | None = None) -> str:
-    """Bash (``templates/results.sh.j2``): every metrics file whole, and the two rollout files of
-    every benchmark cut down by the projection (or whole, base64, where the host has no ``python3``).
-    ``projection``: the shell word that holds the projection's source (default: the source itself,
-    quoted; several runs' scripts share one variable)."""
-    files = [
-        (job.benchmark, f"{job.job_dir}/{contract.ROLLOUTS_FILE}", f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}")
-        for job in record.benchmarks
+def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
+    """Every run's results in one script (``templates/results-runs.sh.j2``): every metrics file
+    whole, and the two rollout files of every benchmark cut down by the projection (one call of it
+    for all runs; whole, base64, where the host has no ``python3``). Each run's records follow its
+    run marker, by its place in ``records`` (copies of a run share its id)."""
+    runs = [
+        (
+            str(i),
+            {
+                "jobs": record.benchmarks,
+                "files": [
+                    (
+                        job.benchmark,
+                        f"{job.job_dir}/{contract.ROLLOUTS_FILE}",
+                        f"{job.job_dir}/{contract.MATERIALIZED_INPUTS_FILE}",
+                    )
+                    for job in record.benchmarks
+                ],
+            },
+        )
+        for i, record in enumerate(records)
     ]
     return render_template(
-        "results.sh.j2",
-        jobs=record.benchmarks,
+        "results-runs.sh.j2",
+        # One word, single-quoted: a Python program whose $ and backquotes are literal by intent.
+        projection=shlex.quote(projection_source()),
+        metric=metric,
+        runs=runs,
         max_bytes=untrusted.MAX_DOCUMENT_BYTES,
         too_large=TOO_LARGE,
-        # One word, single-quoted: a Python program whose $ and backquotes are literal by intent.
-        projection=projection or shlex.quote(projection_source()),
-        metric=metric,
-        files=files,
-    )
-
-
-def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
-    """Every run's results script in one (``templates/results-runs.sh.j2``): each run's part after
-    its run marker (by its place in ``records``: copies of a run share its id), the projection's
-    source sent once."""
-    return render_template(
-        "results-runs.sh.j2",
-        projection=shlex.quote(projection_source()),
-        runs=[(str(i), results_script(record, metric, '"$gym_projection"')) for i, record in enumerate(records)],
     )
 
 

@@ -13,10 +13,11 @@ own name only when it is a scalar (a non-scalar value is no score either way). L
 linear time and bounded memory: at most one row of ``MAX_ROW_BYTES`` and one block at a time.
 Run as
 
-    python3 -c "$(cat facts.py rollout_projection.py)" MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [BENCHMARK ROLLOUTS EXPECTED ...]
+    python3 -c "$(cat facts.py rollout_projection.py)" MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [=LINE] [BENCHMARK ROLLOUTS EXPECTED ...]
 
 it prints, per file that exists, ``MARKER<benchmark>\\x1f<part>\\x1fz\\x1f<metric names>\\x1f<base64>``
-(part: rollouts or expected; metric names: the numeric top-level keys of the first row).
+(part: rollouts or expected; metric names: the numeric top-level keys of the first row), and each
+``=LINE`` argument as the line LINE where it stands (a run's marker before that run's files).
 """
 
 import base64
@@ -32,6 +33,7 @@ if __package__:
 
 UNREADABLE = "!"
 SEPARATOR = "\x1f"
+LINE_ITEM = "="  # an argument printed as a line of its own (no benchmark name starts with it)
 
 
 def metric_value(row, metric):
@@ -97,8 +99,17 @@ def project_file(path, metric):
 def main(argv):
     marker, metric, rest = argv[0], argv[1], argv[2:]
     out = sys.stdout
-    for i in range(0, len(rest) - 2, 3):
+    i = 0
+    while i < len(rest):
+        if rest[i].startswith(LINE_ITEM):
+            # A line printed as it is, between files (a run's marker: one call serves several runs).
+            out.write(rest[i][len(LINE_ITEM) :] + "\n")
+            i += 1
+            continue
+        if i + 3 > len(rest):
+            break
         benchmark, rollouts, expected = rest[i : i + 3]
+        i += 3
         for part, path, part_metric in (("rollouts", rollouts, metric), ("expected", expected, "")):
             if not os.path.isfile(path):
                 continue

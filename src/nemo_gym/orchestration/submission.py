@@ -173,7 +173,7 @@ def refuse_beyond_site_limits(conn: Connection, plans: list[RunPlan]) -> None:
     except ConnectionLost as lost:
         # Nothing was written or queued yet: a plain failure, not one to recover from.
         raise UserError(
-            f"{lost.problems[0]}; it was lost while asking the site's limits, so nothing was submitted: retry"
+            f"nothing was submitted: the connection was lost while asking the site's limits ({lost.problems[0]})"
         ) from None
     problems = backend.limits_problems(marked_sections(answer, contract.LIMITS_MARKER), plans)
     if problems:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
@@ -159,15 +160,33 @@ class SlurmBackend(Backend):
     # -- site limits ------------------------------------------------------------------------------
 
     def limits_request(self, plans: list[RunPlan]) -> dict[str, object] | None:
-        return {"accounts": sorted(_jobs_by_account(plans)), "cap": slurm_limits.ANSWER_CAP}
+        queued = _queued(plans)
+        return {
+            "accounts": sorted({q.account for q in queued}),
+            "arrays": any(q.array_highest is not None for q in queued),
+            "cap": slurm_limits.ANSWER_CAP,
+        }
 
     def limits_problems(self, answers: dict[str, str], plans: list[RunPlan]) -> list[str]:
-        problems = []
-        for account, needed in sorted(_jobs_by_account(plans).items()):
-            limits = slurm_limits.association_limits(answers.get(f"account:{account}", ""), account)
-            exceeded = slurm_limits.first_exceeded(limits, needed)
-            if exceeded is not None:
-                problems.append(_over_the_limit(account, needed, exceeded, len(plans)))
+        queued = _queued(plans)
+        needed: dict[slurm_limits.SubmitLimit, int] = {}
+        for q in queued:
+            for limit in slurm_limits.association_limits(
+                answers.get(f"account:{q.account}", ""), q.account, q.partition
+            ):
+                needed[limit] = needed.get(limit, 0) + q.jobs
+        problems = [
+            _over_the_limit(limit, n, len(plans))
+            for limit, n in sorted(needed.items(), key=lambda item: (item[0].account, item[0].name))
+            if n > limit.room()
+        ]
+        largest = slurm_limits.max_array_size(answers.get("config", ""))
+        highest = max((q.array_highest for q in queued if q.array_highest is not None), default=None)
+        if largest is not None and highest is not None and highest >= largest:
+            problems.append(
+                f"compute.extra_args.array: index {highest} is past the site's MaxArraySize={largest} (indices run "
+                f"from 0 to {largest - 1}); nothing was submitted: ask for a smaller array"
+            )
         return problems
 
     # -- status -----------------------------------------------------------------------------------
@@ -268,23 +287,41 @@ class SlurmBackend(Backend):
     # -- cancel -----------------------------------------------------------------------------------
 
 
-def _jobs_by_account(plans: list[RunPlan]) -> dict[str, int]:
-    """How many Slurm jobs the runs hold at once in each account they are queued under: one per
-    submitted job, and one more for a resumable job, which queues its successor as it starts."""
-    counts: dict[str, int] = {}
+@dataclass(frozen=True)
+class _Queued:
+    """What one submitted job holds in the queue at once, and under which association."""
+
+    account: str
+    partition: str
+    jobs: int  # one, one per array task, and one more for a resumable job's successor
+    array_highest: int | None
+
+
+def _queued(plans: list[RunPlan]) -> list[_Queued]:
+    found = []
     for plan in plans:
         for job in plan.submitted_jobs:
-            account = dict(job.directives[0]).get("account") or ""
-            counts[account] = counts.get(account, 0) + (2 if job.resume is not None else 1)
-    return counts
+            options = dict(job.directives[0])
+            tasks = slurm_limits.array_tasks(options["array"] or "") if options.get("array") else None
+            # A resumable job queues its successor as it starts: two at once.
+            jobs = (tasks.count if tasks else 1) + (1 if job.resume is not None else 0)
+            found.append(
+                _Queued(
+                    options.get("account") or "",
+                    options.get("partition") or "",
+                    jobs,
+                    tasks.highest if tasks else None,
+                )
+            )
+    return found
 
 
-def _over_the_limit(account: str, needed: int, limit: slurm_limits.SubmitLimit, runs: int) -> str:
-    what = f"the {runs} runs" if runs > 1 else "the run"
+def _over_the_limit(limit: slurm_limits.SubmitLimit, needed: int, runs: int) -> str:
+    what = f"the {runs} runs need" if runs > 1 else "the run needs"
     return (
-        f"compute.account {account}: {what} need {needed} Slurm job(s) queued at once, but the site lets you queue "
+        f"compute.account {limit.account}: {what} {needed} Slurm job(s) queued at once, but the site lets you queue "
         f"{limit.room()} more ({limit.describe()}); nothing was submitted: submit fewer runs or benchmarks at a "
-        f"time, or wait until jobs of yours end"
+        f"time, or wait until {limit.wait_for()}"
     )
 
 

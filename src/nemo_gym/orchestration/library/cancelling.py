@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.manage import cancel_script, cancellable, refused_cancels, runs_cancel_script, select_jobs
 from nemo_gym.orchestration.observe import JobStatus, probe_runs
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
-from nemo_gym.orchestration.submission import split_by_run
+from nemo_gym.orchestration.submission import marked_sections
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,12 @@ def _cancel_over(
     if scripts:
         backends = [backend_named(runs[i].executor) for i in scripts]
         out = conn.run_script(runs_cancel_script(list(scripts.values()), backends)).stdout
-        parts = split_by_run(out, [str(n) for n in range(len(scripts))])
-        refused = {i: refused_cancels(parts[str(n)]) for n, i in enumerate(scripts)}
+        parts = marked_sections(out, contract.RUN_MARKER)
+        # A run whose part never began (the script stopped before it) cancelled nothing.
+        refused = {
+            i: refused_cancels(parts[str(n)]) if str(n) in parts else {j.benchmark for j in found[i][0]}
+            for n, i in enumerate(scripts)
+        }
     return [
         _report(run, run_statuses, live, done, refused.get(i, set()))
         for i, (run, run_statuses, (live, done)) in enumerate(zip(runs, statuses, found))

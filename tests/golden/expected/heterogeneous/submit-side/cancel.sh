@@ -13,11 +13,13 @@ if [ -s "$gym_cancel_list" ]; then
   gym_out=$(awk -F'\t' '!seen[$3]++ { print $3 }' "$gym_cancel_list" | xargs scancel 2>&1) ||
     printf '%s\n' "$gym_out" | awk -F'\t' -v rm=__GYM_RUN: -v cm=__GYM_CANCEL_FAILED: '
       NR == FNR {
-        if (NF == 0 || /Invalid job id|already completing or completed/) next
+        if (NF == 0) next
+        spoke = 1
+        if (/Invalid job id|already completing or completed/) next
         if (match($0, /job id [0-9]+/)) refused[substr($0, RSTART + 7, RLENGTH - 7)] = 1; else all = 1
         next
       }
-      (all || $3 in refused) && !said[$1 FS $2]++ { print rm $1; print cm $2 }
+      (all || !spoke || $3 in refused) && !said[$1 FS $2]++ { print rm $1; print cm $2 }
     ' - "$gym_cancel_list"
 fi
 true

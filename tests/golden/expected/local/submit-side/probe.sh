@@ -1,7 +1,28 @@
 gym_describe_snapshot() { :; }
+# Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
+# read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
+# characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
+gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
+# gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
+# each once: gym_every_id (a comma list) and gym_ids (the last four, for the probe).
+gym_chain_of() {
+    local kind id rest
+    local -A seen=()
+    local -a all=()
+    [ -n "$1" ] && { seen[$1]=1; all+=("$1"); }
+    while IFS=$'\t' read -r kind id rest; do
+        case $kind in
+            start | successor | resubmit)
+                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; all+=("$id"); } ;;
+        esac
+    done <<<"$2"
+    local IFS=,
+    gym_every_id=${all[*]-}
+    gym_ids=(${all[@]+"${all[@]:$((${#all[@]} > 4 ? ${#all[@]} - 4 : 0))}"})
+}
 gym_snapshot_of=''
-gym_snapshot_of+=",$({ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/chain 2>/dev/null; } | awk '!seen[$0]++' | paste -sd, -)"
-gym_snapshot_of+=",$({ echo 4001; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/chain 2>/dev/null; } | awk '!seen[$0]++' | paste -sd, -)"
+gym_chain_text=''; gym_slurp gym_chain_text /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/chain; gym_chain_of 4000 "$gym_chain_text"; gym_snapshot_of+=",$gym_every_id"
+gym_chain_text=''; gym_slurp gym_chain_text /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/chain; gym_chain_of 4001 "$gym_chain_text"; gym_snapshot_of+=",$gym_every_id"
 gym_describe_snapshot "${gym_snapshot_of#,}"
 printf '%s\n' __GYM_PROBE_RUN:0
 (
@@ -9,44 +30,73 @@ printf '%s\n' __GYM_PROBE_RUN:0
 gym_describe_job() { :; }
 gym_all_ids=''
 
-# A file's text, nothing when it is missing (`cmd <file` would not run cmd at all then).
-gym_read() { cat "$1" 2>/dev/null; }
-gym_chain_ids() { { echo "$1"; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}'; } | awk '!seen[$0]++' | tail -n 4; }
+# Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
+# read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
+# characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
+gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
+# gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
+# each once: gym_every_id (a comma list) and gym_ids (the last four, for the probe).
+gym_chain_of() {
+    local kind id rest
+    local -A seen=()
+    local -a all=()
+    [ -n "$1" ] && { seen[$1]=1; all+=("$1"); }
+    while IFS=$'\t' read -r kind id rest; do
+        case $kind in
+            start | successor | resubmit)
+                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; all+=("$id"); } ;;
+        esac
+    done <<<"$2"
+    local IFS=,
+    gym_every_id=${all[*]-}
+    gym_ids=(${all[@]+"${all[@]:$((${#all[@]} > 4 ? ${#all[@]} - 4 : 0))}"})
+}
+# The last job-end event's value in an events file (at most 10000 lines of it are read).
+gym_job_end_of() {
+    local t kind value rest n=0
+    gym_end=''
+    [ -f "$1" ] || return 0
+    while read -r t kind value rest && [ $((n += 1)) -le 10000 ]; do
+        [ "$kind" = job-end ] && gym_end=$value
+    done <"$1"
+}
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 ids now ch out id st en cs answer n latest
+    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line
+    gym_slurp chain "$d/.gym/chain"
     for _ in 1 2 3; do
-        ids=$(gym_read "$d/.gym/chain" | gym_chain_ids "$first")
+        gym_chain_of "$first" "$chain"
         out=""
         latest=""
-        for id in $ids; do
-            st=$(gym_read "$d/.gym/$id/state" | tr '\n' '\t')
+        for id in ${gym_ids[@]+"${gym_ids[@]}"}; do
+            st=''; gym_slurp st "$d/.gym/$id/state" 65536
+            st=${st//$'\n'/$'\t'}
             # The newest job that wrote a state (a resume job Slurm dropped unrun never does).
             [ -n "$st" ] && latest=$st
-            en=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$d/.gym/$id/events" 2>/dev/null)
-            [ -n "$en" ] && st="$st"$'\t'"job_end=$en"
+            gym_job_end_of "$d/.gym/$id/events"
+            [ -n "$gym_end" ] && st="$st"$'\t'"job_end=$gym_end"
             # Why it failed, as it recorded (one word; bounded: the file is the job's, untrusted).
-            cs=$(head -c 64 "$d/.gym/$id/cause" 2>/dev/null | tr -d '\t\r\n')
+            cs=''; gym_slurp cs "$d/.gym/$id/cause" 64
+            cs=${cs//[$'\t\r\n']/}
             [ -n "$cs" ] && st="$st"$'\t'"cause=$cs"
             { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
             answer=$(gym_describe_job "$id")
-            out+="$(printf '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer")"$'\n'
+            printf -v line '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer"
+            out+=$line$'\n'
         done
-        ch=$(base64 -w0 "$d/.gym/chain" 2>/dev/null)
-        now=$(printf '%s' "$ch" | base64 -d 2>/dev/null | gym_chain_ids "$first")
-        [ "$ids" = "$now" ] && break
+        # Read again after the scheduler was asked: unchanged, the answers explain the chain.
+        again=''; gym_slurp again "$d/.gym/chain"
+        [ "$again" = "$chain" ] && break
+        chain=$again
     done
-    n=$(gym_read "$d/artifacts/rollouts.jsonl" | wc -l)
+    ch=''; [ -n "$chain" ] && ch=$(printf '%s' "$chain" | base64 -w0)
+    n=0; [ -f "$d/artifacts/rollouts.jsonl" ] && n=$(wc -l <"$d/artifacts/rollouts.jsonl")
     printf '%s' "$out"
     printf '__GYM_PROBE:B\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch"
     for f in "$d/.gym/exports/"*.json; do
         [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
     done
     gym_usage "$b" "$d"
-    if [ -f "$d/.gym/chain" ]; then
-        gym_all_ids+=",$({ echo "$first"; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' "$d/.gym/chain"; } | awk '!seen[$0]++' | paste -sd, -)"
-    else
-        gym_all_ids+=",$first"
-    fi
+    gym_all_ids+=",$gym_every_id"
     # The samples are counted once the latest job has ended: its files are final then.
     if [ "$check" = 1 ]; then
         case $latest in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
