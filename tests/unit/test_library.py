@@ -509,6 +509,27 @@ def test_with_accounting_gpu_hours_come_from_sacct(base, tmp_path, conn, cluster
     assert (job.usage.wall_seconds, job.usage.gpu_hours, job.usage.source) == (5.0, 8 * 5 / 3600, "job record")
 
 
+def test_benchmarks_that_share_a_job_count_its_accounting_once(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["node_pools"] = GPU_POOL
+    base["job"]["deployment"] = "shared"
+    record = submitted(base, tmp_path, conn, "a", "b", "c")
+    cluster.accounting = True
+    cluster.set_state("100", "COMPLETED")
+    cluster.set_times("100", 10_000, 13_600)
+    statuses = library.status([record], connect=conn.connect)[0]
+    assert statuses.usage.wall_seconds == 3600.0 and statuses.usage.gpu_hours == 8.0
+
+
+def test_a_job_end_on_the_events_files_last_unterminated_line_counts(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "a")
+    cluster.set_state("100", "COMPLETED")
+    job_wrote(record, "a", "100", "succeeded", "driver finished")
+    events = job_dir(record, "a") / contract.state_dir("100") / contract.EVENTS_FILE
+    events.write_text("10005 job-start\n10010 job-end 0")  # no line break after the last line
+    [job] = library.status([record], connect=conn.connect)[0].jobs
+    assert job.usage.wall_seconds == 5.0
+
+
 def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
     base["compute"]["cluster"]["node_pools"] = GPU_POOL
     record = submitted(base, tmp_path, conn, "long", long={"resumable": True})

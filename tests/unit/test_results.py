@@ -420,3 +420,18 @@ def test_a_metrics_file_over_the_bound_is_named_and_never_sent(tmp_path, capsys,
     metrics = run_dir / BENCH / "artifacts" / "rollouts_aggregate_metrics.json"
     assert result.complete is False and result.metrics == {}
     assert result.completeness_reason == f"unreadable metrics file {metrics}: larger than 100 bytes"
+
+
+def test_many_runs_are_projected_in_batches_far_below_the_argument_limits() -> None:
+    from nemo_gym.orchestration.results import BATCH_ARGUMENT_BYTES, BATCH_RUNS, _batches
+
+    def run(i: int, path_length: int = 60) -> tuple[str, dict]:
+        path = "/" + "p" * path_length
+        return str(i), {"jobs": [], "files": [("math", path, path), ("code", path, path)]}
+
+    assert [len(b) for b in _batches([run(i) for i in range(450)])] == [BATCH_RUNS, BATCH_RUNS, 50]
+    long = _batches([run(i, 4000) for i in range(100)])
+    assert len(long) > 1 and all(
+        sum(len(w) + 1 for _, r in batch for f in r["files"] for w in f) <= BATCH_ARGUMENT_BYTES for batch in long
+    )
+    assert [r for batch in long for r, _ in batch] == [str(i) for i in range(100)]  # in order, none split

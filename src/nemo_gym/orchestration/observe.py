@@ -149,17 +149,12 @@ def missing_inputs_shell() -> str:
     return render_template("probe-samples.sh.j2", **_scan_constants(), missing_inputs=True)
 
 
-def probe_script(
-    record: SubmissionRecord,
-    backend: Backend,
-    checked: frozenset[str] = frozenset(),
-    missing_named: int = MISSING_NAMED,
-) -> str:
+def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[str] = frozenset()) -> str:
     """Per benchmark: its rollouts and resume chain, per job of the chain (the last few) the job's
     own state file and what the scheduler says of it, the times its jobs ran, and once its latest
     job has ended, its samples against the expected ones (unless ``checked`` names it: the count
-    of an ended job does not change, so ``--watch`` makes it once), naming the first
-    ``missing_named`` missing pairs."""
+    of an ended job does not change, so ``--watch`` makes it once). It calls ``probe_functions``'
+    functions, which ``runs_probe_script`` puts before it."""
     probed = [
         {
             "benchmark": job.benchmark,
@@ -172,11 +167,19 @@ def probe_script(
     ]
     return render_template(
         "probe.sh.j2",
-        **backend_context(backend),
         accounting=backend.accounting_shell(),
         tail=backend.probe_tail(record),
         probed=probed,
         shared_dir=contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR),
+    )
+
+
+def probe_functions(backend: Backend, missing_named: int = MISSING_NAMED) -> str:
+    """The functions a run's probe calls (``templates/probe-functions.sh.j2``), with its backend's
+    ``describe_job``; a check names the first ``missing_named`` missing pairs."""
+    return render_template(
+        "probe-functions.sh.j2",
+        **backend_context(backend),
         job_end_key=JOB_END_KEY,
         cancelled_key=CANCELLED_BY_USER_KEY,
         cause_key=CAUSE_KEY,
@@ -569,21 +572,26 @@ def probe_runs(
         if conn is None:
             raise ValueError("a queued run is probed over a connection")
         probed = [records[i] for i in sorted(queued)]
-        scripts = [
-            (i, probe_script(records[i], backends[i], frozenset(checks[i]), missing_named)) for i in sorted(queued)
-        ]
-        outputs = _outputs_by_run(conn.run_script(runs_probe_script(probed, scripts)).stdout)
+        scripts = [(i, probe_script(records[i], backends[i], frozenset(checks[i]))) for i in sorted(queued)]
+        outputs = _outputs_by_run(conn.run_script(runs_probe_script(probed, scripts, missing_named)).stdout)
     return [
         statuses_from(r, parse_probe(outputs.get(i, ""), b), b, checks[i]) if i in queued else statuses_from(r, None, b)
         for i, (r, b) in enumerate(zip(records, backends))
     ]
 
 
-def runs_probe_script(records: list[SubmissionRecord], scripts: list[tuple[int, str]]) -> str:
-    """Several runs' probes as one script (``templates/probe-runs.sh.j2``): the scheduler asked once
-    for all of them where their backend can (one backend for all: a sweep's runs share one)."""
-    backends = {record.executor for record in records}
-    context = backend_context(backend_named(records[0].executor)) if len(backends) == 1 else {"backend_template": ""}
+def runs_probe_script(
+    records: list[SubmissionRecord], scripts: list[tuple[int, str]], missing_named: int = MISSING_NAMED
+) -> str:
+    """Several runs' probes as one script (``templates/probe-runs.sh.j2``): the probe's functions
+    once and the scheduler asked once for all of them where their backend can (one backend for all:
+    a sweep's runs share one); runs of several backends each get their own functions."""
+    backends = [backend_named(record.executor) for record in records]
+    if len({backend.name for backend in backends}) == 1:
+        context = {**backend_context(backends[0]), "functions": probe_functions(backends[0], missing_named)}
+    else:
+        context = {"backend_template": ""}
+        scripts = [(i, probe_functions(b, missing_named) + "\n" + script) for (i, script), b in zip(scripts, backends)]
     jobs = [
         (job.job_id, f"{job.job_dir}/{contract.CHAIN_FILE}")
         for record in records

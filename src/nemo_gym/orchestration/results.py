@@ -212,9 +212,31 @@ def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
         projection=shlex.quote(projection_source()),
         metric=metric,
         runs=runs,
+        batches=_batches(runs),
         max_bytes=untrusted.MAX_DOCUMENT_BYTES,
         too_large=TOO_LARGE,
     )
+
+
+# One projection call's share: its arguments well below ARG_MAX (2 MiB on Linux, environment
+# included), and its fallback a compound command bash parses without trouble.
+BATCH_ARGUMENT_BYTES = 256 * 1024
+BATCH_RUNS = 200
+
+
+def _batches(runs: list[tuple[str, dict[str, Any]]]) -> list[list[tuple[str, dict[str, Any]]]]:
+    """The runs in order, cut into batches of at most ``BATCH_RUNS`` runs and
+    ``BATCH_ARGUMENT_BYTES`` of file arguments (a run is never split)."""
+    batches: list[list[tuple[str, dict[str, Any]]]] = []
+    size = 0
+    for run in runs:
+        need = sum(len(word) + 1 for files in run[1]["files"] for word in files) + 32
+        if not batches or len(batches[-1]) >= BATCH_RUNS or size + need > BATCH_ARGUMENT_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(run)
+        size += need
+    return batches
 
 
 def projection_source() -> str:

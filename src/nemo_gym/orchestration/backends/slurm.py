@@ -193,12 +193,10 @@ class SlurmBackend(Backend):
 
     def accounting_shell(self) -> list[str]:
         # Every run of every job of the run (a requeued job's runs all used GPUs), from the probe's
-        # one snapshot (or one sacct: gym_accounting_rows, in its template).
-        marker = shlex.quote(contract.PROBE_MARKER)
+        # one snapshot (or one sacct): gym_accounting_records, in its template.
         return [
             'if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then',
-            '  gym_accounting_rows "$gym_all_ids" |',
-            f"    awk -F'|' -v m={marker} '{{ printf \"%s{contract.ProbeRecord.ACCOUNTING}\\037%s\\037%s\\037%s\\n\", m, $1, $2, $3 }}'",
+            f'  gym_accounting_records "$gym_all_ids" {shlex.quote(contract.PROBE_MARKER + contract.ProbeRecord.ACCOUNTING)}',
             "fi",
         ]
 

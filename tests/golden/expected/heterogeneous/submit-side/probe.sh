@@ -1,62 +1,3 @@
-gym_describe_snapshot() {
-    local all
-    have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
-    # Job ids read back from chain files: Slurm's (digits) only, or one bad id fails the one sacct.
-    gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+$' | paste -sd, -)
-    # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
-    if ! all=$(scontrol -a show job -o 2>/dev/null); then
-        gym_snapshot_ids=''  # slurmctld did not answer: each job is asked on its own
-        return 0
-    fi
-    # Looked up by id (bash associative arrays): asking each of hundreds of jobs of one big text
-    # would read it hundreds of times.
-    declare -gA gym_sc_of=() gym_sa_of=() gym_runs_of=()
-    local line id base state code elapsed tres
-    while IFS= read -r line; do
-        id=${line%% *}; id=${id#JobId=}
-        [ -n "${gym_sc_of[$id]+set}" ] || gym_sc_of[$id]=$line  # a heterogeneous job's first component
-    done < <(printf '%s\n' "$all" | awk -v ids=",$gym_snapshot_ids," '/^JobId=/ && index(ids, "," substr($1, 7) ",")')
-    gym_sa_ok=0
-    if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
-        # When sacct cannot answer, a forgotten job is asked on its own, as without a snapshot.
-        all=$(sacct -X -D -n -P -j "$gym_snapshot_ids" -o JobID,State,ExitCode,ElapsedRaw,AllocTRES 2>/dev/null) &&
-            gym_sa_ok=1
-        while IFS='|' read -r id state code elapsed tres; do
-            [ -n "$id" ] || continue
-            # Every run of a job (and of each component: <id>+<offset>), for its GPU-hours; its
-            # state is its last run's (component 0's for a heterogeneous job).
-            base=${id%%+*}
-            gym_runs_of[$base]+="$id|$elapsed|$tres"$'\n'
-            case $id in "$base" | "$base+0") gym_sa_of[$base]="$state|$code" ;; esac
-        done <<<"$all"
-    fi
-}
-# Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
-# read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
-# characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
-gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
-# gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
-# each once: gym_every_id (a comma list) and gym_ids (the last four, for the probe).
-gym_chain_of() {
-    local kind id rest
-    local -A seen=()
-    local -a all=()
-    [ -n "$1" ] && { seen[$1]=1; all+=("$1"); }
-    while IFS=$'\t' read -r kind id rest; do
-        case $kind in
-            start | successor | resubmit)
-                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; all+=("$id"); } ;;
-        esac
-    done <<<"$2"
-    local IFS=,
-    gym_every_id=${all[*]-}
-    gym_ids=(${all[@]+"${all[@]:$((${#all[@]} > 4 ? ${#all[@]} - 4 : 0))}"})
-}
-gym_snapshot_of=''
-gym_chain_text=''; gym_slurp gym_chain_text /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/chain; gym_chain_of 4000 "$gym_chain_text"; gym_snapshot_of+=",$gym_every_id"
-gym_describe_snapshot "${gym_snapshot_of#,}"
-printf '%s\n' __GYM_PROBE_RUN:0
-(
 # What Slurm says of job $1: scontrol's line, then sacct's State|ExitCode where there is accounting
 # (it remembers what scontrol forgot, MinJobAge). A heterogeneous job prints a line per component:
 # the first (offset 0) is the job's. After gym_describe_snapshot (describe_snapshot), both come
@@ -83,63 +24,89 @@ gym_describe_job() {
     printf '%s\x1f%s' "$sc" "$sa"
 }
 # JobID|ElapsedRaw|AllocTRES of every run of the comma-separated jobs $1 (a heterogeneous job's
-# components as <id>+<offset>): from the snapshot when it holds them all, else one sacct.
-gym_accounting_rows() {
-    local id missing=0
+# components as <id>+<offset>), each line $2 and its fields, \x1f before each: from the
+# snapshot when it holds them all (no process started), else one sacct.
+gym_accounting_records() {
+    local id missing=0 row ids=''
+    local -A said=()
+    # Benchmarks that share a job each name it: its runs are told once.
+    for id in ${1//,/ }; do
+        [ -n "${said[$id]+set}" ] && continue
+        said[$id]=1
+        ids+=",$id"
+    done
+    ids=${ids#,}
     if [ -n "${gym_snapshot_ids:-}" ]; then
         # sacct could not answer for them all a moment ago: it cannot for these either.
         [ "$gym_sa_ok" = 1 ] || return 0
-        for id in ${1//,/ }; do
+        for id in ${ids//,/ }; do
             # Ids read back from chain files: a word that is not Slurm's is not in the snapshot.
-            case $id in '' | *[!0-9]*) missing=1 ;; *) case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac ;; esac
+            case $id in *[!0-9]*) missing=1 ;; *) case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac ;; esac
         done
         if [ "$missing" = 0 ]; then
-            for id in ${1//,/ }; do printf '%s' "${gym_runs_of[$id]-}"; done
+            for id in ${ids//,/ }; do
+                while IFS= read -r row; do
+                    [ -n "$row" ] && printf '%s\x1f%s\n' "$2" "${row//|/$'\x1f'}"
+                done <<<"${gym_runs_of[$id]-}"
+            done
             return
         fi
     fi
-    sacct -X -D -n -P -j "$1" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null
+    [ -n "$ids" ] || return 0
+    sacct -X -D -n -P -j "$ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null |
+        awk -F'|' -v m="$2" '{ printf "%s\037%s\037%s\037%s\n", m, $1, $2, $3 }'
 }
-gym_all_ids=''
 
 # Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
 # read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
 # characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
 gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
 # gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
-# each once: gym_every_id (a comma list) and gym_ids (the last four, for the probe).
+# each once, in gym_chain_ids; gym_chain_joined VAR puts them in VAR as a comma list.
 gym_chain_of() {
-    local kind id rest
+    local line kind id rest
     local -A seen=()
-    local -a all=()
-    [ -n "$1" ] && { seen[$1]=1; all+=("$1"); }
-    while IFS=$'\t' read -r kind id rest; do
+    gym_chain_ids=()
+    [ -n "$1" ] && { seen[$1]=1; gym_chain_ids+=("$1"); }
+    # Split at each tab, as the chain's reader does (read would merge empty fields).
+    while IFS= read -r line; do
+        case $line in *$'\t'*) ;; *) continue ;; esac
+        kind=${line%%$'\t'*}
+        rest=${line#*$'\t'}
+        id=${rest%%$'\t'*}
         case $kind in
             start | successor | resubmit)
-                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; all+=("$id"); } ;;
+                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"
-    local IFS=,
-    gym_every_id=${all[*]-}
-    gym_ids=(${all[@]+"${all[@]:$((${#all[@]} > 4 ? ${#all[@]} - 4 : 0))}"})
 }
-# The last job-end event's value in an events file (at most 10000 lines of it are read).
+gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
+# The last job-end event's value in an events file: read in bash when it is small (as it is),
+# else by one awk.
 gym_job_end_of() {
-    local t kind value rest n=0
+    local text t kind value rest
     gym_end=''
     [ -f "$1" ] || return 0
-    while read -r t kind value rest && [ $((n += 1)) -le 10000 ]; do
+    text=''; gym_slurp text "$1" 65536
+    if [ "${#text}" -ge 65536 ]; then
+        gym_end=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$1" 2>/dev/null)
+        return 0
+    fi
+    while read -r t kind value rest; do
         [ "$kind" = job-end ] && gym_end=$value
-    done <"$1"
+    done <<<"$text"
 }
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line
+    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line every
+    local -a recent
     gym_slurp chain "$d/.gym/chain"
     for _ in 1 2 3; do
         gym_chain_of "$first" "$chain"
         out=""
         latest=""
-        for id in ${gym_ids[@]+"${gym_ids[@]}"}; do
+        # The last four jobs of the chain: those status speaks of.
+        recent=(${gym_chain_ids[@]+"${gym_chain_ids[@]:$((${#gym_chain_ids[@]} > 4 ? ${#gym_chain_ids[@]} - 4 : 0))}"})
+        for id in ${recent[@]+"${recent[@]}"}; do
             st=''; gym_slurp st "$d/.gym/$id/state" 65536
             st=${st//$'\n'/$'\t'}
             # The newest job that wrote a state (a resume job Slurm dropped unrun never does).
@@ -168,7 +135,8 @@ gym_probe() {
         [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
     done
     gym_usage "$b" "$d"
-    gym_all_ids+=",$gym_every_id"
+    gym_chain_joined every
+    gym_all_ids+=",$every"
     # The samples are counted once the latest job has ended: its files are final then.
     if [ "$check" = 1 ]; then
         case $latest in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
@@ -228,12 +196,51 @@ gym_check_samples() {
         }' <(LC_ALL=C cut -b "1-67108865" "$expected") <(LC_ALL=C cut -b "1-67108865" "$written")
 }
 
-printf '%sT\x1f%s\n' __GYM_PROBE: "$(date +%s)"
+gym_describe_snapshot() {
+    local all
+    have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
+    # Job ids read back from chain files: Slurm's (digits) only, or one bad id fails the one sacct;
+    # each once (benchmarks that share a job each name it, and sacct would tell it as often).
+    gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+$' | awk '!seen[$0]++' | paste -sd, -)
+    # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
+    if ! all=$(scontrol -a show job -o 2>/dev/null); then
+        gym_snapshot_ids=''  # slurmctld did not answer: each job is asked on its own
+        return 0
+    fi
+    # Looked up by id (bash associative arrays): asking each of hundreds of jobs of one big text
+    # would read it hundreds of times.
+    declare -gA gym_sc_of=() gym_sa_of=() gym_runs_of=()
+    local line id base state code elapsed tres
+    while IFS= read -r line; do
+        id=${line%% *}; id=${id#JobId=}
+        [ -n "${gym_sc_of[$id]+set}" ] || gym_sc_of[$id]=$line  # a heterogeneous job's first component
+    done < <(printf '%s\n' "$all" | awk -v ids=",$gym_snapshot_ids," '/^JobId=/ && index(ids, "," substr($1, 7) ",")')
+    gym_sa_ok=0
+    if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
+        # When sacct cannot answer, a forgotten job is asked on its own, as without a snapshot.
+        all=$(sacct -X -D -n -P -j "$gym_snapshot_ids" -o JobID,State,ExitCode,ElapsedRaw,AllocTRES 2>/dev/null) &&
+            gym_sa_ok=1
+        while IFS='|' read -r id state code elapsed tres; do
+            [ -n "$id" ] || continue
+            # Every run of a job (and of each component: <id>+<offset>), for its GPU-hours; its
+            # state is its last run's (component 0's for a heterogeneous job).
+            base=${id%%+*}
+            gym_runs_of[$base]+="$id|$elapsed|$tres"$'\n'
+            case $id in "$base" | "$base+0") gym_sa_of[$base]="$state|$code" ;; esac
+        done <<<"$all"
+    fi
+}
+gym_snapshot_of=''
+gym_chain_text=''; gym_ids_text=''; gym_slurp gym_chain_text /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/chain; gym_chain_of 4000 "$gym_chain_text"; gym_chain_joined gym_ids_text; gym_snapshot_of+=",$gym_ids_text"
+gym_describe_snapshot "${gym_snapshot_of#,}"
+printf '%s\n' __GYM_PROBE_RUN:0
+(
+gym_all_ids=''
+printf '%sT\x1f%(%s)T\n' __GYM_PROBE: -1
 gym_probe answer-judge /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge 4000 1
 [ -d /lustre/gym-runs/gym-job-20260101T000000Z-000000/shared-deployment ] && gym_usage '' /lustre/gym-runs/gym-job-20260101T000000Z-000000/shared-deployment
 gym_all_ids=${gym_all_ids#,}
 if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then
-  gym_accounting_rows "$gym_all_ids" |
-    awk -F'|' -v m=__GYM_PROBE: '{ printf "%sA\037%s\037%s\037%s\n", m, $1, $2, $3 }'
+  gym_accounting_records "$gym_all_ids" __GYM_PROBE:A
 fi
 ) </dev/null

@@ -1,73 +1,56 @@
-gym_describe_snapshot() { :; }
-# Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
-# read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
-# characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
-gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
-# gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
-# each once: gym_every_id (a comma list) and gym_ids (the last four, for the probe).
-gym_chain_of() {
-    local kind id rest
-    local -A seen=()
-    local -a all=()
-    [ -n "$1" ] && { seen[$1]=1; all+=("$1"); }
-    while IFS=$'\t' read -r kind id rest; do
-        case $kind in
-            start | successor | resubmit)
-                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; all+=("$id"); } ;;
-        esac
-    done <<<"$2"
-    local IFS=,
-    gym_every_id=${all[*]-}
-    gym_ids=(${all[@]+"${all[@]:$((${#all[@]} > 4 ? ${#all[@]} - 4 : 0))}"})
-}
-gym_snapshot_of=''
-gym_chain_text=''; gym_slurp gym_chain_text /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/chain; gym_chain_of 4000 "$gym_chain_text"; gym_snapshot_of+=",$gym_every_id"
-gym_chain_text=''; gym_slurp gym_chain_text /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/chain; gym_chain_of 4001 "$gym_chain_text"; gym_snapshot_of+=",$gym_every_id"
-gym_describe_snapshot "${gym_snapshot_of#,}"
-printf '%s\n' __GYM_PROBE_RUN:0
-(
 # No scheduler to ask: the runner's liveness is the probe's tail.
 gym_describe_job() { :; }
-gym_all_ids=''
 
 # Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
 # read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
 # characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
 gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
 # gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
-# each once: gym_every_id (a comma list) and gym_ids (the last four, for the probe).
+# each once, in gym_chain_ids; gym_chain_joined VAR puts them in VAR as a comma list.
 gym_chain_of() {
-    local kind id rest
+    local line kind id rest
     local -A seen=()
-    local -a all=()
-    [ -n "$1" ] && { seen[$1]=1; all+=("$1"); }
-    while IFS=$'\t' read -r kind id rest; do
+    gym_chain_ids=()
+    [ -n "$1" ] && { seen[$1]=1; gym_chain_ids+=("$1"); }
+    # Split at each tab, as the chain's reader does (read would merge empty fields).
+    while IFS= read -r line; do
+        case $line in *$'\t'*) ;; *) continue ;; esac
+        kind=${line%%$'\t'*}
+        rest=${line#*$'\t'}
+        id=${rest%%$'\t'*}
         case $kind in
             start | successor | resubmit)
-                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; all+=("$id"); } ;;
+                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"
-    local IFS=,
-    gym_every_id=${all[*]-}
-    gym_ids=(${all[@]+"${all[@]:$((${#all[@]} > 4 ? ${#all[@]} - 4 : 0))}"})
 }
-# The last job-end event's value in an events file (at most 10000 lines of it are read).
+gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
+# The last job-end event's value in an events file: read in bash when it is small (as it is),
+# else by one awk.
 gym_job_end_of() {
-    local t kind value rest n=0
+    local text t kind value rest
     gym_end=''
     [ -f "$1" ] || return 0
-    while read -r t kind value rest && [ $((n += 1)) -le 10000 ]; do
+    text=''; gym_slurp text "$1" 65536
+    if [ "${#text}" -ge 65536 ]; then
+        gym_end=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$1" 2>/dev/null)
+        return 0
+    fi
+    while read -r t kind value rest; do
         [ "$kind" = job-end ] && gym_end=$value
-    done <"$1"
+    done <<<"$text"
 }
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line
+    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line every
+    local -a recent
     gym_slurp chain "$d/.gym/chain"
     for _ in 1 2 3; do
         gym_chain_of "$first" "$chain"
         out=""
         latest=""
-        for id in ${gym_ids[@]+"${gym_ids[@]}"}; do
+        # The last four jobs of the chain: those status speaks of.
+        recent=(${gym_chain_ids[@]+"${gym_chain_ids[@]:$((${#gym_chain_ids[@]} > 4 ? ${#gym_chain_ids[@]} - 4 : 0))}"})
+        for id in ${recent[@]+"${recent[@]}"}; do
             st=''; gym_slurp st "$d/.gym/$id/state" 65536
             st=${st//$'\n'/$'\t'}
             # The newest job that wrote a state (a resume job Slurm dropped unrun never does).
@@ -96,7 +79,8 @@ gym_probe() {
         [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
     done
     gym_usage "$b" "$d"
-    gym_all_ids+=",$gym_every_id"
+    gym_chain_joined every
+    gym_all_ids+=",$every"
     # The samples are counted once the latest job has ended: its files are final then.
     if [ "$check" = 1 ]; then
         case $latest in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
@@ -156,7 +140,15 @@ gym_check_samples() {
         }' <(LC_ALL=C cut -b "1-67108865" "$expected") <(LC_ALL=C cut -b "1-67108865" "$written")
 }
 
-printf '%sT\x1f%s\n' __GYM_PROBE: "$(date +%s)"
+gym_describe_snapshot() { :; }
+gym_snapshot_of=''
+gym_chain_text=''; gym_ids_text=''; gym_slurp gym_chain_text /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/chain; gym_chain_of 4000 "$gym_chain_text"; gym_chain_joined gym_ids_text; gym_snapshot_of+=",$gym_ids_text"
+gym_chain_text=''; gym_ids_text=''; gym_slurp gym_chain_text /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/chain; gym_chain_of 4001 "$gym_chain_text"; gym_chain_joined gym_ids_text; gym_snapshot_of+=",$gym_ids_text"
+gym_describe_snapshot "${gym_snapshot_of#,}"
+printf '%s\n' __GYM_PROBE_RUN:0
+(
+gym_all_ids=''
+printf '%sT\x1f%(%s)T\n' __GYM_PROBE: -1
 gym_probe first /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first 4000 1
 gym_probe second /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second 4001 1
 [ -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/shared-deployment ] && gym_usage '' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/shared-deployment

@@ -1,12 +1,39 @@
 gym_cancel_list=$(mktemp) || exit 1
 trap 'rm -f "$gym_cancel_list"' EXIT
+gym_now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
+# read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
+# characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
+gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
+# gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
+# each once, in gym_chain_ids; gym_chain_joined VAR puts them in VAR as a comma list.
+gym_chain_of() {
+    local line kind id rest
+    local -A seen=()
+    gym_chain_ids=()
+    [ -n "$1" ] && { seen[$1]=1; gym_chain_ids+=("$1"); }
+    # Split at each tab, as the chain's reader does (read would merge empty fields).
+    while IFS= read -r line; do
+        case $line in *$'\t'*) ;; *) continue ;; esac
+        kind=${line%%$'\t'*}
+        rest=${line#*$'\t'}
+        id=${rest%%$'\t'*}
+        case $kind in
+            start | successor | resubmit)
+                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
+        esac
+    done <<<"$2"
+}
+gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
 gym_run=0
 printf '%s%s\n' __GYM_RUN: "$gym_run"
 (
-mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000 && date -u +%Y-%m-%dT%H:%M:%SZ >/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000/cancelled
-date -u +%Y-%m-%dT%H:%M:%SZ >/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/cancelled
-{ echo 4000; awk -F'\t' '$1 == "start" || $1 == "successor" || $1 == "resubmit" {print $2}' /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/chain 2>/dev/null; } |
-  awk -v run="$gym_run" -v bench=answer-judge '/^[0-9]+$/ && !seen[$0]++ { print run "\t" bench "\t" $0 }' >>"$gym_cancel_list"
+{ [ -d /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000 ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000/cancelled
+printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/cancelled
+gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/chain; gym_chain_of 4000 "$gym_chain_text"
+for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
+  case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" answer-judge "$gym_id" >>"$gym_cancel_list" ;; esac
+done
 
 )
 if [ -s "$gym_cancel_list" ]; then
