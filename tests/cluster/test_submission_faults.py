@@ -70,7 +70,8 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
             "GYM_REQUIRE_CLUSTER"
         ) == "1" else pytest.skip("no loopback sshd")
     # An ssh in front of the real one that breaks the submission's connection after the first
-    # benchmark's result has come back (the remote side gets SIGHUP, as on a dropped link).
+    # benchmark's result has come back (the remote side gets SIGHUP, as on a dropped link); the
+    # scripts before it (the site's limits) pass.
     shim = tmp_path / "shim"
     shim.mkdir()
     flag = tmp_path / "cut-next-submission"
@@ -78,10 +79,11 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
     (shim / "ssh").write_text(
         "#!/bin/bash\n"
         f'if [[ "$*" == *"bash -s"* && -e {flag} ]]; then\n'
-        f"    rm -f {flag}\n"
         '    /usr/bin/ssh "$@" | while IFS= read -r line; do printf "%s\\n" "$line"; '
-        "[[ $line == __GYM_JOB:* ]] && exit 0; done\n"
-        "    exit 255\n"
+        f"if [[ $line == __GYM_JOB:* ]]; then rm -f {flag}; exit 7; fi; done\n"
+        '    status=("${PIPESTATUS[@]}")\n'
+        '    [ "${status[1]}" = 7 ] && exit 255\n'
+        '    exit "${status[0]}"\n'
         "fi\n"
         'exec /usr/bin/ssh "$@"\n'
     )
