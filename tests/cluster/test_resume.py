@@ -75,7 +75,8 @@ def test_a_job_cut_by_its_walltime_resumes_from_its_rollouts_and_finishes(cluste
     assert all(r["overrides"]["resume_from_cache"] == "true" for r in runs)
     assert runs[0]["resumed_from"] == 0 and 0 < runs[1]["resumed_from"] < 60, [r["resumed_from"] for r in runs]
     digest = "sha256:" + hashlib.sha256(SECRET.encode()).hexdigest()
-    assert [r["env"]["STANDIN_SECRET"] for r in runs] == [digest, digest]
+    # Two jobs, or three on a loaded machine (the second cut by its walltime too): each got the secret.
+    assert len(runs) >= 2 and [r["env"]["STANDIN_SECRET"] for r in runs] == [digest] * len(runs)
     on_disk = [p for p in Path(job["job_dir"]).parent.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert on_disk == []
 
