@@ -20,7 +20,6 @@ from nemo_gym.orchestration.backends.slurm_limits import (
     SubmitLimit,
     array_tasks,
     association_limits,
-    first_exceeded,
     max_array_size,
 )
 from nemo_gym.orchestration.errors import UserError
@@ -68,14 +67,12 @@ def test_the_users_limit_is_read_with_what_it_counts_already() -> None:
 def test_an_inherited_limit_is_the_users_and_the_accounts_group_limit_is_shared() -> None:
     limits = association_limits(ON_THE_ACCOUNT, "gym")
     assert limits == [SubmitLimit("MaxSubmitJobs", "gym", True, 2, 1), SubmitLimit("GrpSubmitJobs", "gym", False, 5, 1)]
-    assert first_exceeded(limits, 1) is None
-    assert first_exceeded(limits, 2) == SubmitLimit("MaxSubmitJobs", "gym", True, 2, 1)
+    assert [limit.room() for limit in limits] == [1, 4]  # one more job fits, two do not
 
 
 def test_no_limit_or_no_answer_limits_nothing() -> None:
     assert association_limits("", "acct") == []
     assert association_limits(ON_THE_USER.replace("MaxSubmitJobs=3(3)", "MaxSubmitJobs="), "acct") == []
-    assert first_exceeded([], 10_000) is None
 
 
 @given(st.text(max_size=2000))

@@ -547,11 +547,6 @@ def is_count(text: str) -> bool:
     return text.isdigit() and text.isascii()
 
 
-def chain_ids_awk() -> str:
-    """Shell: the job ids a chain file names (started or queued), one a line; the file follows."""
-    return f'awk -F\'\\t\' \'$1 == "{RECORD_START}" || $1 == "{RECORD_SUCCESSOR}" || $1 == "{RECORD_RESUBMIT}" {{print $2}}\''
-
-
 def latest_started_awk() -> str:
     """Shell: the id of the last job that started, or that resubmit queued since (empty without a
     chain); the file follows."""

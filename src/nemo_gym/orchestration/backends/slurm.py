@@ -105,7 +105,7 @@ class SlurmBackend(Backend):
     # -- rendering --------------------------------------------------------------------------------
 
     def template_vars(self) -> dict[str, object]:
-        return {"ending_groups": slurm_node.ending_groups, "ended_states": slurm_node.ENDED_STATES}
+        return {"ending_groups": slurm_node.ending_groups}
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         nodes = launch.nodes

@@ -70,12 +70,6 @@ def association_limits(answer: str, account: str, partition: str = "") -> list[S
     return limits
 
 
-def first_exceeded(limits: list[SubmitLimit], needed: int) -> SubmitLimit | None:
-    """The tightest limit ``needed`` more jobs would break, if any."""
-    exceeded = [limit for limit in limits if needed > limit.room()]
-    return min(exceeded, key=SubmitLimit.room) if exceeded else None
-
-
 def max_array_size(config_answer: str) -> int | None:
     """``MaxArraySize`` of ``scontrol show config`` (an array's indices must be below it)."""
     found = _MAX_ARRAY_RE.search(config_answer[:ANSWER_CAP])
