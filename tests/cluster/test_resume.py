@@ -85,7 +85,7 @@ def test_a_job_cut_by_its_walltime_resumes_from_its_rollouts_and_finishes(cluste
     text = cluster_run.cli("status", "--last")
     assert " -> ".join(status["chain"]) in text.stdout, text.stdout
     driver_log = cluster_run.cli("logs", "--last", "--driver").stdout  # the latest job's
-    assert f"{runs[1]['resumed_from']} kept from earlier" in driver_log, driver_log
+    assert f"{runs[-1]['resumed_from']} kept from earlier" in driver_log, driver_log
     results = json.loads(cluster_run.cli("results", "--last", "--json").stdout)
     assert results["benchmarks"][0]["samples"] == 60
 

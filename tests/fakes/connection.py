@@ -79,6 +79,7 @@ class FakeConnection:
         self.cluster = cluster
         self.hostname = hostname
         self.round_trips = 0
+        self.connected = False  # as SSHConnection's master: opened by the first script
         self.plan = plan if plan is not None else FaultPlan()
         self.plan.connections.append(self)
 
@@ -105,7 +106,8 @@ class FakeConnection:
         self.plan.add(call_number, Fault("during", after_output))
 
     def refuse_connect(self, refuse: bool = True) -> None:
-        """Entering this connection or a sibling fails as ssh does when it cannot connect."""
+        """The first script of this connection or a sibling not yet connected fails as ssh does
+        when it cannot connect (the script never runs)."""
         self.plan.refusing = refuse
 
     def fail_file_writes(self, message: str | None = "disk full") -> None:
@@ -131,12 +133,15 @@ class FakeConnection:
                 monkeypatch.setattr(module, "connect", self.connect)
 
     def __enter__(self) -> FakeConnection:
-        if self.plan.refusing:
+        return self
+
+    def _connect(self) -> None:
+        if not self.connected and self.plan.refusing:
             raise UserError(
                 f"cannot connect to {self._host()} over ssh (fake: connection refused); check that "
                 f"'ssh {self._host()} true' works without a password prompt"
             )
-        return self
+        self.connected = True
 
     def __exit__(self, *exc: object) -> None:
         return None
@@ -144,6 +149,7 @@ class FakeConnection:
     # -- running -----------------------------------------------------------------------------------
 
     def run_script(self, script: str, timeout: float | None = None) -> Result:
+        self._connect()
         self.round_trips += 1
         fault = self.plan.take(script)
         if fault is not None and fault.kind == "before":
@@ -162,6 +168,7 @@ class FakeConnection:
 
     def stream_script(self, script: str) -> subprocess.Popen[str]:
         """Like ssh's: a lost connection ends the stream, and the process exits 255."""
+        self._connect()
         self.round_trips += 1
         fault = self.plan.take(script)
         if fault is None:

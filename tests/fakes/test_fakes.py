@@ -350,12 +350,22 @@ def test_a_fault_for_a_script_already_run_is_a_mistake(conn):
         conn.lose_after(1)
 
 
-def test_refused_connect_is_a_user_error_not_a_lost_connection(conn):
+def test_refused_connect_is_a_user_error_not_a_lost_connection_at_the_first_script(conn):
     conn.refuse_connect()
-    with pytest.raises(UserError) as raised, conn.connect("login2"):
-        pass
+    # ssh's master connects with the first command
+    with conn.connect("login2") as refused, pytest.raises(UserError) as raised:
+        refused.run_script("touch never")
     assert not isinstance(raised.value, ConnectionLost)
     assert "cannot connect to login2" in str(raised.value)
+    assert conn.scripts == [] and refused.round_trips == 0
+
+
+def test_a_connection_already_open_is_not_refused_later(conn):
+    conn.run_script("true")
+    conn.refuse_connect()
+    assert conn.run_script("echo still").stdout == "still\n"
+    with pytest.raises(UserError, match="cannot connect"), conn.connect("login.fake") as sibling:
+        sibling.stream_script("true")
 
 
 def test_siblings_share_the_cluster_and_number_scripts_together(conn, cluster, monkeypatch):

@@ -20,13 +20,17 @@ TOP_LEVEL_KEYS = "services, compute, driver, job (and optionally otel)"
 NEAR_KEY_CUTOFF = 0.8
 
 
-def compose_config(config_path: str | Path, overrides: list[str]) -> dict[str, Any]:
+def compose_config(
+    config_path: str | Path, overrides: list[str], shared: SharedComposition | None = None
+) -> dict[str, Any]:
+    """The file with ``overrides``; ``shared``: what several compositions of the file (a sweep's
+    combinations) have in common, composed once."""
     path = _checked_config_path(config_path)
     data = _load_checked_yaml(path)
     _reject_scratch_additions(overrides)
     if overrides or "defaults" in data:
         _check_override_syntax(overrides)
-        composed = _hydra_compose(path, overrides)
+        composed = _hydra_compose(path, overrides, shared)
     else:
         # Nothing to compose: Hydra would return the file as it is, at a cost of ~250 ms.
         composed = _resolve_interpolations(path, data)
@@ -170,15 +174,94 @@ def _check_override_syntax(overrides: list[str]) -> None:
             ) from None
 
 
-def _hydra_compose(path: Path, overrides: list[str]) -> dict[str, Any]:
+class SharedComposition:
+    """Compositions of one file that share some overrides (a sweep's combinations), as Hydra makes
+    them but with Hydra's composition run once: the shared overrides are composed once, and each
+    composition's own value overrides are applied to a copy of that, as Hydra applies value
+    overrides after its defaults list (about 70 ms saved per composition). Any other composition (one
+    choosing a config group or naming a key the shared ones touch, or whose overrides fail) is
+    composed by Hydra in full, so that it errs exactly as it would alone."""
+
+    def __init__(self, config_path: str | Path, shared: list[str]):
+        self._path = _checked_config_path(config_path)
+        self._shared = list(shared)
+        self._keys = {_key_of(o) for o in shared}
+        self._base: Any = None
+        self._repository: Any = None
+        self._unusable = False
+
+    def composed(self, overrides: list[str]) -> Any:
+        """``overrides`` composed (an OmegaConf config, Hydra's node dropped), or None: compose in full."""
+        import copy
+
+        own = [o for o in overrides if o not in self._shared]
+        if len(own) + len(self._shared) != len(overrides) or any(_overlaps(_key_of(o), self._keys) for o in own):
+            return None
+        base = self._composed_base()
+        if base is None:
+            return None
+        try:
+            parsed = self._value_overrides(own)
+            if parsed is None:
+                return None
+            cfg = copy.deepcopy(base)
+            from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+            ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
+        except Exception:  # composed in full, it fails as Hydra fails: the message is then Hydra's own
+            return None
+        return cfg
+
+    def _composed_base(self) -> Any:
+        if self._base is None and not self._unusable:
+            try:
+                from hydra import compose, initialize_config_dir
+                from hydra.core.global_hydra import GlobalHydra
+
+                with initialize_config_dir(version_base=None, config_dir=str(self._path.parent)):
+                    self._base = compose(config_name=self._path.stem, overrides=list(self._shared))
+                    self._repository = GlobalHydra.instance().config_loader().repository  # type: ignore[attr-defined]
+            except Exception:  # every composition then composed in full, each failing as it would alone
+                self._unusable = True
+        return self._base
+
+    def _value_overrides(self, overrides: list[str]) -> list[Any] | None:
+        """Hydra's parsed overrides when every one sets a value (no config group, package, sweep
+        or Hydra setting, which Hydra's defaults list handles); else None."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        for override in parsed:
+            if (
+                override.is_hydra_override()
+                or override.is_sweep_override()
+                or override.package is not None
+                or self._repository.group_exists(override.key_or_group)
+            ):
+                return None
+        return parsed
+
+
+def _key_of(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def _overlaps(key: str, keys: set[str]) -> bool:
+    """Whether ``key`` is one of ``keys``, inside one or holds one (their order would then matter)."""
+    return any(key == k or key.startswith(k + ".") or k.startswith(key + ".") for k in keys)
+
+
+def _hydra_compose(path: Path, overrides: list[str], shared: SharedComposition | None = None) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        with initialize_config_dir(version_base=None, config_dir=str(path.parent)):
-            cfg = compose(config_name=path.stem, overrides=list(overrides))
+        cfg = shared.composed(overrides) if shared is not None else None
+        if cfg is None:
+            with initialize_config_dir(version_base=None, config_dir=str(path.parent)):
+                cfg = compose(config_name=path.stem, overrides=list(overrides))
         raw = OmegaConf.to_container(cfg, resolve=False)
         _defer_node_hosts(raw)
         container = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)

@@ -12,7 +12,7 @@ import shlex
 import socket
 import subprocess
 import tempfile
-import time
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +79,13 @@ class LocalConnection:
 
 
 class SSHConnection:
-    """One OpenSSH master per CLI call; every command reuses it."""
+    """One OpenSSH master per CLI call, opened by the call's first command, which it carries (no
+    round trip of its own); every later command reuses it."""
+
+    # A master whose CLI call died without closing it (SIGKILL) goes away this long after its last
+    # command, instead of staying for good; no call idles this long between two of its commands.
+    PERSIST_SECONDS = 600
+    CONNECT_SECONDS = 30
 
     def __init__(self, hostname: str, ssh_options: list[str] | None = None):
         self.hostname = hostname
@@ -87,100 +93,106 @@ class SSHConnection:
         self._options = ["-o", "BatchMode=yes", *(ssh_options or _env_ssh_options())]
         self._dir = tempfile.mkdtemp(prefix="gym-ssh-")
         self._socket = os.path.join(self._dir, "master.sock")
-        self._master: subprocess.Popen[bytes] | None = None
+        # ssh's own messages while the master connects: whether it authenticated tells a host that
+        # could not be reached (nothing ran) from a connection lost part way (unknown).
+        self._log = os.path.join(self._dir, "master.log")
+        self._opened = False
+        self._opening = threading.Lock()
 
     def __enter__(self) -> SSHConnection:
-        self._master = subprocess.Popen(
-            [
-                "ssh",
-                *self._options,
-                "-o",
-                "ControlMaster=yes",
-                "-o",
-                f"ControlPath={self._socket}",
-                "-o",
-                "ControlPersist=no",
-                "-N",
-                self.hostname,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        self.round_trips += 1
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self._socket):
-            if self._master.poll() is not None:
-                err = (self._master.stderr.read() if self._master.stderr else b"").decode(errors="replace")
-                detail = " ".join(err.split()) or f"ssh exited with status {self._master.returncode}"
-                raise UserError(
-                    f"cannot connect to {self.hostname} over ssh ({detail}); check that "
-                    f"'ssh {self.hostname} true' works without a password prompt"
-                )
-            if time.monotonic() > deadline:
-                self.close()
-                raise UserError(f"ssh to {self.hostname} did not connect within 30 s; check the host and network")
-            time.sleep(0.02)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        if self._master is not None and self._master.poll() is None:
+        if self._opened:
             subprocess.run(
                 ["ssh", "-o", f"ControlPath={self._socket}", "-O", "exit", self.hostname],
                 capture_output=True,
+                timeout=10,
             )
-            try:
-                self._master.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._master.kill()
-        self._master = None
-        Path(self._socket).unlink(missing_ok=True)
+            self._opened = False
+        for leftover in (self._socket, self._log):
+            Path(leftover).unlink(missing_ok=True)
         try:
             os.rmdir(self._dir)
         except OSError:
             pass
 
     def run_script(self, script: str, timeout: float | None = None) -> Result:
+        with self._opening:
+            if not self._opened:
+                return self._open_with(script, timeout)
         self.round_trips += 1
-        proc = subprocess.run(
-            [
-                "ssh",
-                *self._options,
-                "-o",
-                "ControlMaster=no",
-                "-o",
-                f"ControlPath={self._socket}",
-                self.hostname,
-                "bash -s",
-            ],
-            input=script,
-            capture_output=True,
-            **_TEXT,
-            timeout=timeout,
-        )
+        proc = subprocess.run(self._ssh("bash -s"), input=script, capture_output=True, **_TEXT, timeout=timeout)
         self._check_transport(proc.returncode, proc.stderr)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def stream_script(self, script: str) -> subprocess.Popen[str]:
-        """Start a script on the host whose output is read as it comes (``logs -f``)."""
+        """Start a script on the host whose output is read as it comes (``logs -f``). The master is
+        opened first when it is not yet: what runs beside the stream (its probes) needs it up."""
+        with self._opening:
+            if not self._opened:
+                self._check_transport(self._open_with("true", None).returncode, "")
         self.round_trips += 1
-        return subprocess.Popen(
-            [
-                "ssh",
-                *self._options,
-                "-o",
-                "ControlMaster=no",
-                "-o",
-                f"ControlPath={self._socket}",
-                self.hostname,
-                "bash -c " + shlex.quote(script),
-            ],
-            stdout=subprocess.PIPE,
-            **_TEXT,
-        )
+        return subprocess.Popen(self._ssh("bash -c " + shlex.quote(script)), stdout=subprocess.PIPE, **_TEXT)
+
+    def _ssh(self, command: str) -> list[str]:
+        return [
+            "ssh",
+            *self._options,
+            "-o",
+            "ControlMaster=no",
+            "-o",
+            f"ControlPath={self._socket}",
+            self.hostname,
+            command,
+        ]
+
+    def _open_with(self, script: str, timeout: float | None) -> Result:
+        """Run the first command as the master: it connects, runs ``script``, and stays in the
+        background for the next commands."""
+        self.round_trips += 1
+        master = [
+            "ssh",
+            *self._options,
+            "-o",
+            f"ConnectTimeout={self.CONNECT_SECONDS}",
+            "-o",
+            "ControlMaster=yes",
+            "-o",
+            f"ControlPersist={self.PERSIST_SECONDS}",
+            "-o",
+            f"ControlPath={self._socket}",
+            "-o",
+            "LogLevel=VERBOSE",
+            "-E",
+            self._log,
+            self.hostname,
+            "bash -s",
+        ]
+        try:
+            proc = subprocess.run(master, input=script, capture_output=True, **_TEXT, timeout=timeout)
+        finally:
+            self._opened = os.path.exists(self._socket)
+        said = self._master_said()
+        if proc.returncode == 255 and not any(line.startswith("Authenticated to") for line in said):
+            detail = " ".join(" ".join(said).split())[-300:] or "ssh exited with status 255"
+            raise UserError(
+                f"cannot connect to {self.hostname} over ssh ({detail}); check that "
+                f"'ssh {self.hostname} true' works without a password prompt"
+            )
+        problems = [line for line in said if not line.startswith(_SSH_CHATTER)]
+        self._check_transport(proc.returncode, "\n".join([*problems, proc.stderr]))
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def _master_said(self, limit: int = 64 * 1024) -> list[str]:
+        try:
+            with open(self._log, encoding="utf-8", errors="replace") as log:
+                return log.read(limit).splitlines()
+        except OSError:
+            return []
 
     def _check_transport(self, returncode: int, stderr: str) -> None:
         if returncode == 255:
@@ -189,6 +201,10 @@ class SSHConnection:
                 f"the ssh connection to {self.hostname} failed ({detail}); nothing after the failure "
                 f"ran; check the connection and retry"
             )
+
+
+# What LogLevel=VERBOSE has ssh say when all is well: not a failure's cause.
+_SSH_CHATTER = ("Authenticated to", "Transferred:", "Bytes per second:")
 
 
 def _env_ssh_options() -> list[str]:

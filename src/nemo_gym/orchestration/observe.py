@@ -242,7 +242,7 @@ def _read_benchmark(reading: _ProbeReading, cols: list[str]) -> None:
 
 def _read_job(reading: _ProbeReading, cols: list[str]) -> None:
     bench, job_id, st = (cols + ["", "", ""])[:3]
-    described = cols[3:]  # the scheduler's answer, as its backend's gym_describe_job printed it
+    described = cols[3:]  # the scheduler's answer, as its backend's gym_describe_job set it
     # The job's state file, and what the probe adds to it as keys of its own.
     fields = contract.parse_state(st.replace("\t", "\n"))
     by_user = fields.get(CANCELLED_BY_USER_KEY) == "1"

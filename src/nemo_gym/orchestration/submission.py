@@ -231,15 +231,18 @@ def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:
 
 
 def write_remote_files(conn: Connection, files: dict[str, str], mode: int = 0o644) -> None:
-    """Several small files in one script (a sweep's records); OSError naming what failed."""
-    lines = ["umask 077", "gym_failed=0"]
-    for path, content in files.items():
-        lines += [
-            f"{{ cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}; }} <<'GYM_FILE_EOF' || gym_failed=1",
-            content.rstrip("\n"),
-            "GYM_FILE_EOF",
-        ]
-    lines.append('exit "$gym_failed"')
-    result = conn.run_script("\n".join(lines) + "\n")
+    """Several small files in one script (``write_files_script``); OSError naming what failed."""
+    script = write_files_script(files, mode)
+    result = conn.run_script(script)
     if result.returncode != 0:
         raise OSError(" ".join(result.stderr.split()) or f"exit status {result.returncode}")
+
+
+def write_files_script(files: dict[str, str], mode: int = 0o644) -> str:
+    """The script writing ``files`` (path -> text: a sweep's records), a text bound for several
+    paths sent once (``templates/write-files.sh.j2``)."""
+    paths_of: dict[str, list[str]] = {}
+    for path, content in files.items():
+        paths_of.setdefault(content.rstrip("\n"), []).append(path)
+    groups = [{"first": paths[0], "copies": paths[1:], "content": content} for content, paths in paths_of.items()]
+    return render_template("write-files.sh.j2", groups=groups, mode=f"{mode:o}")

@@ -216,12 +216,12 @@ class Backend(ABC):
 
     # The status probe asks the scheduler of each job as TorchX's ``describe`` does, in two
     # halves: its template's ``describe_job`` macro defines the bash function
-    # ``gym_describe_job ID``, which prints the scheduler's answer about job ID on one line
-    # (fields separated by ``contract.FIELD_SEPARATOR``; nothing when it has no scheduler), and
+    # ``gym_describe_job ID``, which sets ``gym_answer`` to the scheduler's answer about job ID,
+    # one line (fields separated by ``contract.FIELD_SEPARATOR``; empty when it has no scheduler), and
     # ``describe`` reads those fields back into a neutral ``SchedulerView``.
 
     def describe(self, answer: list[str]) -> SchedulerView:
-        """A job's ``SchedulerView`` from the fields its ``gym_describe_job`` printed."""
+        """A job's ``SchedulerView`` from the fields its ``gym_describe_job`` answered."""
         return SchedulerView()
 
     def probe_tail(self, record: SubmissionRecord) -> list[str]:

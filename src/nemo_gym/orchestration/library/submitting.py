@@ -17,6 +17,7 @@ from typing import TypeVar
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig, env_sources_of
 from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.compose import SharedComposition, compose_config
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
@@ -86,9 +87,10 @@ def compose(config_path: str | Path, overrides: list[str], *, multirun: bool = F
     if not multirun:
         return Composition([_composed(config_path, overrides)], config_path=str(config_path))
     points = expand(config_path, overrides)
+    shared = SharedComposition(config_path, _shared_overrides([point.overrides for point in points]))
 
     def combination(i: int) -> Combination:
-        composed = replace(_composed(config_path, list(points[i].overrides)), values=points[i].values)
+        composed = replace(_composed(config_path, list(points[i].overrides), shared), values=points[i].values)
         # A sweep's gym keys are checked here, with its validation, unlike a lone config's (whose
         # --resolve-only prints the config as written, gym keys unchecked, by design): every
         # combination's problems, a config error in one and a bad gym key in another, are then told
@@ -101,12 +103,17 @@ def compose(config_path: str | Path, overrides: list[str], *, multirun: bool = F
     return Composition(combinations, new_sweep_id(), str(Path(config_path).expanduser().resolve()))
 
 
-def _composed(config_path: str | Path, overrides: list[str]) -> Combination:
-    from nemo_gym.orchestration.compose import compose_config
+def _composed(config_path: str | Path, overrides: list[str], shared: SharedComposition | None = None) -> Combination:
     from nemo_gym.orchestration.validate import validate_config
 
-    config, notes = validate_config(compose_config(config_path, overrides))
+    config, notes = validate_config(compose_config(config_path, overrides, shared))
     return Combination(config, notes=tuple(notes))
+
+
+def _shared_overrides(combinations: list[tuple[str, ...]]) -> list[str]:
+    """The overrides every combination has."""
+    first, *others = combinations
+    return [o for o in first if all(o in other for other in others)]
 
 
 def resolved_config(config: SubmitConfig) -> dict:

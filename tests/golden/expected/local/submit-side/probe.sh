@@ -1,5 +1,5 @@
 # No scheduler to ask: the runner's liveness is the probe's tail.
-gym_describe_job() { :; }
+gym_describe_job() { gym_answer=''; }
 
 # Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
 # read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
@@ -62,7 +62,8 @@ gym_probe() {
             cs=${cs//[$'\t\r\n']/}
             [ -n "$cs" ] && st="$st"$'\t'"cause=$cs"
             { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
-            answer=$(gym_describe_job "$id")
+            gym_describe_job "$id"
+            answer=$gym_answer
             printf -v line '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer"
             out+=$line$'\n'
         done

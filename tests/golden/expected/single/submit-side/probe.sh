@@ -1,4 +1,4 @@
-# What Slurm says of job $1: scontrol's line, then sacct's State|ExitCode where there is accounting
+# What Slurm says of job $1, into gym_answer: scontrol's line, then sacct's State|ExitCode where there is accounting
 # (it remembers what scontrol forgot, MinJobAge). A heterogeneous job prints a line per component:
 # the first (offset 0) is the job's. After gym_describe_snapshot (describe_snapshot), both come
 # from its two calls for the jobs it was taken for; any other job is asked on its own.
@@ -21,7 +21,7 @@ gym_describe_job() {
             [ -n "$sc" ] || [ "$have_sacct" != 1 ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
             ;;
     esac
-    printf '%s\x1f%s' "$sc" "$sa"
+    printf -v gym_answer '%s\x1f%s' "$sc" "$sa"
 }
 # JobID|ElapsedRaw|AllocTRES of every run of the comma-separated jobs $1 (a heterogeneous job's
 # components as <id>+<offset>), each line $2 and its fields, \x1f before each: from the
@@ -118,7 +118,8 @@ gym_probe() {
             cs=${cs//[$'\t\r\n']/}
             [ -n "$cs" ] && st="$st"$'\t'"cause=$cs"
             { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
-            answer=$(gym_describe_job "$id")
+            gym_describe_job "$id"
+            answer=$gym_answer
             printf -v line '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer"
             out+=$line$'\n'
         done
