@@ -21,7 +21,13 @@ from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
 from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, runs_results_script
-from nemo_gym.orchestration.submission import QueuedJob, RunToSubmit, per_benchmark, submission_script
+from nemo_gym.orchestration.submission import (
+    QueuedJob,
+    RunToSubmit,
+    per_benchmark,
+    site_limits_script,
+    submission_script,
+)
 from nemo_gym.orchestration.validate import validate_config
 
 GOLDEN_RUN_ID = "gym-job-20260101T000000Z-000000"
@@ -61,7 +67,9 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     record = golden_record(staged)
     backend = backend_named(record.executor)
     first = record.benchmarks[0]
+    limits = site_limits_script([staged.plan])
     return {
+        **({"site-limits.sh": limits} if limits is not None else {}),
         "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),
         "probe.sh": runs_probe_script([record], [(0, probe_script(record, backend))]),
         "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)], [backend]),

@@ -50,6 +50,16 @@ def hydra_runs(monkeypatch):
     return calls
 
 
+def fails_alike(path, overrides: list[str], shared: SharedComposition) -> list[str]:
+    """The problems composing ``overrides`` with ``shared`` gives, the same as composing them alone."""
+    with pytest.raises(UserError) as together:
+        compose_config(path, overrides, shared)
+    with pytest.raises(UserError) as alone:
+        compose_config(path, overrides)
+    assert together.value.problems == alone.value.problems
+    return together.value.problems
+
+
 SHARED = ["a.c=[3,4]", "+extra=1"]
 OWN = [
     ["a.b=2"],
@@ -94,22 +104,12 @@ def test_a_key_the_shared_overrides_touch_is_composed_in_full(config_file, hydra
     ids=["unknown key", "add an existing key", "delete a missing key", "bad interpolation", "missing group option"],
 )
 def test_a_combination_that_fails_fails_as_it_would_alone(config_file, own) -> None:
-    shared = SharedComposition(config_file, SHARED)
-    with pytest.raises(UserError) as together:
-        compose_config(config_file, [*SHARED, *own], shared)
-    with pytest.raises(UserError) as alone:
-        compose_config(config_file, [*SHARED, *own])
-    assert together.value.problems == alone.value.problems
+    fails_alike(config_file, [*SHARED, *own], SharedComposition(config_file, SHARED))
 
 
 def test_a_shared_override_that_fails_fails_every_combination_as_alone(config_file) -> None:
-    shared = SharedComposition(config_file, ["a.nope=1"])
-    with pytest.raises(UserError) as together:
-        compose_config(config_file, ["a.nope=1", "a.b=2"], shared)
-    with pytest.raises(UserError) as alone:
-        compose_config(config_file, ["a.nope=1", "a.b=2"])
-    assert together.value.problems == alone.value.problems
-    assert "a.nope" in together.value.problems[0]
+    problems = fails_alike(config_file, ["a.nope=1", "a.b=2"], SharedComposition(config_file, ["a.nope=1"]))
+    assert "a.nope" in problems[0]
 
 
 values = st.one_of(
@@ -125,13 +125,23 @@ values = st.one_of(
 @given(b=values, added=values)
 def test_any_values_compose_as_hydra_composes_them_alone(tmp_path_factory, b, added) -> None:
     root = tmp_path_factory.mktemp("c")
-    (root / "sweep.yaml").write_text("a:\n  b: 1\nref: x-${a.b}\n")
-    own = [f"a.b={b}", f"+new={added}"]
+    path = root / "sweep.yaml"
+    path.write_text("a:\n  b: 1\nref: x-${a.b}\n")
+    overrides = ["+s=${a.b}", f"a.b={b}", f"+new={added}"]
+    shared = SharedComposition(path, overrides[:1])
     try:
-        alone = compose_config(root / "sweep.yaml", own)
-    except UserError as exc:
-        with pytest.raises(UserError) as together:
-            compose_config(root / "sweep.yaml", own, SharedComposition(root / "sweep.yaml", []))
-        assert together.value.problems == exc.problems
+        alone = compose_config(path, overrides)
+    except UserError:
+        fails_alike(path, overrides, shared)
         return
-    assert compose_config(root / "sweep.yaml", own, SharedComposition(root / "sweep.yaml", [])) == alone
+    assert compose_config(path, overrides, shared) == alone
+
+
+def test_an_addition_before_a_shared_override_is_composed_in_full(tmp_path, hydra_runs) -> None:
+    """'+a.p' is checked against a.p resolved (${q}): after the shared q=null it is free, before it
+    it is not, and Hydra applies them in the order given."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text("a:\n  p: ${q}\nq: 3\n")
+    shared = SharedComposition(path, ["q=null"])
+    fails_alike(path, ["+a.p=5", "q=null"], shared)
+    assert compose_config(path, ["q=null", "+a.p=5"], shared) == compose_config(path, ["q=null", "+a.p=5"])

@@ -20,7 +20,10 @@ from nemo_gym.orchestration.backends.slurm_limits import (
     SubmitLimit,
     array_tasks,
     association_limits,
+    cluster_name,
+    default_qos,
     max_array_size,
+    qos_limits,
 )
 from nemo_gym.orchestration.errors import UserError
 
@@ -57,6 +60,74 @@ ClusterName=gym-local Account=gym UserName=root(0) Partition= Priority=0 ID=7
     GrpSubmitJobs=N(1) GrpWall=N(0.00)
     MaxJobs= MaxJobsAccrue= MaxSubmitJobs=2(1) MaxWallPJ=
 """
+
+
+# scontrol show assoc_mgr users=root flags=qos, QOS capped (MaxSubmitJobsPerUser=3, GrpSubmitJobs=50),
+# two of the user's jobs in it; normal without limits, the user never in it.
+QOS_ANSWER = """Current Association Manager state
+
+QOS Records
+
+QOS=normal(1)
+    UsageRaw=0.000000
+    GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=N(0) GrpWall=N(0.00)
+    MaxWallPJ=
+    Account Limits
+        No Accounts
+    User Limits
+        No Users
+QOS=capped(2)
+    UsageRaw=0.000000
+    GrpJobs=N(0) GrpJobsAccrue=N(2) GrpSubmitJobs=50(2) GrpWall=N(0.00)
+    MaxWallPJ=
+    Account Limits
+      gym
+        MaxJobsPA=N(0) MaxJobsAccruePA=N(0) MaxSubmitJobsPA=N(2)
+    User Limits
+      0
+        MaxJobsPU=N(0) MaxJobsAccruePU=N(0) MaxSubmitJobsPU=3(2)
+"""
+# sacctmgr -nP show qos format=Name,MaxSubmitPU / show assoc where user=root format=Cluster,Account,Partition,QOS,DefaultQOS
+QOS_TABLE = "normal|\ncapped|3\n"
+QOS_DEFAULTS = "gym-local|acct||capped,normal|\ngym-local|gym||capped,normal|capped\ngym-local|solo||capped|\n"
+
+
+def test_a_qos_states_its_users_limit_with_its_use_and_everyones() -> None:
+    assert qos_limits(QOS_ANSWER, QOS_TABLE, "Capped") == [
+        SubmitLimit("GrpSubmitJobs", "", False, 50, 2, "Capped"),
+        SubmitLimit("MaxSubmitJobsPU", "", True, 3, 2, "Capped"),
+    ]
+    assert qos_limits(QOS_ANSWER, QOS_TABLE, "normal") == []
+
+
+def test_a_per_user_limit_slurmctld_does_not_state_yet_is_the_databases_with_none_used() -> None:
+    never_used = QOS_ANSWER.replace(
+        "      0\n        MaxJobsPU=N(0) MaxJobsAccruePU=N(0) MaxSubmitJobsPU=3(2)\n", "        No Users\n"
+    )
+    assert qos_limits(never_used, QOS_TABLE, "capped")[-1] == SubmitLimit("MaxSubmitJobsPU", "", True, 3, 0, "capped")
+    assert qos_limits("", QOS_TABLE, "capped") == [SubmitLimit("MaxSubmitJobsPU", "", True, 3, 0, "capped")]
+    assert qos_limits("", "", "capped") == []
+
+
+def test_the_qos_a_job_gets_without_asking_is_its_associations_default() -> None:
+    assert default_qos(QOS_DEFAULTS, "GYM", cluster="gym-local") == "capped"
+    assert default_qos(QOS_DEFAULTS, "acct", cluster="gym-local") == "normal"  # several allowed, none default
+    assert default_qos(QOS_DEFAULTS, "solo", cluster="gym-local") == "capped"  # the only one allowed
+    assert default_qos(QOS_DEFAULTS, "gym", cluster="elsewhere") is None
+    assert default_qos("", "gym") is None  # no accounting database answered: not guessed
+    assert cluster_name(ON_THE_USER) == "gym-local"
+
+
+def test_a_partitions_own_association_chooses_its_default_qos() -> None:
+    table = "c|gym||normal|normal\nc|gym|gpu|normal,capped|capped\n"
+    assert default_qos(table, "gym", "gpu") == "capped" and default_qos(table, "gym", "cpu") == "normal"
+
+
+@given(st.text(max_size=2000), st.text(max_size=200))
+def test_any_qos_answer_parses_without_failing(answer: str, table: str) -> None:
+    for limit in qos_limits(answer, table, "capped"):
+        assert limit.qos == "capped" and limit.room() >= 0
+    default_qos(table, "gym")
 
 
 def test_the_users_limit_is_read_with_what_it_counts_already() -> None:

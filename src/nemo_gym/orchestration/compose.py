@@ -197,6 +197,11 @@ class SharedComposition:
         own = [o for o in overrides if o not in self._shared]
         if len(own) + len(self._shared) != len(overrides) or any(_overlaps(_key_of(o), self._keys) for o in own):
             return None
+        # Hydra checks what '+' adds to and '~' deletes with interpolations resolved: one of them
+        # before a shared override could see another value than after it.
+        last_shared = max((overrides.index(o) for o in self._shared), default=-1)
+        if any(o.startswith(("+", "~")) and overrides.index(o) < last_shared for o in own):
+            return None
         base = self._composed_base()
         if base is None:
             return None

@@ -93,9 +93,6 @@ class SSHConnection:
         self._options = ["-o", "BatchMode=yes", *(ssh_options or _env_ssh_options())]
         self._dir = tempfile.mkdtemp(prefix="gym-ssh-")
         self._socket = os.path.join(self._dir, "master.sock")
-        # ssh's own messages while the master connects: whether it authenticated tells a host that
-        # could not be reached (nothing ran) from a connection lost part way (unknown).
-        self._log = os.path.join(self._dir, "master.log")
         self._opened = False
         self._opening = threading.Lock()
 
@@ -107,14 +104,16 @@ class SSHConnection:
 
     def close(self) -> None:
         if self._opened:
-            subprocess.run(
-                ["ssh", "-o", f"ControlPath={self._socket}", "-O", "exit", self.hostname],
-                capture_output=True,
-                timeout=10,
-            )
+            try:
+                subprocess.run(
+                    ["ssh", *self._options, "-o", f"ControlPath={self._socket}", "-O", "exit", self.hostname],
+                    capture_output=True,
+                    timeout=10,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                pass  # the master then ends PERSIST_SECONDS after its last command
             self._opened = False
-        for leftover in (self._socket, self._log):
-            Path(leftover).unlink(missing_ok=True)
+        Path(self._socket).unlink(missing_ok=True)
         try:
             os.rmdir(self._dir)
         except OSError:
@@ -152,7 +151,9 @@ class SSHConnection:
 
     def _open_with(self, script: str, timeout: float | None) -> Result:
         """Run the first command as the master: it connects, runs ``script``, and stays in the
-        background for the next commands."""
+        background for the next commands. The script first says it started (on stderr, taken off
+        again): a failure before that is a host that could not be reached, where nothing ran; one
+        after it a connection lost part way, where what ran is unknown."""
         self.round_trips += 1
         master = [
             "ssh",
@@ -165,34 +166,40 @@ class SSHConnection:
             f"ControlPersist={self.PERSIST_SECONDS}",
             "-o",
             f"ControlPath={self._socket}",
-            "-o",
-            "LogLevel=VERBOSE",
-            "-E",
-            self._log,
             self.hostname,
             "bash -s",
         ]
+        started = f"printf '%s\\n' {_STARTED} >&2\n"
+        # The master's socket appears once ssh has authenticated, before the script runs: seen, the
+        # connection was up, even if the script's first words were lost with it.
+        done, up = threading.Event(), threading.Event()
+        watcher = threading.Thread(target=self._watch_socket, args=(done, up), daemon=True)
+        watcher.start()
         try:
-            proc = subprocess.run(master, input=script, capture_output=True, **_TEXT, timeout=timeout)
+            proc = subprocess.run(master, input=started + script, capture_output=True, **_TEXT, timeout=timeout)
         finally:
+            done.set()
+            watcher.join()
             self._opened = os.path.exists(self._socket)
-        said = self._master_said()
-        if proc.returncode == 255 and not any(line.startswith("Authenticated to") for line in said):
-            detail = " ".join(" ".join(said).split())[-300:] or "ssh exited with status 255"
+        before, marker, after = proc.stderr.partition(_STARTED + "\n")
+        if proc.returncode == 255 and not marker and not up.is_set():
+            detail = " ".join(before.split())[-300:] or "ssh exited with status 255"
             raise UserError(
                 f"cannot connect to {self.hostname} over ssh ({detail}); check that "
                 f"'ssh {self.hostname} true' works without a password prompt"
             )
-        problems = [line for line in said if not line.startswith(_SSH_CHATTER)]
-        self._check_transport(proc.returncode, "\n".join([*problems, proc.stderr]))
-        return Result(proc.returncode, proc.stdout, proc.stderr)
+        stderr = before + after
+        self._check_transport(proc.returncode, stderr)
+        return Result(proc.returncode, proc.stdout, stderr)
 
-    def _master_said(self, limit: int = 64 * 1024) -> list[str]:
-        try:
-            with open(self._log, encoding="utf-8", errors="replace") as log:
-                return log.read(limit).splitlines()
-        except OSError:
-            return []
+    def _watch_socket(self, done: threading.Event, up: threading.Event) -> None:
+        while not done.is_set():
+            if os.path.exists(self._socket):
+                up.set()
+                return
+            done.wait(0.005)
+        if os.path.exists(self._socket):
+            up.set()
 
     def _check_transport(self, returncode: int, stderr: str) -> None:
         if returncode == 255:
@@ -203,8 +210,8 @@ class SSHConnection:
             )
 
 
-# What LogLevel=VERBOSE has ssh say when all is well: not a failure's cause.
-_SSH_CHATTER = ("Authenticated to", "Transferred:", "Bytes per second:")
+# The first script's first line prints it on stderr: the connection was up and the script began.
+_STARTED = "__GYM_SSH_SCRIPT_STARTED"
 
 
 def _env_ssh_options() -> list[str]:

@@ -164,10 +164,9 @@ def refuse_beyond_site_limits(conn: Connection, plans: list[RunPlan]) -> None:
     """Raise, naming the limit, when the runs' jobs cannot all be queued within what the site lets
     the user queue (its backend's ``limits_request``/``limits_problems``)."""
     backend = backend_named(plans[0].backend)
-    request = backend.limits_request(plans)
-    if request is None:
+    script = site_limits_script(plans)
+    if script is None:
         return
-    script = render_template("site-limits.sh.j2", **backend_context(backend), request=request)
     try:
         answer = conn.run_script(script).stdout
     except ConnectionLost as lost:
@@ -228,6 +227,16 @@ def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:
     return QueuedJob(
         queued.benchmark, None, f"not submitted: the connection was lost before its {backend.submit_command} ran"
     )
+
+
+def site_limits_script(plans: list[RunPlan]) -> str | None:
+    """The script asking what the site lets the user queue for these runs' jobs
+    (``templates/site-limits.sh.j2``); None when their backend asks nothing."""
+    backend = backend_named(plans[0].backend)
+    request = backend.limits_request(plans)
+    if request is None:
+        return None
+    return render_template("site-limits.sh.j2", **backend_context(backend), request=request)
 
 
 def write_remote_files(conn: Connection, files: dict[str, str], mode: int = 0o644) -> None:

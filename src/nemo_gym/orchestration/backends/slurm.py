@@ -144,13 +144,15 @@ class SlurmBackend(Backend):
 
     def submit_lines(self, plan: RunPlan) -> list[str]:
         log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
-        lines = []
+        # Builtins where they do (a sweep of 300 runs is 600 of these): one mkdir for the run,
+        # sbatch's answer made one line in place.
+        logs = " ".join(shlex.quote(f"{job.job_dir}/{contract.LOGS_DIR}") for job in plan.submitted_jobs)
+        lines = [f"mkdir -p {logs}"] if logs else []
         for job in plan.submitted_jobs:
             lines += [
-                f"mkdir -p {shlex.quote(job.job_dir + '/' + contract.LOGS_DIR)}",
                 f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?",
-                f"line=$(printf '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} "
-                "\"$rc\" \"$(printf '%s' \"$out\" | tr '\\n' ' ')\")",
+                f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} "
+                '"$rc" "${out//$\'\\n\'/ }"',
                 # Also kept on the cluster as it happens, so a lost connection can be recovered from.
                 f"printf '%s\\n' \"$line\" >>{log}",
                 "printf '%s\\n' \"$line\"",
@@ -171,13 +173,18 @@ class SlurmBackend(Backend):
         queued = _queued(plans)
         needed: dict[slurm_limits.SubmitLimit, int] = {}
         for q in queued:
-            for limit in slurm_limits.association_limits(
-                answers.get(f"account:{q.account}", ""), q.account, q.partition
-            ):
+            association = answers.get(f"account:{q.account}", "")
+            qos = q.qos or slurm_limits.default_qos(
+                answers.get("qos-defaults", ""), q.account, q.partition, slurm_limits.cluster_name(association)
+            )
+            limits = slurm_limits.association_limits(association, q.account, q.partition)
+            if qos:
+                limits += slurm_limits.qos_limits(answers.get("qos", ""), answers.get("qos-table", ""), qos)
+            for limit in limits:
                 needed[limit] = needed.get(limit, 0) + q.jobs
         problems = [
             _over_the_limit(limit, n, len(plans))
-            for limit, n in sorted(needed.items(), key=lambda item: (item[0].account, item[0].name))
+            for limit, n in sorted(needed.items(), key=lambda item: (item[0].qos or "", item[0].account, item[0].name))
             if n > limit.room()
         ]
         largest = slurm_limits.max_array_size(answers.get("config", ""))
@@ -293,6 +300,7 @@ class _Queued:
     partition: str
     jobs: int  # one, one per array task, and one more for a resumable job's successor
     array_highest: int | None
+    qos: str | None = None  # as the job asks (extra_args.qos); None: its association's default
 
 
 def _queued(plans: list[RunPlan]) -> list[_Queued]:
@@ -309,6 +317,7 @@ def _queued(plans: list[RunPlan]) -> list[_Queued]:
                     options.get("partition") or "",
                     jobs,
                     tasks.highest if tasks else None,
+                    options.get("qos") or None,
                 )
             )
     return found
@@ -316,10 +325,12 @@ def _queued(plans: list[RunPlan]) -> list[_Queued]:
 
 def _over_the_limit(limit: slurm_limits.SubmitLimit, needed: int, runs: int) -> str:
     what = f"the {runs} runs need" if runs > 1 else "the run needs"
+    where = f"QOS {limit.qos}" if limit.qos is not None else f"compute.account {limit.account}"
+    other = ", or choose another QOS (compute.extra_args.qos)" if limit.qos is not None else ""
     return (
-        f"compute.account {limit.account}: {what} {needed} Slurm job(s) queued at once, but the site lets you queue "
+        f"{where}: {what} {needed} Slurm job(s) queued at once, but the site lets you queue "
         f"{limit.room()} more ({limit.describe()}); nothing was submitted: submit fewer runs or benchmarks at a "
-        f"time, or wait until {limit.wait_for()}"
+        f"time, or wait until {limit.wait_for()}{other}"
     )
 
 

@@ -6,9 +6,15 @@ Read from slurmctld itself, not the accounting database: ``scontrol show assoc_m
 the many sites whose login nodes do not name slurmdbd, and it states each limit with its use,
 ``MaxSubmitJobs=8(3)`` (a limit the association inherits is shown on it, with the user's use). A
 job counts against the association of its user, account and partition (the user's association
-without a partition when there is none for it); array tasks count one each. Only limits that make
-sbatch refuse are read: ``MaxJobs`` leaves jobs pending, which is no refusal. Not read yet: a
-QOS's own ``MaxSubmitJobsPerUser`` (its name is not in the association's record).
+without a partition when there is none for it), and against its QOS; array tasks count one each.
+Only limits that make sbatch refuse are read: ``MaxJobs`` leaves jobs pending, which is no refusal.
+
+A QOS's limits are slurmctld's too (``scontrol show assoc_mgr users=U flags=qos``: its
+``GrpSubmitJobs`` with its use, and the user's ``MaxSubmitJobsPU`` once they have had a job in it);
+which QOS a job gets without ``--qos``, and a per-user limit slurmctld does not state yet, only
+the accounting database says (``sacctmgr``, where the login node reaches it). Without it, a job
+without ``--qos`` is weighed against its association's limits only. Not read: a partition's QOS,
+``MaxSubmitJobsPerAccount``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ from dataclasses import dataclass
 # Slurm prints an unset limit as "N" (or nothing); a set one as "LIMIT(USED)".
 _LIMIT_RE = re.compile(r"\b(MaxSubmitJobs|GrpSubmitJobs)=(\d+)\((\d+)\)")
 _FIELD_RE = re.compile(r"\b(Account|UserName|Partition)=(\S*)")
+_CLUSTER_RE = re.compile(r"\bClusterName=(\S+)")
+_QOS_NAME_RE = re.compile(r"QOS=([^\s(]+)")
+_QOS_GROUP_RE = re.compile(r"\bGrpSubmitJobs=(\d+)\((\d+)\)")
+_QOS_USER_RE = re.compile(r"\bMaxSubmitJobsPU=(\d+)\((\d+)\)")
 _MAX_ARRAY_RE = re.compile(r"^MaxArraySize\s*=\s*(\d+)\s*$", re.MULTILINE)
 _ARRAY_PART_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 # What is read of an answer: slurmctld's text, untrusted, and an association's record is short.
@@ -29,22 +39,30 @@ ANSWER_CAP = 256 * 1024
 class SubmitLimit:
     """One limit on jobs submitted at once: which, its value, and how many it counts already."""
 
-    name: str  # Slurm's word: MaxSubmitJobs (the user's) or GrpSubmitJobs (everyone's in an account)
-    account: str
-    user: bool  # on the user's association (else the account's, shared with its other users)
+    # Slurm's word: MaxSubmitJobs (the user's) or GrpSubmitJobs (everyone's in an account or a
+    # QOS), MaxSubmitJobsPU (each user's in a QOS)
+    name: str
+    account: str  # whose association ("" for a QOS's limit)
+    user: bool  # the user's own (else shared with the other users of the account or QOS)
     limit: int
     used: int
+    qos: str | None = None  # a QOS's limit, not an association's
 
     def room(self) -> int:
         return max(0, self.limit - self.used)
 
     def describe(self) -> str:
+        if self.qos is not None:
+            whose = "per user" if self.user else "everyone's"
+            return f"{self.name}={self.limit} of QOS {self.qos}, {whose}, {self.used} counted already"
         whose = "your association" if self.user else "the association every user of it shares"
         return f"{self.name}={self.limit} of {whose} in account {self.account}, {self.used} counted already"
 
     def wait_for(self) -> str:
         """Whose jobs must end before more fit."""
-        return "jobs of yours end" if self.user else f"jobs in account {self.account} end"
+        if self.user:
+            return "jobs of yours end"
+        return f"jobs in QOS {self.qos} end" if self.qos is not None else f"jobs in account {self.account} end"
 
 
 def association_limits(answer: str, account: str, partition: str = "") -> list[SubmitLimit]:
@@ -68,6 +86,68 @@ def association_limits(answer: str, account: str, partition: str = "") -> list[S
                     continue  # an account's MaxSubmitJobs is its users' (inherited, shown on theirs)
                 limits.append(SubmitLimit(name, account, user, int(limit), int(used)))
     return limits
+
+
+def cluster_name(answer: str) -> str | None:
+    """The cluster the associations of ``scontrol show assoc_mgr`` are of."""
+    found = _CLUSTER_RE.search(answer[:ANSWER_CAP])
+    return found.group(1) if found else None
+
+
+def default_qos(table: str, account: str, partition: str = "", cluster: str | None = None) -> str | None:
+    """The QOS a job of ``account`` in ``partition`` gets without ``--qos``, from the user's
+    associations as ``sacctmgr -nP show assoc where user=U format=Cluster,Account,Partition,QOS,
+    DefaultQOS`` lists them (the partition's own association first): its default QOS, else its
+    only allowed one, else Slurm's ``normal``. None when the table does not say (no accounting
+    database answered)."""
+    rows = []
+    for line in table[:ANSWER_CAP].splitlines():
+        fields = line.split("|")
+        if len(fields) < 5 or fields[1].casefold() != account.casefold():
+            continue
+        if cluster is not None and fields[0].casefold() != cluster.casefold():
+            continue
+        rows.append(fields)
+    own = [r for r in rows if r[2] and r[2].casefold() == partition.casefold()]
+    chosen = own or [r for r in rows if not r[2]]
+    if not chosen:
+        return None
+    allowed, default = [q for q in chosen[0][3].split(",") if q], chosen[0][4].strip()
+    return default or (allowed[0] if len(allowed) == 1 else "normal")
+
+
+def qos_limits(answer: str, table: str, qos: str) -> list[SubmitLimit]:
+    """The submit limits of QOS ``qos``: from slurmctld's record of it (``scontrol show assoc_mgr
+    users=U flags=qos``) its ``GrpSubmitJobs`` and the user's ``MaxSubmitJobsPU``, with their use;
+    a per-user limit not stated there (the user has had no job in it yet: none counted) from the
+    accounting database's table, ``sacctmgr -nP show qos format=Name,MaxSubmitPU``. Slurm's QOS
+    names are not case-sensitive."""
+    record = next(
+        (r for r in re.split(r"\n(?=QOS=)", answer[:ANSWER_CAP]) if _qos_name(r) == qos.casefold()),
+        "",
+    )
+    own, _, rest = record.partition("Account Limits")
+    users = rest.partition("User Limits")[2]
+    limits = []
+    shared = _QOS_GROUP_RE.search(own)
+    if shared:
+        limits.append(SubmitLimit("GrpSubmitJobs", "", False, int(shared.group(1)), int(shared.group(2)), qos))
+    per_user = _QOS_USER_RE.search(users)
+    if per_user:
+        limits.append(SubmitLimit("MaxSubmitJobsPU", "", True, int(per_user.group(1)), int(per_user.group(2)), qos))
+    else:
+        for line in table[:ANSWER_CAP].splitlines():
+            name, _, limit = line.partition("|")
+            limit = limit.split("|", 1)[0].strip()
+            if name.casefold() == qos.casefold() and limit.isdigit():
+                limits.append(SubmitLimit("MaxSubmitJobsPU", "", True, int(limit), 0, qos))
+                break
+    return limits
+
+
+def _qos_name(record: str) -> str | None:
+    found = _QOS_NAME_RE.match(record.strip())
+    return found.group(1).casefold() if found else None
 
 
 def max_array_size(config_answer: str) -> int | None:
