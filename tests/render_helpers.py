@@ -25,6 +25,7 @@ from nemo_gym.orchestration.submission import (
     QueuedJob,
     RunToSubmit,
     per_benchmark,
+    queue_demands,
     site_limits_script,
     submission_script,
 )
@@ -67,7 +68,7 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     record = golden_record(staged)
     backend = backend_named(record.executor)
     first = record.benchmarks[0]
-    limits = site_limits_script([staged.plan])
+    limits = site_limits_script(backend, queue_demands([staged.plan]))
     return {
         **({"site-limits.sh": limits} if limits is not None else {}),
         "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),

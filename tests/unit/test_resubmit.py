@@ -197,6 +197,35 @@ def test_a_refused_sbatch_queues_nothing_records_nothing_and_says_why(base, tmp_
     assert status.jobs[0].state == "failed" and len(status.jobs[0].history) == 1
 
 
+def test_a_resubmit_past_the_site_s_limit_queues_nothing_and_names_it(base, tmp_path, conn, cluster) -> None:
+    """Weighed as its submission was (the record keeps what each job was queued under)."""
+    record = submitted(base, tmp_path, conn, "a", "b")
+    assert {b.benchmark: b.queued_as.get("account") for b in record.benchmarks} == {"a": "acct", "b": "acct"}
+    ended(record, "a", "100", "failed", "FAILED", cluster, "service-died")
+    cluster.limit_submit_jobs("acct", 1)  # b still waits in the queue: no room for a again
+    jobs = len(cluster.jobs())
+    [run] = library.resubmit([record], connect=conn.connect)
+    [bench] = [b for b in run.benchmarks if b.benchmark == "a"]  # b is still queued: nothing to do
+    problem = bench.refused or ""
+    assert bench.job_id is None and not run.ok  # told as a refused sbatch is
+    assert problem.startswith("compute.account acct: the run needs 1 Slurm job(s) queued at once, but the site ")
+    assert "lets you queue 0 more (MaxSubmitJobs=1 of your association in account acct, 1 counted already)" in problem
+    assert len(cluster.jobs()) == jobs and chain_records(record, "a") == []
+    assert not cluster.calls("sbatch")[2:]  # the two of the submission only
+    cluster.limit_submit_jobs("acct", 2)
+    assert one(library.resubmit([record], benchmarks=["a"], connect=conn.connect)).job_id == "102"
+
+
+def test_what_a_record_says_a_job_was_queued_under_is_read_back_as_plain_words_only() -> None:
+    from nemo_gym.orchestration.record import BenchmarkJob
+
+    job = BenchmarkJob(
+        benchmark="a", job_dir="/r/a", job_id="1", queued_as={"account": "acct\n; rm -rf /", "partition": "gpu"}
+    )
+    assert job.queued_as == {"partition": "gpu"}
+    assert BenchmarkJob(benchmark="a", job_dir="/r/a", job_id="1").queued_as == {}  # an older record: not weighed
+
+
 # -- what cannot be resubmitted ------------------------------------------------------------------------
 
 
@@ -245,7 +274,7 @@ def test_the_run_s_secrets_are_read_again_by_name_and_a_missing_one_queues_nothi
 # -- a sweep -------------------------------------------------------------------------------------------
 
 
-def test_a_sweep_re_queues_only_its_unfinished_runs_in_two_scripts(config_file, conn, cluster) -> None:  # noqa: F811
+def test_a_sweep_re_queues_only_its_unfinished_runs_in_three_scripts(config_file, conn, cluster) -> None:  # noqa: F811
     submission = sweep_submitted(config_file, conn)
     records = submission.records
     for record in records:
@@ -263,7 +292,8 @@ def test_a_sweep_re_queues_only_its_unfinished_runs_in_two_scripts(config_file, 
     Path(broken.job_dir, contract.state_dir(broken.job_id), contract.CAUSE_FILE).write_text("service-died\n")
     scripts, jobs = len(conn.plan.scripts), len(cluster.jobs())
     runs = library.resubmit(library.select([submission.sweep.sweep_id]).records, connect=conn.connect)
-    assert len(conn.plan.scripts) == scripts + 2  # one probe, one resubmit script
+    assert len(conn.plan.scripts) == scripts + 3  # one probe, the site's limits, one resubmit script
+    assert "__GYM_LIMITS:" in conn.plan.scripts[-2]
     assert len(cluster.jobs()) == jobs + 1
     queued = [(run.record.gym_job_id, b.benchmark) for run in runs for b in run.queued]
     assert queued == [(records[1].gym_job_id, broken.benchmark)]

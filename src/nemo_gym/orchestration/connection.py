@@ -197,7 +197,7 @@ class SSHConnection:
             if os.path.exists(self._socket):
                 up.set()
                 return
-            done.wait(0.005)
+            done.wait(0.02)
         if os.path.exists(self._socket):
             up.set()
 

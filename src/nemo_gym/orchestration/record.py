@@ -52,6 +52,16 @@ class BenchmarkJob(BaseModel):
     # Whether its driver keeps the rows on disk and generates only the rest once gym eval resubmit
     # marks it (gym eval run, from this version on; never a benchmark's own command).
     continues_from_disk: bool = False
+    # What its job was queued under, in its backend's words (``Backend.queue_facts``: Slurm's
+    # account, partition, QOS, array), so that gym eval resubmit weighs it against the site's
+    # limits as the submission did. Empty in older records (then not weighed).
+    queued_as: dict[str, str] = {}
+
+    @field_validator("queued_as")
+    @classmethod
+    def _plain_facts(cls, value: dict[str, str]) -> dict[str, str]:
+        # Read back from a run directory too: only short printable words reach a script (quoted).
+        return {k: v for k, v in value.items() if len(k) <= 32 and len(v) <= 256 and (k + v).isprintable()}
 
 
 class SubmissionRecord(BaseModel):

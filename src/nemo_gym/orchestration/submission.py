@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import Backend, backend_named
-from nemo_gym.orchestration.backends.base import run_marker_line
+from nemo_gym.orchestration.backends.base import QueueDemand, run_marker_line
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.plan import RunPlan
@@ -141,7 +141,7 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
     """Stage and queue every run in one script (after the site's limits are asked, in one more);
     each run's jobs, in order. A failed check raises before anything was written or queued."""
     plans = [run.plan for run in runs]
-    refuse_beyond_site_limits(conn, plans)
+    refuse_beyond_site_limits(conn, backend_named(plans[0].backend), queue_demands(plans))
     result = conn.run_script(submission_script(runs))
     out = result.stdout.splitlines()
     missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
@@ -160,11 +160,10 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
     return [_parse(plan, parts[plan.run_id]) for plan in plans]
 
 
-def refuse_beyond_site_limits(conn: Connection, plans: list[RunPlan]) -> None:
-    """Raise, naming the limit, when the runs' jobs cannot all be queued within what the site lets
-    the user queue (its backend's ``limits_request``/``limits_problems``)."""
-    backend = backend_named(plans[0].backend)
-    script = site_limits_script(plans)
+def refuse_beyond_site_limits(conn: Connection, backend: Backend, demands: list[QueueDemand]) -> None:
+    """Raise, naming the limit, when these jobs cannot all be queued within what the site lets
+    the user queue (``backend``'s ``limits_request``/``limits_problems``)."""
+    script = site_limits_script(backend, demands) if demands else None
     if script is None:
         return
     try:
@@ -174,9 +173,15 @@ def refuse_beyond_site_limits(conn: Connection, plans: list[RunPlan]) -> None:
         raise UserError(
             f"nothing was submitted: the connection was lost while asking the site's limits ({lost.problems[0]})"
         ) from None
-    problems = backend.limits_problems(marked_sections(answer, contract.LIMITS_MARKER), plans)
+    problems = backend.limits_problems(marked_sections(answer, contract.LIMITS_MARKER), demands)
     if problems:
         raise UserError(problems)
+
+
+def queue_demands(plans: list[RunPlan]) -> list[QueueDemand]:
+    """Every job the runs queue, as the site's limits weigh it."""
+    backend = backend_named(plans[0].backend)
+    return [QueueDemand(plan.run_id, backend.queue_facts(job)) for plan in plans for job in plan.submitted_jobs]
 
 
 def marked_sections(stdout: str, marker: str) -> dict[str, str]:
@@ -229,11 +234,10 @@ def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:
     )
 
 
-def site_limits_script(plans: list[RunPlan]) -> str | None:
-    """The script asking what the site lets the user queue for these runs' jobs
+def site_limits_script(backend: Backend, demands: list[QueueDemand]) -> str | None:
+    """The script asking what the site lets the user queue for these jobs
     (``templates/site-limits.sh.j2``); None when their backend asks nothing."""
-    backend = backend_named(plans[0].backend)
-    request = backend.limits_request(plans)
+    request = backend.limits_request(demands)
     if request is None:
         return None
     return render_template("site-limits.sh.j2", **backend_context(backend), request=request)

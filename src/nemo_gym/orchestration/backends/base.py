@@ -20,8 +20,18 @@ from nemo_gym.orchestration.recovery import Remedy
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
-    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
     from nemo_gym.orchestration.record import SubmissionRecord
+
+
+@dataclass(frozen=True)
+class QueueDemand:
+    """One job about to be queued, as the site's limits weigh it: its run, and what its backend
+    queues it under (``Backend.queue_facts``: the backend's own words, also kept in the run's
+    record, so that a resubmission is weighed as its submission was)."""
+
+    run_id: str
+    facts: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -181,14 +191,19 @@ class Backend(ABC):
     # Before a submission writes anything, the site's limits on what the user may have queued are
     # asked (templates/site-limits.sh.j2 calls its template's ``site_limits(request)`` macro, whose
     # answers follow ``contract.LIMITS_MARKER<name>`` lines), so that a submission that cannot fit
-    # is refused whole instead of half-queued.
+    # is refused whole instead of half-queued; a resubmission likewise.
 
-    def limits_request(self, plans: list[RunPlan]) -> dict[str, object] | None:
-        """What ``site_limits`` asks the scheduler for these runs' jobs (None: nothing to ask)."""
+    def queue_facts(self, job: JobPlan) -> dict[str, str]:
+        """What the job is queued under, as the site's limits weigh it (the scheduler's words);
+        kept in the record for a resubmission."""
+        return {}
+
+    def limits_request(self, demands: list[QueueDemand]) -> dict[str, object] | None:
+        """What ``site_limits`` asks the scheduler for these jobs (None: nothing to ask)."""
         return None
 
-    def limits_problems(self, answers: dict[str, str], plans: list[RunPlan]) -> list[str]:
-        """Why these runs' jobs cannot all be queued within the limits ``answers`` state (by marker
+    def limits_problems(self, answers: dict[str, str], demands: list[QueueDemand]) -> list[str]:
+        """Why these jobs cannot all be queued within the limits ``answers`` state (by marker
         name); empty when they fit, or when the scheduler did not say."""
         return []
 

@@ -14,6 +14,7 @@ from nemo_gym.orchestration.backends.base import (
     Backend,
     JobProbe,
     JobState,
+    QueueDemand,
     SchedulerView,
     recorded_outcome,
     running_state,
@@ -24,7 +25,7 @@ from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
 
 
 def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:
@@ -161,16 +162,27 @@ class SlurmBackend(Backend):
 
     # -- site limits ------------------------------------------------------------------------------
 
-    def limits_request(self, plans: list[RunPlan]) -> dict[str, object] | None:
-        queued = _queued(plans)
+    def queue_facts(self, job: JobPlan) -> dict[str, str]:
+        options = dict(job.directives[0])
+        facts = {key: options.get(key) or "" for key in ("account", "partition", "qos", "array")}
+        if job.resume is not None:
+            facts["successor"] = "1"  # a resumable job queues its successor as it starts: two at once
+        if len(job.directives) > 1:
+            facts["components"] = str(len(job.directives))  # a heterogeneous job: a job record each
+        return {key: value for key, value in facts.items() if value}
+
+    def limits_request(self, demands: list[QueueDemand]) -> dict[str, object] | None:
+        queued = _queued(demands)
         return {
             "accounts": sorted({q.account for q in queued}),
             "arrays": any(q.array_highest is not None for q in queued),
+            "qos": sorted({q.qos.casefold() for q in queued if q.qos}),  # Slurm keeps QOS names lowercase
             "cap": slurm_limits.ANSWER_CAP,
         }
 
-    def limits_problems(self, answers: dict[str, str], plans: list[RunPlan]) -> list[str]:
-        queued = _queued(plans)
+    def limits_problems(self, answers: dict[str, str], demands: list[QueueDemand]) -> list[str]:
+        queued = _queued(demands)
+        runs = len({d.run_id for d in demands})
         needed: dict[slurm_limits.SubmitLimit, int] = {}
         for q in queued:
             association = answers.get(f"account:{q.account}", "")
@@ -179,11 +191,13 @@ class SlurmBackend(Backend):
             )
             limits = slurm_limits.association_limits(association, q.account, q.partition)
             if qos:
-                limits += slurm_limits.qos_limits(answers.get("qos", ""), answers.get("qos-table", ""), qos)
+                limits += slurm_limits.qos_limits(
+                    answers.get("qos", ""), answers.get("qos-table", ""), qos, answers.get("user", "").strip()
+                )
             for limit in limits:
                 needed[limit] = needed.get(limit, 0) + q.jobs
         problems = [
-            _over_the_limit(limit, n, len(plans))
+            _over_the_limit(limit, n, runs)
             for limit, n in sorted(needed.items(), key=lambda item: (item[0].qos or "", item[0].account, item[0].name))
             if n > limit.room()
         ]
@@ -303,24 +317,25 @@ class _Queued:
     qos: str | None = None  # as the job asks (extra_args.qos); None: its association's default
 
 
-def _queued(plans: list[RunPlan]) -> list[_Queued]:
+def _queued(demands: list[QueueDemand]) -> list[_Queued]:
     found = []
-    for plan in plans:
-        for job in plan.submitted_jobs:
-            options = dict(job.directives[0])
-            tasks = slurm_limits.array_tasks(options["array"] or "") if options.get("array") else None
-            # A resumable job queues its successor as it starts: two at once.
-            jobs = (tasks.count if tasks else 1) + (1 if job.resume is not None else 0)
-            found.append(
-                _Queued(
-                    options.get("account") or "",
-                    options.get("partition") or "",
-                    jobs,
-                    tasks.highest if tasks else None,
-                    options.get("qos") or None,
-                )
+    for demand in demands:
+        facts = demand.facts
+        tasks = slurm_limits.array_tasks(facts["array"]) if facts.get("array") else None
+        found.append(
+            _Queued(
+                facts.get("account", ""),
+                facts.get("partition", ""),
+                (tasks.count if tasks else 1) * _count(facts.get("components")) + (1 if facts.get("successor") else 0),
+                tasks.highest if tasks else None,
+                facts.get("qos") or None,
             )
+        )
     return found
+
+
+def _count(word: str | None) -> int:
+    return int(word) if word and word.isdigit() and 0 < int(word) < 10_000 else 1
 
 
 def _over_the_limit(limit: slurm_limits.SubmitLimit, needed: int, runs: int) -> str:

@@ -108,6 +108,8 @@ def default_qos(table: str, account: str, partition: str = "", cluster: str | No
         if cluster is not None and fields[0].casefold() != cluster.casefold():
             continue
         rows.append(fields)
+    if cluster is None and len({r[0].casefold() for r in rows}) > 1:
+        return None  # the database serves several clusters and it is unknown which is this one
     own = [r for r in rows if r[2] and r[2].casefold() == partition.casefold()]
     chosen = own or [r for r in rows if not r[2]]
     if not chosen:
@@ -116,33 +118,65 @@ def default_qos(table: str, account: str, partition: str = "", cluster: str | No
     return default or (allowed[0] if len(allowed) == 1 else "normal")
 
 
-def qos_limits(answer: str, table: str, qos: str) -> list[SubmitLimit]:
-    """The submit limits of QOS ``qos``: from slurmctld's record of it (``scontrol show assoc_mgr
-    users=U flags=qos``) its ``GrpSubmitJobs`` and the user's ``MaxSubmitJobsPU``, with their use;
-    a per-user limit not stated there (the user has had no job in it yet: none counted) from the
-    accounting database's table, ``sacctmgr -nP show qos format=Name,MaxSubmitPU``. Slurm's QOS
-    names are not case-sensitive."""
+def qos_limits(answer: str, table: str, qos: str, user: str = "") -> list[SubmitLimit]:
+    """The submit limits of QOS ``qos`` for ``user`` (``name(uid)``): from slurmctld's record of
+    it (``scontrol show assoc_mgr users=U qos=Q flags=qos``) its ``GrpSubmitJobs`` and the user's
+    own ``MaxSubmitJobsPU``, with their use; a per-user limit slurmctld states for no entry of this
+    user (none of their jobs in it yet: none counted) from another user's entry or from the
+    accounting database's table (``sacctmgr -nP show qos format=Name,MaxSubmitPU``). Slurm's QOS
+    names are not case-sensitive: a limit is named as slurmctld names the QOS."""
     record = next(
         (r for r in re.split(r"\n(?=QOS=)", answer[:ANSWER_CAP]) if _qos_name(r) == qos.casefold()),
         "",
     )
+    name = _qos_name(record) or qos.casefold()
     own, _, rest = record.partition("Account Limits")
     users = rest.partition("User Limits")[2]
     limits = []
     shared = _QOS_GROUP_RE.search(own)
     if shared:
-        limits.append(SubmitLimit("GrpSubmitJobs", "", False, int(shared.group(1)), int(shared.group(2)), qos))
-    per_user = _QOS_USER_RE.search(users)
-    if per_user:
-        limits.append(SubmitLimit("MaxSubmitJobsPU", "", True, int(per_user.group(1)), int(per_user.group(2)), qos))
-    else:
-        for line in table[:ANSWER_CAP].splitlines():
-            name, _, limit = line.partition("|")
-            limit = limit.split("|", 1)[0].strip()
-            if name.casefold() == qos.casefold() and limit.isdigit():
-                limits.append(SubmitLimit("MaxSubmitJobsPU", "", True, int(limit), 0, qos))
-                break
+        limits.append(SubmitLimit("GrpSubmitJobs", "", False, int(shared.group(1)), int(shared.group(2)), name))
+    entries = _user_entries(users)
+    mine = next((text for header, text in entries if _is_user(header, user)), None)
+    found = _QOS_USER_RE.search(mine) if mine is not None else None
+    if found:
+        limits.append(SubmitLimit("MaxSubmitJobsPU", "", True, int(found.group(1)), int(found.group(2)), name))
+        return limits
+    limit = next((int(f.group(1)) for _, text in entries if (f := _QOS_USER_RE.search(text))), None)
+    if limit is None:
+        limit = next(
+            (
+                int(cols[1])
+                for cols in (line.split("|") for line in table[:ANSWER_CAP].splitlines())
+                if len(cols) > 1 and cols[0].casefold() == qos.casefold() and cols[1].strip().isdigit()
+            ),
+            None,
+        )
+    if limit is not None:
+        limits.append(SubmitLimit("MaxSubmitJobsPU", "", True, limit, 0, name))
     return limits
+
+
+def _user_entries(block: str) -> list[tuple[str, str]]:
+    """The ``User Limits`` block as (header, its lines): a header (``name(uid)``, or the uid where
+    slurmctld knows no name) is a line with no ``=``."""
+    entries: list[tuple[str, str]] = []
+    for line in block.splitlines():
+        text = line.strip()
+        if not text:
+            continue
+        if "=" not in text:
+            entries.append((text, ""))
+        elif entries:
+            entries[-1] = (entries[-1][0], entries[-1][1] + text + "\n")
+    return entries
+
+
+def _is_user(header: str, user: str) -> bool:
+    """Whether a ``User Limits`` header names ``user`` (``name(uid)``)."""
+    found = re.fullmatch(r"(.*)\((\d+)\)", user)
+    name, uid = (found.group(1), found.group(2)) if found else (user, None)
+    return bool(user) and header in {user, name, uid, f"{name}({uid})"}
 
 
 def _qos_name(record: str) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from nemo_gym.orchestration import contract, recovery
 from nemo_gym.orchestration.backends import backend_named
-from nemo_gym.orchestration.backends.base import RequeuedJob
+from nemo_gym.orchestration.backends.base import QueueDemand, RequeuedJob
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.exporters.record import credential_problem
@@ -26,6 +26,7 @@ from nemo_gym.orchestration.manage import select_jobs
 from nemo_gym.orchestration.record import SubmissionRecord, indexed_run
 from nemo_gym.orchestration.recovery import PAIRS_NAMED, Remedy
 from nemo_gym.orchestration.resubmission import Requeued, RequeuedRun, parse_resubmit_output, resubmit_script
+from nemo_gym.orchestration.submission import QueuedJob, refuse_beyond_site_limits
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,24 @@ def _queue(conn: Connection, runs: list[tuple[SubmissionRecord, list[RequeuedJob
         RequeuedRun(record.gym_job_id, record.run_dir, record.executor, jobs, values)
         for (record, jobs), (values, _) in zip(runs, secrets)
     ]
+    # Weighed against the site's limits as their submission was: this host's all refused, naming
+    # the limit (as a refused job is told), or all queued; another host's go on as they may.
+    try:
+        refuse_beyond_site_limits(conn, backend_named(runs[0][0].executor), _demands(runs))
+    except UserError as beyond:  # a connection lost while asking is one too: nothing was queued here
+        why = "; ".join(beyond.problems)
+        return [[Requeued(QueuedJob(job.benchmark, None, why), None) for job in jobs] for _, jobs in runs]
     result = conn.run_script(resubmit_script(requeued))
     return parse_resubmit_output(result.stdout, requeued)
+
+
+def _demands(runs: list[tuple[SubmissionRecord, list[RequeuedJob]]]) -> list[QueueDemand]:
+    """The jobs queued again, as their records say they were queued (older records say nothing)."""
+    demands = []
+    for record, jobs in runs:
+        facts = {b.benchmark: b.queued_as for b in record.benchmarks}
+        demands += [QueueDemand(record.gym_job_id, facts[j.benchmark]) for j in jobs if facts.get(j.benchmark)]
+    return demands
 
 
 def _secrets_again(record: SubmissionRecord) -> tuple[dict[str, str], list[str]]:

@@ -326,7 +326,9 @@ def _record(
     values: tuple[tuple[str, str], ...] = (),
     carried: dict[str, str] | None = None,
 ) -> SubmissionRecord:
-    gpus = backend_named(plan.backend).allocated_gpus(plan)
+    backend = backend_named(plan.backend)
+    gpus = backend.allocated_gpus(plan)
+    queued_as = {job.benchmark: backend.queue_facts(plan.shared or job) for job in plan.jobs}
     export_to = {job.benchmark: destinations(job.export.spec["exporters"]) for job in plan.jobs if job.export}
     # A shared deployment's one job runs every driver: resubmitting one benchmark of it is not built.
     continues = {job.benchmark: plan.shared is None and job.driver.continues_from_disk for job in plan.jobs}
@@ -349,6 +351,7 @@ def _record(
                 gpus=gpus.get(q.benchmark),
                 export_to=export_to.get(q.benchmark, {}),
                 continues_from_disk=continues.get(q.benchmark, False),
+                queued_as=queued_as.get(q.benchmark, {}),
             )
             for q in queued
         ],
