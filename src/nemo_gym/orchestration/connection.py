@@ -133,7 +133,7 @@ class SSHConnection:
         opened first when it is not yet: what runs beside the stream (its probes) needs it up."""
         with self._opening:
             if not self._opened:
-                self._check_transport(self._open_with("true", None).returncode, "")
+                self._open_with("true", None)  # raises as any first command does when ssh fails
         self.round_trips += 1
         return subprocess.Popen(self._ssh("bash -c " + shlex.quote(script)), stdout=subprocess.PIPE, **_TEXT)
 
