@@ -1,18 +1,23 @@
 """The site's limits, met on the real local cluster: started here with accounting limits enforced
 (scripts/local-slurm with LOCAL_SLURM_MAX_SUBMIT_JOBS=8: AccountingStorageEnforce=limits and the
 user's association MaxSubmitJobs=8, so slurmctld itself refuses a ninth job; and a QOS whose
-MaxSubmitJobsPerUser=3, the default of one account), then restarted as the other tests know it. A sweep that cannot fit is refused before anything is queued, naming the
-limit; one that fits is queued and runs, and its cancel is one scancel of every job."""
+MaxSubmitJobsPerUser=3, the default of one account), then restarted as the other tests know it. A sweep past the limit runs in lanes, each job queuing
+the next of its lane as it starts (feeding.py), and never holds more than the limit; one that
+cannot fit even one lane is refused before anything is queued, naming the limit; one that fits is
+queued and runs, and its cancel is one scancel of every job."""
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO
-from test_sweeps import checkpoints, submit_sweep, submit_sweep_cli, sweep_config, wait_until
+from test_sweeps import checkpoints, submit_sweep, submit_sweep_cli, sweep_config, sweep_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -59,17 +64,55 @@ def test_slurm_itself_refuses_a_job_past_the_limit(limited, tmp_path) -> None:
         subprocess.run(["scancel", *ids], capture_output=True)
 
 
-def test_a_sweep_that_cannot_fit_is_refused_before_anything_is_queued(limited, cluster_run, tmp_path) -> None:
-    models = checkpoints(tmp_path)  # 3 checkpoints x 3 benchmarks: 9 jobs, one more than the limit
+def ten_checkpoints(root: Path) -> list[str]:
+    paths = []
+    for step in range(1, 11):
+        path = root / "ckpt" / f"step-{step * 100}"
+        path.mkdir(parents=True)
+        (path / "standin-accuracy").write_text(f"{step / 10}\n")
+        paths.append(str(path))
+    return paths
+
+
+def test_thirty_jobs_under_a_limit_of_eight_run_in_lanes_and_all_complete(limited, cluster_run, tmp_path) -> None:
+    """10 checkpoints x 3 benchmarks: 30 jobs, where slurmctld takes 8 at once. Four lanes of two
+    at once: the first job of each is queued by the submission, every other by the job before it
+    in its lane as that one starts; the queue never holds more than the limit, and nothing is
+    refused."""
+    models = ten_checkpoints(tmp_path)
     benchmarks = {name: {"run": {"standin_rollouts": 2}} for name in ("math", "code", "chat")}
     proc = submit_sweep_cli(
         cluster_run, sweep_config(cluster_run, benchmarks), f"services.policy.model={','.join(models)}"
     )
-    assert proc.returncode != 0
-    [line] = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert "compute.account acct: the 3 runs need 9 Slurm job(s) queued at once" in line, proc.stderr
-    assert f"MaxSubmitJobs={LIMIT} of your association in account acct" in line and "Traceback" not in proc.stderr
-    assert not queued_jobs() and not list(Path(cluster_run.output).iterdir())
+    assert proc.returncode == 0, proc.stderr
+    sweep = json.loads(proc.stdout)
+    jobs = [b for r in sweep["records"] for b in r["benchmarks"]]
+    assert len(jobs) == 30 and sum(1 for b in jobs if b["job_id"]) == 4, jobs
+    assert all(b["fed_by"] for b in jobs if not b["job_id"])
+    most = 0
+    deadline = time.monotonic() + 900
+    try:
+        while True:
+            most = max(most, len(queued_jobs()))
+            states = sweep_status(cluster_run, sweep["sweep_id"])
+            if all(state in ("succeeded", "failed", "cancelled") for _, _, state in states):
+                break
+            assert time.monotonic() < deadline, states
+            time.sleep(1)
+    finally:
+        subprocess.run(["scancel", "-u", getpass.getuser()], capture_output=True)
+    assert [state for _, _, state in states] == ["succeeded"] * 30, states
+    assert most <= LIMIT
+    status = json.loads(cluster_run.cli("status", sweep["sweep_id"], "--json").stdout)
+    ids = [job["job_id"] for run in status["runs"] for job in run["jobs"]]
+    assert len(set(ids)) == 30 and all(ids)
+    accounted = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "JobID,State"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLURM_CONF": os.environ["LOCAL_SLURM_ACCOUNTING_CONF"]},  # the database's word
+    ).stdout.split()
+    assert sorted(accounted) == sorted(f"{i}|COMPLETED" for i in ids), accounted
 
 
 def test_a_sweep_that_fits_runs_and_is_cancelled_in_one_go(limited, cluster_run, tmp_path) -> None:
@@ -89,24 +132,35 @@ def test_a_sweep_that_fits_runs_and_is_cancelled_in_one_go(limited, cluster_run,
     assert len(jobs) == LIMIT and not set(queued_jobs()) & set(ids)
 
 
-def test_a_sweep_past_its_qos_limit_is_refused_before_anything_is_queued(limited, cluster_run, tmp_path) -> None:
+def test_a_sweep_past_its_qos_limit_goes_in_lanes_and_one_past_a_full_qos_is_refused(
+    limited, cluster_run, tmp_path
+) -> None:
     """Account my-account's jobs get QOS capped by default, which only the accounting database
     says: submitted from a login node that reaches it (the daemons' slurm.conf)."""
     models = checkpoints(tmp_path)[:2]  # 2 checkpoints x 2 benchmarks: 4 jobs, one past the QOS's 3
     benchmarks = {name: {"run": {"standin_rollouts": 2}} for name in ("math", "code")}
-    config = sweep_config(cluster_run, benchmarks, compute={"account": "my-account"})
+    config = sweep_config(
+        cluster_run, benchmarks, compute={"account": "my-account", "extra_args": {"begin": "now+1hour"}}
+    )
     env = {
         **os.environ,
         "SLURM_CONF": os.environ["LOCAL_SLURM_ACCOUNTING_CONF"],
         "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache"),
     }
-    proc = submit_sweep_cli(cluster_run, config, f"services.policy.model={','.join(models)}", env=env)
-    assert proc.returncode != 0
-    [line] = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert line.startswith("error: QOS capped: the 2 runs need 4 Slurm job(s) queued at once"), proc.stderr
-    assert f"MaxSubmitJobsPU={QOS_LIMIT} of QOS capped, per user, 0 counted already" in line, line
-    assert "choose another QOS (compute.extra_args.qos)" in line
-    assert not queued_jobs() and not list(Path(cluster_run.output).iterdir())
+    # Room for 3: one lane (a lane holds two at once), its first job queued (held an hour), the
+    # others each to be queued by the one before.
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}", env=env)
+    jobs = [b for r in sweep["records"] for b in r["benchmarks"]]
+    assert [bool(b["job_id"]) for b in jobs] == [True, False, False, False], jobs
+    assert len(queued_jobs()) == 1
+    waiting = sweep_status(cluster_run, sweep["sweep_id"])
+    assert [state for _, _, state in waiting] == ["queued"] * 4
+    # Cancelled whole: the queued job by scancel, the lane's others before it queues them.
+    proc = cluster_run.cli("cancel", sweep["sweep_id"])
+    assert proc.returncode == 0, proc.stderr
+    assert "(before its lane queued it)" in proc.stdout, proc.stdout
+    ended = wait_until(cluster_run, sweep["sweep_id"], lambda js: all(s == "cancelled" for _, _, s in js), 60)
+    assert len(ended) == 4 and not queued_jobs()
 
     # Within it (3 jobs, held) it is queued; one more past it, under --qos, sees the 3 counted.
     sweep = submit_sweep(

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
@@ -38,7 +39,7 @@ class ToyBackend(Backend):
     def node_host(self, node: int) -> str:
         return "localhost"
 
-    def submit_lines(self, plan: RunPlan) -> list[str]:
+    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
         lines = []
         for job in plan.submitted_jobs:
             script = shlex.quote(f"{job.job_dir}/{contract.JOB_SCRIPT}")

@@ -218,20 +218,6 @@ def three_checkpoints(path: Path) -> library.Prepared:
     return library.prepare(library.compose(path, ["services.policy.model=/ckpt/a,/ckpt/b,/ckpt/c"], multirun=True))
 
 
-def test_a_sweep_beyond_the_users_limit_is_refused_whole_naming_the_limit(
-    base, tmp_path, write_config, conn, cluster
-) -> None:
-    cluster.limit_submit_jobs("acct", 5)
-    cluster.add_job("other", "RUNNING", account="acct")  # one of the user's jobs counts already
-    prepared = three_checkpoints(config_file(base, tmp_path, write_config, "a", "b"))
-    with pytest.raises(UserError) as caught:
-        library.submit(prepared, connect=conn.connect)
-    [problem] = caught.value.problems
-    assert problem.startswith("compute.account acct: the 3 runs need 6 Slurm job(s) queued at once, but the site ")
-    assert "lets you queue 4 more (MaxSubmitJobs=5 of your association in account acct, 1 counted already)" in problem
-    assert not cluster.calls("sbatch") and not any(Path(run.plan.run_dir).exists() for run in prepared.runs)
-
-
 def test_a_sweep_within_the_limit_is_queued(base, tmp_path, write_config, conn, cluster) -> None:
     cluster.limit_submit_jobs("acct", 6)
     submission = library.submit(

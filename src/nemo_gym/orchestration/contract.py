@@ -91,6 +91,8 @@ OTEL_DIR = "otel"
 COLLECTOR_CONFIG_FILE = "otel/collector.yaml"
 MARKERS_DIR = ".gym"
 CHAIN_FILE = ".gym/chain"
+# A job of a lane: the directory of the job it queues as it starts (``feeding``).
+LANE_NEXT_FILE = ".gym/lane-next"
 CHAIN_CANCELLED_FILE = ".gym/cancelled"
 # Written by ``gym eval resubmit`` before it queues anything: every later job of the benchmark
 # continues from what is on disk (the driver adds its continue arguments), whatever it was told at submit.
@@ -368,6 +370,10 @@ RECORD_NO_SUCCESSOR = "nosuccessor"
 RECORD_VERDICT = "verdict"
 RECORD_END = "end"
 RECORD_RESUBMIT = "resubmit"
+# A job of a lane (``feeding``), queued by the job before it: fed <id> <by job> <epoch>; or
+# unfed <by job> <what the scheduler said> when it refused.
+RECORD_FED = "fed"
+RECORD_UNFED = "unfed"
 
 
 class Action(Word):
@@ -414,6 +420,9 @@ class Chain:
         self.no_successor: dict[str, str] = {}  # job id -> why none was queued
         self.verdicts: list[Verdict] = []
         self.end: tuple[Status, str] | None = None  # (state, why)
+        self.fed_as: str | None = None  # a lane's job: the id the job before it queued it as
+        self.unfed: str | None = None  # a lane's job the job before it could not queue: why
+        self.cancelled = False  # whether its job directory holds gym eval cancel's marker (the probe says)
 
     @property
     def latest(self) -> str | None:
@@ -431,8 +440,13 @@ class Chain:
         return ids
 
     def head(self, first: str) -> str:
-        """The job this attempt began with: the one resubmit queued, else the run's first (``first``)."""
-        return self.opened_by or first
+        """The job this attempt began with: the one resubmit queued, else the run's first
+        (``first``; for a lane's job, which the submission did not queue, the one it was fed as)."""
+        return self.opened_by or first or self.fed_as or ""
+
+    def first(self, recorded: str | None) -> str:
+        """The run's first job of the benchmark: the recorded one, else the one its lane fed."""
+        return recorded or self.fed_as or ""
 
     def attempt_ids(self, first: str, with_successor: bool = True) -> list[str]:
         """Every job of every attempt once, oldest first: the run's first job (``first``), the
@@ -441,7 +455,7 @@ class Chain:
         current = self.job_ids(with_successor)
         ids: list[str] = []
         for job_id in [first, *self.earlier, head, *current]:
-            if job_id not in ids:
+            if job_id and job_id not in ids:
                 ids.append(job_id)
         return ids
 
@@ -462,7 +476,11 @@ class Chain:
 
     def begin_attempt(self, job_id: str) -> None:
         """A ``resubmit`` record: what was read so far belongs to the earlier attempts."""
-        for earlier in [*([self.opened_by] if self.opened_by else []), *self.job_ids(with_successor=False)]:
+        for earlier in [
+            *([self.fed_as] if self.fed_as else []),
+            *([self.opened_by] if self.opened_by else []),
+            *self.job_ids(with_successor=False),
+        ]:
             if earlier not in self.earlier:
                 self.earlier.append(earlier)
         self.earlier_verdicts += self.verdicts
@@ -511,6 +529,10 @@ def parse_chain(text: str) -> Chain:
             chain.verdicts.append(_verdict(*rest[:6]))
         elif kind == RECORD_END and len(rest) >= 2:
             chain.end = (_end_state(rest[0]), rest[1])
+        elif kind == RECORD_FED and rest and rest[0] and chain.fed_as is None:
+            chain.fed_as = rest[0]
+        elif kind == RECORD_UNFED and len(rest) >= 2 and chain.fed_as is None:
+            chain.unfed = rest[1]
         elif kind == RECORD_RESUBMIT and rest and rest[0]:
             chain.begin_attempt(rest[0])
             if len(rest) >= 5:
@@ -548,9 +570,10 @@ def is_count(text: str) -> bool:
 
 
 def latest_started_awk() -> str:
-    """Shell: the id of the last job that started, or that resubmit queued since (empty without a
-    chain); the file follows."""
-    return f"awk -F'\\t' '$1 == \"{RECORD_START}\" || $1 == \"{RECORD_RESUBMIT}\" {{id = $2}} END {{print id}}'"
+    """Shell: the id of the last job that started, or that resubmit queued since, or that its lane
+    fed (empty without a chain); the file follows."""
+    kinds = " || ".join(f'$1 == "{kind}"' for kind in (RECORD_FED, RECORD_START, RECORD_RESUBMIT))
+    return f"awk -F'\\t' '{kinds} {{id = $2}} END {{print id}}'"
 
 
 # No resumable chain grows past this many jobs, whatever its caps say: the last guard against a loop.
@@ -559,6 +582,9 @@ CHAIN_LIMIT = 100
 # -- markers on the standard output of the scripts the submitting machine runs ----------------------
 
 JOB_MARKER = "__GYM_JOB:"  # submission: <benchmark>:<submit command's status>:<its output>
+# A job's status on its marker line when it is not queued now but by the job before it in its
+# lane (the output then names that job: <run>/<benchmark>).
+FED_STATUS = "fed"
 MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does not exist>
 RUN_MARKER = "__GYM_RUN:"  # submission of several runs: <run id>, before that run's job markers
 RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists already

@@ -103,14 +103,15 @@ def runs_cancel_script(scripts: list[str], backends: list[Backend]) -> str:
 
 def _cancelled_job(job: BenchmarkJob) -> dict[str, str]:
     """What a backend's ``cancel_job`` macro is given of one benchmark's job."""
-    state_dir = f"{job.job_dir}/{contract.state_dir(job.job_id or '')}"
+    # A lane's job not queued yet has no state directory: the chain's marker stops its lane's feed.
+    state_dir = f"{job.job_dir}/{contract.state_dir(job.job_id)}" if job.job_id else ""
     return {
         "benchmark": job.benchmark,
         "job_id": job.job_id or "",
         "job_dir": job.job_dir,
         "state_dir": state_dir,
         "chain": f"{job.job_dir}/{contract.CHAIN_FILE}",
-        "pid_file": f"{state_dir}/{contract.PID_FILE}",
+        "pid_file": f"{state_dir}/{contract.PID_FILE}" if state_dir else "",
     }
 
 
@@ -126,7 +127,7 @@ def cancellable(
     """The jobs still queued or running, each as its current job (a resumed or resubmitted
     benchmark's latest: its cancel marker and process are that job's), and the benchmarks ended."""
     by_name = {s.benchmark: s for s in statuses}
-    live = [j for j in jobs if j.job_id and not by_name[j.benchmark].state.final]
+    live = [j for j in jobs if j.queued and not by_name[j.benchmark].state.final]
     done = [by_name[j.benchmark] for j in jobs if j not in live]
     current = [j.model_copy(update={"job_id": _current_id(j, by_name[j.benchmark], backend)}) for j in live]
     return current, done

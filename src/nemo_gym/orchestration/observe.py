@@ -20,7 +20,7 @@ from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe, Jo
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.contract import Cause, Chain, Outcome, ProbeRecord, StateFile, Status, parse_chain
 from nemo_gym.orchestration.facts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, ReceiptState
-from nemo_gym.orchestration.record import SubmissionRecord
+from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 from nemo_gym.orchestration.render import backend_context, render_template
 from nemo_gym.orchestration.usage import NO_USAGE, AccountingRow, OwnRecord, Usage
 
@@ -159,11 +159,11 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
         {
             "benchmark": job.benchmark,
             "job_dir": job.job_dir,
-            "job_id": job.job_id,
+            "job_id": job.job_id or "",  # a lane's job: its chain file names the job it was fed as
             "check": 0 if job.benchmark in checked else 1,
         }
         for job in record.benchmarks
-        if job.job_id
+        if job.queued
     ]
     return render_template(
         "probe.sh.j2",
@@ -232,12 +232,14 @@ class _ProbeReading:
 
 
 def _read_benchmark(reading: _ProbeReading, cols: list[str]) -> None:
-    bench, n, chain = (cols + ["", "", ""])[:3]
+    bench, n, chain, cancelled = (cols + ["", "", "", ""])[:4]
     try:
         text = base64.b64decode(chain).decode(errors="replace")
     except ValueError:
         text = ""
-    reading.answer.benchmarks[bench] = (contract.read_count(n), parse_chain(text))
+    parsed = parse_chain(text)
+    parsed.cancelled = cancelled == "1"
+    reading.answer.benchmarks[bench] = (contract.read_count(n), parsed)
 
 
 def _read_job(reading: _ProbeReading, cols: list[str]) -> None:
@@ -400,6 +402,17 @@ def exports_text(exports: dict[str, dict]) -> str:
     return "".join(f"; {note}" for note in notes)
 
 
+def _waiting_in_lane(job: BenchmarkJob, chain: Chain, backend: Backend) -> JobStatus:
+    """A lane's job its lane has not queued yet: waiting its turn, cancelled before it, or refused."""
+    if chain.unfed is not None:
+        state, detail = Status.FAILED, f"its lane could not queue it ({backend.submit_command}: {chain.unfed})"
+    elif chain.cancelled:
+        state, detail = Status.CANCELLED, "cancelled before its lane queued it"
+    else:
+        state, detail = Status.QUEUED, f"waiting its turn in its lane: {job.fed_by} queues it as that one starts"
+    return JobStatus(job.benchmark, None, state, detail, 0, job.job_dir)
+
+
 def statuses_from(
     record: SubmissionRecord,
     answer: ProbeAnswer | None,
@@ -408,7 +421,7 @@ def statuses_from(
 ) -> list[JobStatus]:
     statuses = []
     for job in record.benchmarks:
-        if not job.job_id:
+        if not job.queued:
             statuses.append(
                 JobStatus(
                     job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir
@@ -416,7 +429,8 @@ def statuses_from(
             )
             continue
         if answer is None or job.benchmark not in answer.benchmarks:
-            unanswered = [Attempt(job.job_id, Status.UNKNOWN, None, "no answer from the cluster")]
+            recorded = [job.job_id] if job.job_id else []
+            unanswered = [Attempt(i, Status.UNKNOWN, None, "no answer from the cluster") for i in recorded]
             statuses.append(
                 JobStatus(
                     job.benchmark,
@@ -425,17 +439,21 @@ def statuses_from(
                     "no answer from the cluster",
                     0,
                     job.job_dir,
-                    [job.job_id],
+                    recorded,
                     history=unanswered,
                 )
             )
             continue
         rollouts, chain = answer.benchmarks[job.benchmark]
+        first = chain.first(job.job_id)
+        if not first:
+            statuses.append(_waiting_in_lane(job, chain, backend))
+            continue
         probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
-        shown, current = chain_status(chain.head(job.job_id), chain, probe, rollouts, backend, answer.facts)
+        shown, current = chain_status(chain.head(first), chain, probe, rollouts, backend, answer.facts)
         state, detail = shown.status, shown.detail
         # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
-        ids = chain.attempt_ids(job.job_id, with_successor=state != Status.SUCCEEDED)
+        ids = chain.attempt_ids(first, with_successor=state != Status.SUCCEEDED)
         check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
         if not state.final:
             check = None  # counted while a job of the chain still runs: not the final count
@@ -593,17 +611,17 @@ def runs_probe_script(
         context = {"backend_template": ""}
         scripts = [(i, probe_functions(b, missing_named) + "\n" + script) for (i, script), b in zip(scripts, backends)]
     jobs = [
-        (job.job_id, f"{job.job_dir}/{contract.CHAIN_FILE}")
+        (job.job_id or "", f"{job.job_dir}/{contract.CHAIN_FILE}")
         for record in records
         for job in record.benchmarks
-        if job.job_id
+        if job.queued
     ]
     return render_template("probe-runs.sh.j2", **context, jobs=jobs, runs=scripts)
 
 
 def was_queued(record: SubmissionRecord) -> bool:
     """Whether any job of the run was queued (else nothing about it is asked of its host)."""
-    return any(b.job_id for b in record.benchmarks)
+    return any(b.queued for b in record.benchmarks)
 
 
 def _outputs_by_run(out: str) -> dict[int, str]:

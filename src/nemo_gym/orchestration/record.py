@@ -56,6 +56,24 @@ class BenchmarkJob(BaseModel):
     # account, partition, QOS, array), so that gym eval resubmit weighs it against the site's
     # limits as the submission did. Empty in older records (then not weighed).
     queued_as: dict[str, str] = {}
+    # Not queued by the submission but by the job before it in its lane, as that one starts
+    # (``feeding``): that job, as ``run/benchmark``. Its id is then in its chain file.
+    fed_by: str | None = None
+
+    @property
+    def queued(self) -> bool:
+        """Whether it was queued, or is to be by its lane (else it was refused: ``error``)."""
+        return self.job_id is not None or self.fed_by is not None
+
+    @field_validator("fed_by")
+    @classmethod
+    def _plain_label(cls, value: str | None) -> str | None:
+        # Shown to the user: a short printable word or nothing.
+        return (
+            value
+            if value is None or (len(value) <= 300 and value.isprintable())
+            else value[:300].encode("unicode_escape").decode()
+        )
 
     @field_validator("queued_as")
     @classmethod
@@ -109,7 +127,7 @@ class SubmissionRecord(BaseModel):
 
     @property
     def failed(self) -> list[BenchmarkJob]:
-        return [b for b in self.benchmarks if b.job_id is None]
+        return [b for b in self.benchmarks if not b.queued]
 
     def dumps(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

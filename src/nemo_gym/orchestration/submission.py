@@ -25,7 +25,8 @@ from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.backends.base import QueueDemand, run_marker_line
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
-from nemo_gym.orchestration.plan import RunPlan
+from nemo_gym.orchestration.feeding import Lanes, plan_lanes
+from nemo_gym.orchestration.plan import JobPlan, RunPlan
 from nemo_gym.orchestration.render import StagedRun, backend_context, render_template
 
 EXIT_MISSING_MOUNTS = 3
@@ -40,6 +41,7 @@ class QueuedJob:
     benchmark: str
     job_id: str | None
     error: str | None
+    fed_by: str | None = None  # queued later by the job of this benchmark (``run/benchmark``), in its lane
 
 
 def _tarball(staged: StagedRun) -> str:
@@ -66,10 +68,14 @@ class RunToSubmit:
         return self.staged.plan
 
 
-def submission_script(runs: list[RunToSubmit]) -> str:
-    """Every run's checks, then every run's directory, then every run's jobs (see the module)."""
+def submission_script(runs: list[RunToSubmit], lanes: Lanes | None = None) -> str:
+    """Every run's checks, then every run's directory, then every run's jobs (see the module);
+    with ``lanes``, only each lane's first job is queued and every job is told the next of its lane."""
     plans = [run.plan for run in runs]
     exports = [[f"export {name}={shlex.quote(value)}" for name, value in run.secrets.items()] for run in runs]
+    units = submitted_units(plans)
+    fed = {} if lanes is None else {units[j][1].job_dir: label(*units[b]) for j, b in lanes.fed_by().items()}
+    links = [] if lanes is None else [(units[b][1].job_dir, units[n][1].job_dir) for b, n in lanes.next_of().items()]
     return render_template(
         "submission.sh.j2",
         # Each distinct mount source once; the script stops before writing anything if one is missing.
@@ -77,7 +83,8 @@ def submission_script(runs: list[RunToSubmit]) -> str:
         absent_parents=_parents_deepest_first(plans),
         runs=[{"run_dir": run.plan.run_dir, "tarball": _tarball(run.staged)} for run in runs],
         # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
-        queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports),
+        lane_links=links,
+        queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports, fed),
         exit_missing_mounts=EXIT_MISSING_MOUNTS,
         exit_run_dir_exists=EXIT_RUN_DIR_EXISTS,
         exit_run_dir_unwritable=EXIT_RUN_DIR_UNWRITABLE,
@@ -123,7 +130,9 @@ def parse_submission_output(stdout: str, benchmarks: list[str], backend: Backend
         payload = payload.strip()
         tokens = payload.split()
         match = job_id.match(tokens[-1]) if tokens else None
-        if status == "0" and match:
+        if status == contract.FED_STATUS:
+            seen[bench] = QueuedJob(bench, None, None, payload)
+        elif status == "0" and match:
             seen[bench] = QueuedJob(bench, match.group(1), None)
         elif status == "0":
             seen[bench] = QueuedJob(bench, None, payload or f"{backend.submit_command} exited 0 with no job id")
@@ -141,8 +150,9 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
     """Stage and queue every run in one script (after the site's limits are asked, in one more);
     each run's jobs, in order. A failed check raises before anything was written or queued."""
     plans = [run.plan for run in runs]
-    refuse_beyond_site_limits(conn, backend_named(plans[0].backend), queue_demands(plans))
-    result = conn.run_script(submission_script(runs))
+    backend = backend_named(plans[0].backend)
+    lanes = fit_within_site_limits(conn, backend, queue_demands(plans), feedable=_one_environment(runs))
+    result = conn.run_script(submission_script(runs, lanes))
     out = result.stdout.splitlines()
     missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
     if missing:
@@ -163,9 +173,19 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
 def refuse_beyond_site_limits(conn: Connection, backend: Backend, demands: list[QueueDemand]) -> None:
     """Raise, naming the limit, when these jobs cannot all be queued within what the site lets
     the user queue (``backend``'s ``limits_request``/``limits_problems``)."""
+    fit_within_site_limits(conn, backend, demands, feedable=False)
+
+
+def fit_within_site_limits(
+    conn: Connection, backend: Backend, demands: list[QueueDemand], feedable: bool
+) -> Lanes | None:
+    """None when these jobs can all be queued at once within what the site lets the user queue
+    (``backend``'s ``limits_request``/``limits_problems``); else, where the backend's jobs can
+    queue each other and ``feedable``, the lanes that keep them within it (``feeding``); else
+    raise, naming the limit."""
     script = site_limits_script(backend, demands) if demands else None
     if script is None:
-        return
+        return None
     try:
         answer = conn.run_script(script).stdout
     except ConnectionLost as lost:
@@ -173,15 +193,37 @@ def refuse_beyond_site_limits(conn: Connection, backend: Backend, demands: list[
         raise UserError(
             f"nothing was submitted: the connection was lost while asking the site's limits ({lost.problems[0]})"
         ) from None
-    problems = backend.limits_problems(marked_sections(answer, contract.LIMITS_MARKER), demands)
-    if problems:
-        raise UserError(problems)
+    answers = marked_sections(answer, contract.LIMITS_MARKER)
+    problems = backend.limits_problems(answers, demands)
+    if not problems:
+        return None
+    if feedable and backend.feeds_lanes and len(demands) > 1:
+        lanes = plan_lanes(len(demands), lambda held: not backend.limits_problems(answers, [demands[i] for i in held]))
+        if lanes is not None:
+            return lanes
+    raise UserError(problems)
+
+
+def _one_environment(runs: list[RunToSubmit]) -> bool:
+    """Whether every run exports the same secrets: a job queued by another job gets that job's
+    environment, so lanes never mix runs whose jobs are given different ones."""
+    return len({tuple(sorted(run.secrets.items())) for run in runs}) <= 1
+
+
+def submitted_units(plans: list[RunPlan]) -> list[tuple[RunPlan, JobPlan]]:
+    """Every job the runs queue, in the submission's order (the order lanes are dealt in)."""
+    return [(plan, job) for plan in plans for job in plan.submitted_jobs]
+
+
+def label(plan: RunPlan, job: JobPlan) -> str:
+    """``run/benchmark``: a job as a user names it."""
+    return f"{plan.run_id}/{job.benchmark}"
 
 
 def queue_demands(plans: list[RunPlan]) -> list[QueueDemand]:
     """Every job the runs queue, as the site's limits weigh it."""
     backend = backend_named(plans[0].backend)
-    return [QueueDemand(plan.run_id, backend.queue_facts(job)) for plan in plans for job in plan.submitted_jobs]
+    return [QueueDemand(plan.run_id, backend.queue_facts(job)) for plan, job in submitted_units(plans)]
 
 
 def marked_sections(stdout: str, marker: str) -> dict[str, str]:
@@ -211,7 +253,7 @@ def per_benchmark(plan: RunPlan, results: list[QueuedJob]) -> list[QueuedJob]:
     if plan.shared is None:
         return results
     [shared] = results
-    return [QueuedJob(job.benchmark, shared.job_id, shared.error) for job in plan.jobs]
+    return [QueuedJob(job.benchmark, shared.job_id, shared.error, shared.fed_by) for job in plan.jobs]
 
 
 def recover_results(conn: Connection, runs: list[StagedRun]) -> list[list[QueuedJob]]:

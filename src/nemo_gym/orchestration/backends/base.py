@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -126,6 +127,9 @@ class Backend(ABC):
     # Its module in ``backends/`` that the resume judge talks to its scheduler through on the node
     # (``resume.Scheduler``; stdlib, Python 3.8), or None: then it runs no resumable benchmark.
     node_scheduler: ClassVar[str | None] = None
+    # Whether its jobs can queue the next of their lane as they start (``feeding``; its template's
+    # ``feed_lane``), so that a submission past the site's limits is fed through them.
+    feeds_lanes: ClassVar[bool] = False
 
     @property
     def supports_resume(self) -> bool:
@@ -172,18 +176,23 @@ class Backend(ABC):
     # -- submission -------------------------------------------------------------------------------
 
     @abstractmethod
-    def submit_lines(self, plan: RunPlan) -> list[str]:
+    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
         """Bash that queues every submitted job once the run directory is in place, printing one
-        ``contract.JOB_MARKER<benchmark>:<status>:<output>`` line per job."""
+        ``contract.JOB_MARKER<benchmark>:<status>:<output>`` line per job; a job ``fed`` names
+        (``submit_runs_lines``) is not queued, and its line's status is ``contract.FED_STATUS``."""
 
-    def submit_runs_lines(self, plans: list[RunPlan], exports: list[list[str]]) -> list[str]:
+    def submit_runs_lines(
+        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None
+    ) -> list[str]:
         """Bash that queues the jobs of several runs (a sweep's; often just one) once their
         directories are in place: each run's job lines after a ``contract.RUN_MARKER<run id>``
         line, in a subshell that exports only that run's secrets (``exports``, per run). By
-        default each run is queued as it would be alone."""
+        default each run is queued as it would be alone. ``fed``: the jobs (by job directory) not
+        queued now, because the job named (``run/benchmark``) queues them as it starts
+        (``feeding``; only a backend that ``feeds_lanes`` is given any)."""
         lines = []
         for plan, export in zip(plans, exports):
-            lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan), ")"]
+            lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan, fed or {}), ")"]
         return lines
 
     # -- site limits ------------------------------------------------------------------------------

@@ -63,12 +63,14 @@ class LocalBackend(Backend):
     def requeued_id(self, first_id: str, attempt: int) -> str:
         return f"{first_id}.{attempt}"
 
-    def submit_lines(self, plan: RunPlan) -> list[str]:
+    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
         # Detached from this command: the run goes on after `gym eval submit` returns.
         runner = shlex.quote(f"{plan.run_dir}/{contract.LOCAL_RUNNER_SCRIPT}")
         return [f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &", *_job_marker_lines(plan)]
 
-    def submit_runs_lines(self, plans: list[RunPlan], exports: list[list[str]]) -> list[str]:
+    def submit_runs_lines(
+        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None
+    ) -> list[str]:
         # The runs of a sweep go one after another, like a run's benchmarks (they would share the
         # machine's ports and GPUs): one detached chain starts each run's runner when the one
         # before has ended, each with only its own secrets. The chain's text reaches its bash

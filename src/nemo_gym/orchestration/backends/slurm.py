@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -71,6 +72,7 @@ class SlurmBackend(Backend):
     scheduler_name: ClassVar[str] = "Slurm"
     accounting_text: ClassVar[str | None] = "from Slurm's accounting"
     node_scheduler: ClassVar[str | None] = "slurm_node"
+    feeds_lanes: ClassVar[bool] = True
 
     # -- planning ---------------------------------------------------------------------------------
 
@@ -143,15 +145,21 @@ class SlurmBackend(Backend):
 
     # -- submission -------------------------------------------------------------------------------
 
-    def submit_lines(self, plan: RunPlan) -> list[str]:
+    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
         log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
         # Builtins where they do (a sweep of 300 runs is 600 of these): one mkdir for the run,
         # sbatch's answer made one line in place.
         logs = " ".join(shlex.quote(f"{job.job_dir}/{contract.LOGS_DIR}") for job in plan.submitted_jobs)
         lines = [f"mkdir -p {logs}"] if logs else []
         for job in plan.submitted_jobs:
+            if job.job_dir in fed:
+                # Queued by the job before it in its lane, as that one starts (feed_lane).
+                lines.append(f"out={shlex.quote(fed[job.job_dir])}; rc={contract.FED_STATUS}")
+            else:
+                lines.append(
+                    f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?"
+                )
             lines += [
-                f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?",
                 f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} "
                 '"$rc" "${out//$\'\\n\'/ }"',
                 # Also kept on the cluster as it happens, so a lost connection can be recovered from.

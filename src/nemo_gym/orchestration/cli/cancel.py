@@ -31,6 +31,7 @@ def run_cancel(args: argparse.Namespace) -> int:
         for job in report.refused:
             echo(f"  {where}{job.benchmark}: {cancel_command(record)} {job.job_id} failed", err=True)
         for job in report.cancelled:
-            echo(f"  {where}cancelled {job.benchmark} (job {' -> '.join(job.chain) or job.job_id})")
+            jobs = " -> ".join(job.chain) or job.job_id
+            echo(f"  {where}cancelled {job.benchmark} " + (f"(job {jobs})" if jobs else "(before its lane queued it)"))
         ok = ok and report.ok
     return 0 if ok else 1

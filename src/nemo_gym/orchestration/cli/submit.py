@@ -127,6 +127,7 @@ def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
 def report(submission: Submission, as_json: bool) -> int:
     """Each run and its jobs (a sweep's runs under the sweep's line, each named by its values);
     then what failed. 1 when the connection broke or a job could not be queued."""
+    from nemo_gym.orchestration.display import terminal
     from nemo_gym.orchestration.library import job_kind, values_label
 
     sweep = submission.sweep
@@ -144,11 +145,19 @@ def report(submission: Submission, as_json: bool) -> int:
             print(f"Run {record.gym_job_id}{values}: {record.run_dir}")
             kind = job_kind(record)
             for job in record.benchmarks:
-                print(
-                    f"  submitted {job.benchmark} -> {kind} {job.job_id}"
-                    if job.job_id
-                    else f"  failed {job.benchmark}: {job.error}"
-                )
+                if job.job_id:
+                    print(f"  submitted {job.benchmark} -> {kind} {job.job_id}")
+                elif job.fed_by:
+                    print(f"  submitted {job.benchmark} -> queued by {terminal(job.fed_by)} as that one starts")
+                else:
+                    print(f"  failed {job.benchmark}: {job.error}")
+        fed = [job for record in submission.records for job in record.benchmarks if job.fed_by]
+        if fed:
+            lanes = sum(1 for record in submission.records for job in record.benchmarks if job.job_id)
+            print(
+                f"The site's limits let {lanes} of these jobs be queued at once: they run in {lanes} lanes, "
+                f"each job queuing the next of its lane as it starts ({len(fed)} wait their turn)"
+            )
     if submission.interrupted:
         print(f"error: {submission.interrupted}", file=sys.stderr)
         return 1

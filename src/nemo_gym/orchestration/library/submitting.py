@@ -348,6 +348,7 @@ def _record(
                 job_dir=contract.job_dir(plan.run_dir, q.benchmark),
                 job_id=q.job_id,
                 error=q.error,
+                fed_by=q.fed_by,
                 gpus=gpus.get(q.benchmark),
                 export_to=export_to.get(q.benchmark, {}),
                 continues_from_disk=continues.get(q.benchmark, False),
@@ -457,7 +458,7 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
         except ConnectionLost as again:
             raise UserError(_unrecorded(records, _sweep_record(prepared, records), again)) from None
     jobs = [b for r in records for b in r.benchmarks]
-    done = [b for b in jobs if b.job_id]
+    done = [b for b in jobs if b.queued]
     counted = f"job(s) of the sweep's {len(records)} runs" if prepared.sweep_id else "benchmark(s)"
     return Submission(
         records,

@@ -19,7 +19,7 @@ gym_chain_of() {
         rest=${line#*$'\t'}
         id=${rest%%$'\t'*}
         case $kind in
-            start | successor | resubmit)
+            fed | start | successor | resubmit)
                 [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"
@@ -29,13 +29,13 @@ gym_run=0
 printf '%s%s\n' __GYM_RUN: "$gym_run"
 (
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000 ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000/cancelled
-printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/cancelled
+{ [ -d /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/chain; gym_chain_of 4000 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
   case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" run-it "$gym_id" >>"$gym_cancel_list" ;; esac
 done
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001 ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001/cancelled
-printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/cancelled
+{ [ -d /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/chain; gym_chain_of 4001 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
   case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" scripted "$gym_id" >>"$gym_cancel_list" ;; esac

@@ -19,7 +19,7 @@ gym_chain_of() {
         rest=${line#*$'\t'}
         id=${rest%%$'\t'*}
         case $kind in
-            start | successor | resubmit)
+            fed | start | successor | resubmit)
                 [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"
@@ -29,7 +29,7 @@ gym_run=0
 printf '%s%s\n' __GYM_RUN: "$gym_run"
 (
 { [ -d /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000 ] || mkdir -p /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000; } && printf '%s\n' "$gym_now" >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/4000/cancelled
-printf '%s\n' "$gym_now" >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/cancelled
+{ [ -d /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym ] || mkdir -p /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym; } && printf '%s\n' "$gym_now" >/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/chain; gym_chain_of 4000 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
   case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" answer-judge "$gym_id" >>"$gym_cancel_list" ;; esac

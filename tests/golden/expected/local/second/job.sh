@@ -22,7 +22,13 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
+
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
+if [ -e "$GYM_JOB_DIR/.gym/cancelled" ]; then
+    # Cancelled before it started (a lane's job queued as gym eval cancel ran): nothing to run.
+    gym_phase cancelled "cancelled before it started"
+    exit 0
+fi
 # As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
 HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
 export HEAD_NODE_IP

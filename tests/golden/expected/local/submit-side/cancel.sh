@@ -19,7 +19,7 @@ gym_chain_of() {
         rest=${line#*$'\t'}
         id=${rest%%$'\t'*}
         case $kind in
-            start | successor | resubmit)
+            fed | start | successor | resubmit)
                 [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"

@@ -19,7 +19,7 @@ gym_chain_of() {
         rest=${line#*$'\t'}
         id=${rest%%$'\t'*}
         case $kind in
-            start | successor | resubmit)
+            fed | start | successor | resubmit)
                 [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"
@@ -41,7 +41,7 @@ gym_job_end_of() {
     done <<<"$text"
 }
 gym_probe() {
-    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line every
+    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line every cancelled
     local -a recent
     gym_slurp chain "$d/.gym/chain"
     for _ in 1 2 3; do
@@ -75,7 +75,8 @@ gym_probe() {
     ch=''; [ -n "$chain" ] && ch=$(printf '%s' "$chain" | base64 -w0)
     n=0; [ -f "$d/artifacts/rollouts.jsonl" ] && n=$(wc -l <"$d/artifacts/rollouts.jsonl")
     printf '%s' "$out"
-    printf '__GYM_PROBE:B\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch"
+    cancelled=0; [ -e "$d/.gym/cancelled" ] && cancelled=1
+    printf '__GYM_PROBE:B\x1f%s\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch" "$cancelled"
     for f in "$d/.gym/exports/"*.json; do
         [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
     done

@@ -19,7 +19,7 @@ gym_chain_of() {
         rest=${line#*$'\t'}
         id=${rest%%$'\t'*}
         case $kind in
-            start | successor | resubmit)
+            fed | start | successor | resubmit)
                 [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
         esac
     done <<<"$2"
@@ -29,7 +29,7 @@ gym_run=0
 printf '%s%s\n' __GYM_RUN: "$gym_run"
 (
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/4000 ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/4000; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/4000/cancelled
-printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/cancelled
+{ [ -d /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym/chain; gym_chain_of 4000 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
   case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" b "$gym_id" >>"$gym_cancel_list" ;; esac
