@@ -374,6 +374,7 @@ RECORD_RESUBMIT = "resubmit"
 # unfed <by job> <what the scheduler said> when it refused.
 RECORD_FED = "fed"
 RECORD_UNFED = "unfed"
+UNFED_SHOWN = 300  # characters of why a lane could not queue its next job, as status shows them
 
 
 class Action(Word):
@@ -532,7 +533,7 @@ def parse_chain(text: str) -> Chain:
         elif kind == RECORD_FED and rest and rest[0] and chain.fed_as is None:
             chain.fed_as = rest[0]
         elif kind == RECORD_UNFED and len(rest) >= 2 and chain.fed_as is None:
-            chain.unfed = rest[1]
+            chain.unfed = rest[1][:UNFED_SHOWN]  # the scheduler's words, from a file the job wrote: bounded
         elif kind == RECORD_RESUBMIT and rest and rest[0]:
             chain.begin_attempt(rest[0])
             if len(rest) >= 5:
