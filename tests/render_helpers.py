@@ -6,9 +6,10 @@ import re
 import shlex
 import warnings
 from pathlib import Path
+from unittest import mock
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.backends import backend_named, slurm_arrays
 from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
@@ -22,6 +23,7 @@ from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
 from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, runs_results_script
 from nemo_gym.orchestration.submission import (
+    Packing,
     QueuedJob,
     RunToSubmit,
     per_benchmark,
@@ -72,6 +74,7 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     return {
         **({"site-limits.sh": limits} if limits is not None else {}),
         "submission.sh": submission_script([RunToSubmit(staged, GOLDEN_SECRETS)]),
+        **_arrayed_submission(staged),
         "probe.sh": runs_probe_script([record], [(0, probe_script(record, backend))]),
         "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)], [backend]),
         "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),
@@ -80,6 +83,16 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
         "export.sh": export_script(record, [], False, {}),
         "resubmit.sh": resubmit_script([golden_requeue(record)]),
     }
+
+
+def _arrayed_submission(staged: StagedRun) -> dict[str, str]:
+    """The submission where the site lets jobs of one shape go together (a Slurm job array), when
+    that differs from the one above."""
+    alone = submission_script([RunToSubmit(staged, GOLDEN_SECRETS)])
+    # A golden run has a few jobs, not the many that make arrays worth it: arrays of two here.
+    with mock.patch.object(slurm_arrays, "ARRAYS_FROM", 2):
+        together = submission_script([RunToSubmit(staged, GOLDEN_SECRETS)], Packing(together=1001))
+    return {"submission-arrays.sh": together} if together != alone else {}
 
 
 def golden_requeue(record: SubmissionRecord) -> RequeuedRun:

@@ -1,10 +1,11 @@
 """The site's limits, met on the real local cluster: started here with accounting limits enforced
 (scripts/local-slurm with LOCAL_SLURM_MAX_SUBMIT_JOBS=8: AccountingStorageEnforce=limits and the
 user's association MaxSubmitJobs=8, so slurmctld itself refuses a ninth job; and a QOS whose
-MaxSubmitJobsPerUser=3, the default of one account), then restarted as the other tests know it. A sweep past the limit runs in lanes, each job queuing
+MaxSubmitJobsPerUser=3, the default of one account; and MaxArraySize=4), then restarted as the other tests know it. A sweep past the limit runs in lanes, each job queuing
 the next of its lane as it starts (feeding.py), and never holds more than the limit; one that
 cannot fit even one lane is refused before anything is queued, naming the limit; one that fits is
-queued and runs, and its cancel is one scancel of every job."""
+queued (its jobs of one shape as job arrays of at most 4 tasks) and runs, and its cancel is one
+scancel of every job; a job array past MaxArraySize is refused before anything is queued."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 LIMIT = 8
 QOS_LIMIT = 3  # QOS capped, MaxSubmitJobsPerUser: root's default QOS in account my-account only
+MAX_ARRAY_SIZE = 4  # a job array's indices run from 0 to 3
 
 
 def local_slurm_up(**limits: str) -> None:
@@ -35,7 +37,11 @@ def local_slurm_up(**limits: str) -> None:
 
 @pytest.fixture(scope="module")
 def limited(slurm):
-    local_slurm_up(LOCAL_SLURM_MAX_SUBMIT_JOBS=str(LIMIT), LOCAL_SLURM_QOS_MAX_SUBMIT_JOBS=str(QOS_LIMIT))
+    local_slurm_up(
+        LOCAL_SLURM_MAX_SUBMIT_JOBS=str(LIMIT),
+        LOCAL_SLURM_QOS_MAX_SUBMIT_JOBS=str(QOS_LIMIT),
+        LOCAL_SLURM_MAX_ARRAY_SIZE=str(MAX_ARRAY_SIZE),
+    )
     yield
     local_slurm_up()  # as the other tests know it: no limits
 
@@ -123,6 +129,9 @@ def test_a_sweep_that_fits_runs_and_is_cancelled_in_one_go(limited, cluster_run,
     )
     ids = [b["job_id"] for r in sweep["records"] for b in r["benchmarks"]]
     assert len(ids) == LIMIT and all(ids)
+    # Jobs of one shape, as job arrays no bigger than the site's MaxArraySize: two of four tasks.
+    arrays = [ids[0].split("_")[0], ids[4].split("_")[0]]
+    assert ids == [f"{a}_{i}" for a in arrays for i in range(MAX_ARRAY_SIZE)] and arrays[0] != arrays[1]
     wait_until(cluster_run, sweep["sweep_id"], lambda jobs: sum(s == "succeeded" for _, _, s in jobs) >= 2, 120)
     proc = cluster_run.cli("cancel", sweep["sweep_id"])
     assert proc.returncode == 0, proc.stderr
@@ -181,3 +190,13 @@ def test_a_sweep_past_its_qos_limit_goes_in_lanes_and_one_past_a_full_qos_is_ref
     )
     assert proc.returncode != 0 and f"of QOS capped, per user, {QOS_LIMIT} counted already" in proc.stderr, proc.stderr
     subprocess.run(["scancel", *ids], capture_output=True)
+
+
+def test_a_job_array_past_the_site_s_max_array_size_is_refused_before_anything_is_queued(
+    limited, cluster_run, tmp_path
+) -> None:
+    config = sweep_config(cluster_run, {"math": {}}, compute={"extra_args": {"array": "0-29"}})
+    proc = submit_sweep_cli(cluster_run, config, "services.policy.model=/m/a,/m/b")
+    assert proc.returncode == 1
+    assert f"is past the site's MaxArraySize={MAX_ARRAY_SIZE}" in proc.stderr and "nothing was submitted" in proc.stderr
+    assert "Traceback" not in proc.stderr and not queued_jobs()

@@ -30,10 +30,10 @@ BENCHMARKS = {
 }
 
 
-def checkpoints(root: Path) -> list[str]:
-    """Three stand-in checkpoints, each better than the one before."""
+def checkpoints(root: Path, accuracies: dict[int, float] = ACCURACY) -> list[str]:
+    """Stand-in checkpoints (three by default), each better than the one before."""
     paths = []
-    for step, accuracy in ACCURACY.items():
+    for step, accuracy in accuracies.items():
         path = root / "ckpt" / f"step-{step}"
         path.mkdir(parents=True)
         (path / "standin-accuracy").write_text(f"{accuracy}\n")

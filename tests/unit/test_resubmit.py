@@ -132,7 +132,9 @@ def test_logs_and_cancel_follow_the_new_attempt(base, tmp_path, conn, cluster) -
     assert "the new attempt's log" in log.text and "first attempt" not in log.text
     [report] = library.cancel([record], connect=conn.connect)
     assert [s.benchmark for s in report.cancelled] == ["a"] and "101" in cluster.cancelled_ids()
-    assert (job_dir(record, "a") / contract.state_dir("101") / contract.CANCELLED_FILE).exists()
+    # Not started yet: the chain-wide marker tells it (and status) why; no state directory is made for it.
+    assert (job_dir(record, "a") / contract.CHAIN_CANCELLED_FILE).exists()
+    assert not (job_dir(record, "a") / contract.state_dir("101")).exists()
 
 
 # -- re-queue what ended badly -------------------------------------------------------------------------

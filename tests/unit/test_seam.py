@@ -2,7 +2,7 @@
 
 Every Slurm command, directive and variable is spelled in the Slurm backend's own files
 (``backends/slurm*.py``: the backend, its node module and its rules) and templates
-(``templates/backend-slurm*.j2``); every other module and template of the package — the seam
+(``templates/backend-slurm*.j2``, ``templates/slurm*.j2``); every other module and template of the package — the seam
 (``backends/base.py``) and the local backend included — is scheduler-neutral. The plain word "Slurm" in
 prose is allowed: it names what the backend runs on, not how it is driven.
 """
@@ -56,7 +56,7 @@ def slurm_words_in(paths: list[Path], root: Path = PACKAGE.parent) -> list[str]:
 
 def test_no_slurm_word_outside_the_slurm_backend() -> None:
     found = slurm_words_in(neutral_files())
-    assert not found, "Slurm words outside backends/ and templates/backend-slurm*.j2:\n" + "\n".join(found)
+    assert not found, "Slurm words outside backends/ and templates/(backend-)slurm*.j2:\n" + "\n".join(found)
 
 
 def test_the_scan_sees_the_neutral_modules_and_templates() -> None:

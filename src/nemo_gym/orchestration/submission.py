@@ -68,9 +68,11 @@ class RunToSubmit:
         return self.staged.plan
 
 
-def submission_script(runs: list[RunToSubmit], lanes: Lanes | None = None) -> str:
+def submission_script(runs: list[RunToSubmit], packing: Packing | None = None) -> str:
     """Every run's checks, then every run's directory, then every run's jobs (see the module);
-    with ``lanes``, only each lane's first job is queued and every job is told the next of its lane."""
+    in lanes, only each lane's first job is queued and every job is told the next of its lane."""
+    packing = packing or Packing()
+    lanes = packing.lanes
     plans = [run.plan for run in runs]
     exports = [[f"export {name}={shlex.quote(value)}" for name, value in run.secrets.items()] for run in runs]
     units = submitted_units(plans)
@@ -84,7 +86,7 @@ def submission_script(runs: list[RunToSubmit], lanes: Lanes | None = None) -> st
         runs=[{"run_dir": run.plan.run_dir, "tarball": _tarball(run.staged)} for run in runs],
         # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
         lane_links=links,
-        queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports, fed),
+        queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports, fed, packing.together),
         exit_missing_mounts=EXIT_MISSING_MOUNTS,
         exit_run_dir_exists=EXIT_RUN_DIR_EXISTS,
         exit_run_dir_unwritable=EXIT_RUN_DIR_UNWRITABLE,
@@ -151,8 +153,8 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
     each run's jobs, in order. A failed check raises before anything was written or queued."""
     plans = [run.plan for run in runs]
     backend = backend_named(plans[0].backend)
-    lanes = fit_within_site_limits(conn, backend, queue_demands(plans), feedable=_one_environment(runs))
-    result = conn.run_script(submission_script(runs, lanes))
+    packing = fit_within_site_limits(conn, backend, queue_demands(plans), feedable=_one_environment(runs))
+    result = conn.run_script(submission_script(runs, packing))
     out = result.stdout.splitlines()
     missing = [line[len(contract.MISSING_MARKER) :] for line in out if line.startswith(contract.MISSING_MARKER)]
     if missing:
@@ -176,16 +178,23 @@ def refuse_beyond_site_limits(conn: Connection, backend: Backend, demands: list[
     fit_within_site_limits(conn, backend, demands, feedable=False)
 
 
-def fit_within_site_limits(
-    conn: Connection, backend: Backend, demands: list[QueueDemand], feedable: bool
-) -> Lanes | None:
-    """None when these jobs can all be queued at once within what the site lets the user queue
-    (``backend``'s ``limits_request``/``limits_problems``); else, where the backend's jobs can
-    queue each other and ``feedable``, the lanes that keep them within it (``feeding``); else
-    raise, naming the limit."""
+@dataclass(frozen=True)
+class Packing:
+    """How a submission's jobs are queued within the site's limits: in ``lanes`` (None: all at
+    once), and at most ``together`` of one shape in one call (``Backend.most_queued_together``)."""
+
+    lanes: Lanes | None = None
+    together: int = 1
+
+
+def fit_within_site_limits(conn: Connection, backend: Backend, demands: list[QueueDemand], feedable: bool) -> Packing:
+    """No lanes when these jobs can all be queued at once within what the site lets the user
+    queue (``backend``'s ``limits_request``/``limits_problems``); else, where the backend's jobs
+    can queue each other and ``feedable``, the lanes that keep them within it (``feeding``), each
+    job queued on its own; else raise, naming the limit."""
     script = site_limits_script(backend, demands) if demands else None
     if script is None:
-        return None
+        return Packing()
     try:
         answer = conn.run_script(script).stdout
     except ConnectionLost as lost:
@@ -196,11 +205,11 @@ def fit_within_site_limits(
     answers = marked_sections(answer, contract.LIMITS_MARKER)
     problems = backend.limits_problems(answers, demands)
     if not problems:
-        return None
+        return Packing(together=backend.most_queued_together(answers))
     if feedable and backend.feeds_lanes and len(demands) > 1:
         lanes = plan_lanes(len(demands), lambda held: not backend.limits_problems(answers, [demands[i] for i in held]))
         if lanes is not None:
-            return lanes
+            return Packing(lanes)
     raise UserError(problems)
 
 

@@ -182,14 +182,15 @@ class Backend(ABC):
         (``submit_runs_lines``) is not queued, and its line's status is ``contract.FED_STATUS``."""
 
     def submit_runs_lines(
-        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None
+        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None, together: int = 1
     ) -> list[str]:
         """Bash that queues the jobs of several runs (a sweep's; often just one) once their
         directories are in place: each run's job lines after a ``contract.RUN_MARKER<run id>``
         line, in a subshell that exports only that run's secrets (``exports``, per run). By
         default each run is queued as it would be alone. ``fed``: the jobs (by job directory) not
         queued now, because the job named (``run/benchmark``) queues them as it starts
-        (``feeding``; only a backend that ``feeds_lanes`` is given any)."""
+        (``feeding``; only a backend that ``feeds_lanes`` is given any). ``together``: the most
+        jobs the scheduler takes in one call (``most_queued_together``)."""
         lines = []
         for plan, export in zip(plans, exports):
             lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan, fed or {}), ")"]
@@ -210,6 +211,11 @@ class Backend(ABC):
     def limits_request(self, demands: list[QueueDemand]) -> dict[str, object] | None:
         """What ``site_limits`` asks the scheduler for these jobs (None: nothing to ask)."""
         return None
+
+    def most_queued_together(self, answers: dict[str, str]) -> int:
+        """How many jobs of one shape one call to the scheduler may queue together, by what the
+        site's ``answers`` say (1: each job is queued on its own)."""
+        return 1
 
     def limits_problems(self, answers: dict[str, str], demands: list[QueueDemand]) -> list[str]:
         """Why these jobs cannot all be queued within the limits ``answers`` state (by marker

@@ -69,7 +69,7 @@ class LocalBackend(Backend):
         return [f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &", *_job_marker_lines(plan)]
 
     def submit_runs_lines(
-        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None
+        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None, together: int = 1
     ) -> list[str]:
         # The runs of a sweep go one after another, like a run's benchmarks (they would share the
         # machine's ports and GPUs): one detached chain starts each run's runner when the one

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeConfig
-from nemo_gym.orchestration.backends import slurm_limits, slurm_node
+from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits, slurm_node
 from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     Backend,
@@ -18,10 +18,12 @@ from nemo_gym.orchestration.backends.base import (
     QueueDemand,
     SchedulerView,
     recorded_outcome,
+    run_marker_line,
     running_state,
     self_recorded_end,
 )
 from nemo_gym.orchestration.contract import Phase, StateFile, Status
+from nemo_gym.orchestration.render import render_template
 from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
 
@@ -66,7 +68,7 @@ _SHOWN_CAP = 200
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
     job_kind: ClassVar[str] = "Slurm job"
-    job_id_pattern: ClassVar[str] = r"\d+"
+    job_id_pattern: ClassVar[str] = r"\d+(?:_\d+)?"  # a job's, or a task's of a job array (ID_TASK)
     submit_command: ClassVar[str] = slurm_node.NodeScheduler.submit_command
     cancel_command: ClassVar[str] = "scancel"
     scheduler_name: ClassVar[str] = "Slurm"
@@ -108,7 +110,7 @@ class SlurmBackend(Backend):
     # -- rendering --------------------------------------------------------------------------------
 
     def template_vars(self) -> dict[str, object]:
-        return {"ending_groups": slurm_node.ending_groups}
+        return {"ending_groups": slurm_node.ending_groups, "task_id_variable": _TASK_ID_VARIABLE}
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         nodes = launch.nodes
@@ -118,7 +120,8 @@ class SlurmBackend(Backend):
             "srun --overlap" + (f" --het-group={launch.component}" if launch.component is not None else ""),
             f"--nodes={nodes.count} --ntasks={nodes.count} --ntasks-per-node=1",
             f'--nodelist="$(gym_node_list {nodes.start} {nodes.count})"',
-            f"--output={bash_quote(log)}",
+            # The job's id as the job knows it (srun's %j is a job array task's own number).
+            "--output=" + '"$GYM_JOB_ID"'.join(bash_quote(part) for part in log.split("%j")),
         ]
         job_mount = f"{launch.job_dir}:{launch.job_dir}"
         mounts = (job_mount, *[m for m in launch.mounts if m != job_mount])
@@ -145,16 +148,46 @@ class SlurmBackend(Backend):
 
     # -- submission -------------------------------------------------------------------------------
 
+    def submit_runs_lines(
+        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None, together: int = 1
+    ) -> list[str]:
+        # The jobs of one shape go as job arrays (slurm_arrays), queued first; each run's part then
+        # tells its tasks' ids as it tells a single job's.
+        fed = fed or {}
+        units = [(job, tuple(export)) for plan, export in zip(plans, exports) for job in plan.submitted_jobs]
+        lines: list[str] = []
+        tasks: dict[str, tuple[int, int]] = {}
+        for k, array in enumerate(slurm_arrays.arrays(units, fed, together)):
+            lines += _array_lines(k, array)
+            tasks.update({job_dir: (k, i) for i, job_dir in enumerate(array.job_dirs)})
+        for plan, export in zip(plans, exports):
+            lines += [run_marker_line(plan), "(", *export, *self._job_lines(plan, fed, tasks), ")"]
+        return lines
+
     def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
+        return self._job_lines(plan, fed, {})
+
+    def _job_lines(self, plan: RunPlan, fed: Mapping[str, str], tasks: Mapping[str, tuple[int, int]]) -> list[str]:
         log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
         # Builtins where they do (a sweep of 300 runs is 600 of these): one mkdir for the run,
         # sbatch's answer made one line in place.
-        logs = " ".join(shlex.quote(f"{job.job_dir}/{contract.LOGS_DIR}") for job in plan.submitted_jobs)
+        # The markers directory too, where a cancel marks the job before it starts.
+        logs = " ".join(
+            shlex.quote(f"{job.job_dir}/{name}")
+            for job in plan.submitted_jobs
+            for name in (contract.LOGS_DIR, contract.MARKERS_DIR)
+        )
         lines = [f"mkdir -p {logs}"] if logs else []
         for job in plan.submitted_jobs:
             if job.job_dir in fed:
                 # Queued by the job before it in its lane, as that one starts (feed_lane).
                 lines.append(f"out={shlex.quote(fed[job.job_dir])}; rc={contract.FED_STATUS}")
+            elif job.job_dir in tasks:
+                k, task = tasks[job.job_dir]
+                # A task of array k, queued already: its id is the array's with the task's index.
+                lines.append(
+                    f'out=$gym_array_out_{k}; rc=$gym_array_rc_{k}; [ "$rc" -ne 0 ] || out="${{gym_array_id_{k}}}_{task}"'
+                )
             else:
                 lines.append(
                     f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?"
@@ -183,10 +216,15 @@ class SlurmBackend(Backend):
         queued = _queued(demands)
         return {
             "accounts": sorted({q.account for q in queued}),
-            "arrays": any(q.array_highest is not None for q in queued),
+            # Several jobs may go as a job array: how big one may be.
+            "arrays": len(demands) > 1 or any(q.array_highest is not None for q in queued),
             "qos": sorted({q.qos.casefold() for q in queued if q.qos}),  # Slurm keeps QOS names lowercase
             "cap": slurm_limits.ANSWER_CAP,
         }
+
+    def most_queued_together(self, answers: dict[str, str]) -> int:
+        # A job array's indices run from 0 to MaxArraySize - 1.
+        return slurm_limits.max_array_size(answers.get("config", "")) or slurm_arrays.DEFAULT_MAX_ARRAY_SIZE
 
     def limits_problems(self, answers: dict[str, str], demands: list[QueueDemand]) -> list[str]:
         queued = _queued(demands)
@@ -312,6 +350,44 @@ class SlurmBackend(Backend):
         return None
 
     # -- cancel -----------------------------------------------------------------------------------
+
+
+# How an array's script tells a task's job script the task's id (identity in its template).
+_TASK_ID_VARIABLE = "GYM_ARRAY_TASK_JOB_ID"
+
+
+def _array_lines(k: int, array: slurm_arrays.Array) -> list[str]:
+    """Bash: array k's script and manifest written into its first task's job directory, then the
+    array queued with its runs' secrets; sets gym_array_out_k, gym_array_rc_k and gym_array_id_k
+    (the array's id, empty when refused)."""
+    home = f"{array.home}/{contract.MARKERS_DIR}"
+    script, manifest = (f"{array.home}/{name}" for name in (slurm_arrays.ARRAY_SCRIPT, slurm_arrays.ARRAY_MANIFEST))
+    text = render_template(
+        "slurm-array.sh.j2",
+        backend_vars={"ending_groups": slurm_node.ending_groups, "task_id_variable": _TASK_ID_VARIABLE},
+        options=array.options,
+        tasks=len(array.job_dirs),
+        manifest=manifest,
+        task_id_variable=_TASK_ID_VARIABLE,
+        task_log=contract.job_log("${SLURM_ARRAY_JOB_ID}_${gym_task}"),
+    )
+    dirs = " ".join(shlex.quote(d) for d in array.job_dirs)
+    # The runs' secrets (``export NAME=VALUE`` lines) given to this sbatch alone.
+    secrets = [line.removeprefix("export ") for line in array.exports]
+    queue = " ".join([*secrets, f"sbatch --parsable --array=0-{len(array.job_dirs) - 1} {shlex.quote(script)}"])
+    unwritten = shlex.quote(f"could not write the job array script {script}")
+    return [
+        f"if mkdir -p {shlex.quote(home)} && printf '%s\\n' {dirs} >{shlex.quote(manifest)} &&",
+        f"  cat >{shlex.quote(script)} <<'GYM_ARRAY_EOF'\n{text.rstrip()}\nGYM_ARRAY_EOF",
+        "then",
+        f"  gym_array_out_{k}=$({queue} 2>&1); gym_array_rc_{k}=$?",
+        "else",
+        f"  gym_array_out_{k}={unwritten}; gym_array_rc_{k}=1",
+        "fi",
+        # The id is the last line (site plugins may say more before it), without ";cluster"; digits only.
+        f"gym_array_id_{k}=$(printf '%s\\n' \"$gym_array_out_{k}\" | awk 'NF {{ last = $0 }} END {{ sub(/;.*/, \"\", last); print last }}')",
+        f'[[ $gym_array_id_{k} =~ ^[0-9]+$ ]] || {{ gym_array_id_{k}=""; [ "$gym_array_rc_{k}" -ne 0 ] || gym_array_rc_{k}=1; }}',
+    ]
 
 
 @dataclass(frozen=True)

@@ -28,28 +28,35 @@ gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
 gym_run=0
 printf '%s%s\n' __GYM_RUN: "$gym_run"
 (
-{ [ -d /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000 ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000/cancelled
+[ ! -d /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000 ] || printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/4000/cancelled
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/chain; gym_chain_of 4000 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
-  case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" run-it "$gym_id" >>"$gym_cancel_list" ;; esac
+  case $gym_id in '' | *[!0-9_]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" run-it "$gym_id" >>"$gym_cancel_list" ;; esac
 done
-{ [ -d /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001 ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001/cancelled
+[ ! -d /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001 ] || printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/4001/cancelled
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/scripted/.gym/chain; gym_chain_of 4001 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
-  case $gym_id in '' | *[!0-9]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" scripted "$gym_id" >>"$gym_cancel_list" ;; esac
+  case $gym_id in '' | *[!0-9_]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" scripted "$gym_id" >>"$gym_cancel_list" ;; esac
 done
 
 )
 if [ -s "$gym_cancel_list" ]; then
-  gym_out=$(awk -F'\t' '!seen[$3]++ { print $3 }' "$gym_cancel_list" | xargs scancel 2>&1) ||
+  # The tasks of one job array as one word (ID_[1,5,7]): slurmctld cancels them at once, where it
+  # takes a request per word.
+  gym_out=$(awk -F'\t' '
+    seen[$3]++ { next }
+    $3 ~ /_/ { split($3, p, "_"); tasks[p[1]] = (p[1] in tasks) ? tasks[p[1]] "," p[2] : p[2]; next }
+    { print $3 }
+    END { for (a in tasks) print a "_[" tasks[a] "]" }
+  ' "$gym_cancel_list" | xargs scancel 2>&1) ||
     printf '%s\n' "$gym_out" | awk -F'\t' -v rm=__GYM_RUN: -v cm=__GYM_CANCEL_FAILED: '
       NR == FNR {
         if (NF == 0) next
         spoke = 1
         if (/Invalid job id|already completing or completed/) next
-        if (match($0, /job id [0-9]+/)) refused[substr($0, RSTART + 7, RLENGTH - 7)] = 1; else all = 1
+        if (match($0, /job id [0-9]+(_[0-9]+)?/)) refused[substr($0, RSTART + 7, RLENGTH - 7)] = 1; else all = 1
         next
       }
       (all || !spoke || $3 in refused) && !said[$1 FS $2]++ { print rm $1; print cm $2 }

@@ -1,4 +1,6 @@
 gym_user=$(id -un)
+printf '%s\n' __GYM_LIMITS:config
+scontrol show config 2>/dev/null | grep -E '^MaxArraySize[[:space:]]*='
 printf '%s\n' __GYM_LIMITS:account:acct
 scontrol show assoc_mgr users="$gym_user" accounts=acct flags=assoc 2>/dev/null | head -c 262144
 echo

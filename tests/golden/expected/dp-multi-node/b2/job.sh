@@ -15,7 +15,10 @@
 set -uo pipefail
 
 GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b2
-GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
 GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
 export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
@@ -156,22 +159,22 @@ GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 1)"):6379"
 export GYM_RAY_ADDRESS_ENVS
 
 # service policy, step policy: vLLM data parallel, 2 rank(s) a node, nodes 1..2
-srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 2)" --output=logs/policy-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/policy.sh &
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 2)" --output=logs/policy-"$GYM_JOB_ID"-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
 # service envs, step envs: Ray head, nodes 1..1
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 1)" --output=logs/envs-%j.log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/envs.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 1)" --output=logs/envs-"$GYM_JOB_ID".log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/envs.sh &
 GYM_STEP_PID[envs]=$!
 gym_event "launched envs"
 
 # service envs, step envs_serve_workers: Ray workers, nodes 2..2
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 1)" --output=logs/envs_serve_workers-%j.log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/envs_serve_workers.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 1)" --output=logs/envs_serve_workers-"$GYM_JOB_ID".log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/envs_serve_workers.sh &
 GYM_STEP_PID[envs_serve_workers]=$!
 gym_event "launched envs_serve_workers"
 
 # service envs, step envs_workers_workers: Ray workers, nodes 0..0
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/envs_workers_workers-%j.log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/envs_workers_workers.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/envs_workers_workers-"$GYM_JOB_ID".log --container-image=ray:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/envs_workers_workers.sh &
 GYM_STEP_PID[envs_workers_workers]=$!
 gym_event "launched envs_workers_workers"
 
@@ -181,7 +184,7 @@ gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" start
 
 # Driver: gym eval prepare, then run, watched together with the services.
 gym_phase running "driver"
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/driver.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 1)" --output=logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b2:/lustre/runs/gym-job-20260101T000000Z-000000/b2 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b2 bash /lustre/runs/gym-job-20260101T000000Z-000000/b2/steps/driver.sh &
 GYM_DRIVER_PID=$!
 # Stopped with the steps when the job ends early (a local driver is a process group of its own).
 GYM_STEP_PID[driver]=$GYM_DRIVER_PID

@@ -16,7 +16,7 @@ GYM_TAR_EOF
 printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
 (
 export GYM_GOLDEN_SECRET=golden-secret-value
-mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b1/logs /lustre/runs/gym-job-20260101T000000Z-000000/b2/logs
+mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b1/logs /lustre/runs/gym-job-20260101T000000Z-000000/b1/.gym /lustre/runs/gym-job-20260101T000000Z-000000/b2/logs /lustre/runs/gym-job-20260101T000000Z-000000/b2/.gym
 out=$(sbatch --parsable /lustre/runs/gym-job-20260101T000000Z-000000/b1/job.sh 2>&1); rc=$?
 printf -v line '%s%s:%s:%s' __GYM_JOB: b1 "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted

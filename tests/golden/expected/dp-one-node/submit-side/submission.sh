@@ -16,7 +16,7 @@ GYM_TAR_EOF
 printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
 (
 export GYM_GOLDEN_SECRET=golden-secret-value
-mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b/logs
+mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b/logs /lustre/runs/gym-job-20260101T000000Z-000000/b/.gym
 out=$(sbatch --parsable /lustre/runs/gym-job-20260101T000000Z-000000/b/job.sh 2>&1); rc=$?
 printf -v line '%s%s:%s:%s' __GYM_JOB: b "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted

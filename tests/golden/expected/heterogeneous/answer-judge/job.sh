@@ -28,7 +28,10 @@
 set -uo pipefail
 
 GYM_JOB_DIR=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge
-GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
 # A heterogeneous job: its nodes are its components' nodes, component by component (pool by pool).
 GYM_NODES=$(for g in 0 1 2; do
     nodes=SLURM_JOB_NODELIST_HET_GROUP_$g
@@ -176,22 +179,22 @@ GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 0)"):6379"
 export GYM_RAY_ADDRESS_ENVS
 
 # service policy, step policy: vLLM data parallel, 1 rank(s) a node, nodes 0..1
-srun --overlap --het-group=0 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/policy-%j-%N.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/policy.sh &
+srun --overlap --het-group=0 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/policy-"$GYM_JOB_ID"-%N.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
 # service judge, step judge: one process, nodes 2..2
-srun --overlap --het-group=1 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 1)" --output=logs/judge-%j.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/judge.sh &
+srun --overlap --het-group=1 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 1)" --output=logs/judge-"$GYM_JOB_ID".log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/judge.sh &
 GYM_STEP_PID[judge]=$!
 gym_event "launched judge"
 
 # service envs, step envs: Ray head, nodes 0..0
-srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/envs-%j.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs.sh &
+srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/envs-"$GYM_JOB_ID".log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs.sh &
 GYM_STEP_PID[envs]=$!
 gym_event "launched envs"
 
 # service envs, step envs_cpu_workers: Ray workers, nodes 3..4
-srun --overlap --het-group=2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 3 2)" --output=logs/envs_cpu_workers-%j-%N.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs_cpu_workers.sh &
+srun --overlap --het-group=2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 3 2)" --output=logs/envs_cpu_workers-"$GYM_JOB_ID"-%N.log --container-image=rayproject/ray:2.49.0 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/envs_cpu_workers.sh &
 GYM_STEP_PID[envs_cpu_workers]=$!
 gym_event "launched envs_cpu_workers"
 
@@ -203,7 +206,7 @@ gym_wait_marker envs envs 600 || gym_finish 1 "service envs did not start" start
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"
-srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
+srun --overlap --het-group=0 --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge env -u CUDA_VISIBLE_DEVICES bash /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/steps/driver.sh &
 GYM_DRIVER_PID=$!
 # Stopped with the steps when the job ends early (a local driver is a process group of its own).
 GYM_STEP_PID[driver]=$GYM_DRIVER_PID

@@ -15,7 +15,10 @@
 set -uo pipefail
 
 GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b
-GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
 GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
 export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
@@ -153,17 +156,17 @@ GYM_SERVICE_URL_PD="http://$(gym_node_ip "$(gym_node_name 0)"):9000/v1"
 export GYM_SERVICE_URL_PD
 
 # service pd-prefill, step pd-prefill: one process, nodes 0..1
-srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/pd-prefill-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd-prefill.sh &
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 2)" --output=logs/pd-prefill-"$GYM_JOB_ID"-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd-prefill.sh &
 GYM_STEP_PID[pd-prefill]=$!
 gym_event "launched pd-prefill"
 
 # service pd-decode, step pd-decode: one process, nodes 2..3
-srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 2)" --output=logs/pd-decode-%j-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd-decode.sh &
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 2 2)" --output=logs/pd-decode-"$GYM_JOB_ID"-%N.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd-decode.sh &
 GYM_STEP_PID[pd-decode]=$!
 gym_event "launched pd-decode"
 
 # service pd, step pd: vllm-router in front of 2 prefill and 2 decode server(s), nodes 0..0
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/pd-%j.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/pd-"$GYM_JOB_ID".log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/pd.sh &
 GYM_STEP_PID[pd]=$!
 gym_event "launched pd"
 
@@ -177,7 +180,7 @@ gym_wait_http pd "http://$(gym_node_name 0):9000/health" 60 || gym_finish 1 "ser
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh &
 GYM_DRIVER_PID=$!
 # Stopped with the steps when the job ends early (a local driver is a process group of its own).
 GYM_STEP_PID[driver]=$GYM_DRIVER_PID

@@ -41,7 +41,7 @@ gym_accounting_records() {
         [ "$gym_sa_ok" = 1 ] || return 0
         for id in ${ids//,/ }; do
             # Ids read back from chain files: a word that is not Slurm's is not in the snapshot.
-            case $id in *[!0-9]*) missing=1 ;; *) case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac ;; esac
+            case $id in *[!0-9_]*) missing=1 ;; *) case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac ;; esac
         done
         if [ "$missing" = 0 ]; then
             for id in ${ids//,/ }; do
@@ -203,7 +203,7 @@ gym_describe_snapshot() {
     have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
     # Job ids read back from chain files: Slurm's (digits) only, or one bad id fails the one sacct;
     # each once (benchmarks that share a job each name it, and sacct would tell it as often).
-    gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+$' | awk '!seen[$0]++' | paste -sd, -)
+    gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+(_[0-9]+)?$' | awk '!seen[$0]++' | paste -sd, -)
     # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
     if ! all=$(scontrol -a show job -o 2>/dev/null); then
         gym_snapshot_ids=''  # slurmctld did not answer: each job is asked on its own
@@ -213,10 +213,28 @@ gym_describe_snapshot() {
     # would read it hundreds of times.
     declare -gA gym_sc_of=() gym_sa_of=() gym_runs_of=()
     local line id base state code elapsed tres
-    while IFS= read -r line; do
-        id=${line%% *}; id=${id#JobId=}
+    while IFS=$'\x1f' read -r id line; do
         [ -n "${gym_sc_of[$id]+set}" ] || gym_sc_of[$id]=$line  # a heterogeneous job's first component
-    done < <(printf '%s\n' "$all" | awk -v ids=",$gym_snapshot_ids," '/^JobId=/ && index(ids, "," substr($1, 7) ",")')
+    done < <(printf '%s\n' "$all" | awk -v ids=",$gym_snapshot_ids," '
+        /^JobId=/ {
+            if (index(ids, "," substr($1, 7) ",")) print substr($1, 7) "\037" $0
+            # A job array: a started task is a record of its own (ArrayTaskId=5), the tasks still
+            # pending are one (ArrayTaskId=6-9,12%4); each task is known by its ARRAY_TASK id.
+            a = ""; t = ""
+            for (i = 2; i <= NF; i++) {
+                if ($i ~ /^ArrayJobId=/) a = substr($i, 12)
+                else if ($i ~ /^ArrayTaskId=/) t = substr($i, 13)
+            }
+            if (a == "" || t == "") next
+            sub(/%.*/, "", t)
+            n = split(t, parts, ",")
+            for (p = 1; p <= n; p++) {
+                lo = parts[p]; hi = lo
+                if (split(parts[p], r, "-") == 2) { lo = r[1]; hi = r[2] }
+                for (x = lo + 0; x <= hi + 0 && x <= lo + 100000; x++)
+                    if (index(ids, "," a "_" x ",")) print a "_" x "\037" $0
+            }
+        }')
     gym_sa_ok=0
     if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
         # When sacct cannot answer, a forgotten job is asked on its own, as without a snapshot.

@@ -15,7 +15,10 @@
 set -uo pipefail
 
 GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b
-GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
 GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
 export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
@@ -155,7 +158,7 @@ if [ -z "${OTEL_TOKEN:-}" ]; then
 fi
 mkdir -p otel
 GYM_SERVICE_STEPS[otel_collector]=otel_collector
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/otel_collector-%j.log bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/otel_collector.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/otel_collector-"$GYM_JOB_ID".log bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/otel_collector.sh &
 GYM_STEP_PID[otel_collector]=$!
 gym_event "launched otel_collector"
 gym_wait_http otel_collector "http://$(gym_node_name 0):13133/" 300 || gym_finish 1 "the OTel collector did not start" startup-failed
@@ -171,17 +174,17 @@ GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
 export GYM_SERVICE_URL_POLICY
 
 # service policy-prefill, step policy-prefill: one process, nodes 0..0
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-prefill-%j.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy-prefill.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-prefill-"$GYM_JOB_ID".log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy-prefill.sh &
 GYM_STEP_PID[policy-prefill]=$!
 gym_event "launched policy-prefill"
 
 # service policy-decode, step policy-decode: vLLM data parallel, 2 rank(s) a node, nodes 1..2
-srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 2)" --output=logs/policy-decode-%j-%N.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy-decode.sh &
+srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="$(gym_node_list 1 2)" --output=logs/policy-decode-"$GYM_JOB_ID"-%N.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy-decode.sh &
 GYM_STEP_PID[policy-decode]=$!
 gym_event "launched policy-decode"
 
 # service policy, step policy: vllm-router in front of 1 prefill and 1 decode server(s), nodes 0..0
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-"$GYM_JOB_ID".log --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b,/lustre/models:/models:ro --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
@@ -193,7 +196,7 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 || gym_finish 1 
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh &
 GYM_DRIVER_PID=$!
 # Stopped with the steps when the job ends early (a local driver is a process group of its own).
 GYM_STEP_PID[driver]=$GYM_DRIVER_PID

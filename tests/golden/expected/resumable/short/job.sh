@@ -16,7 +16,10 @@
 set -uo pipefail
 
 GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/short
-GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
 GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
 export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
@@ -148,7 +151,7 @@ GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
 export GYM_SERVICE_URL_POLICY
 
 # service policy, step policy: one process, nodes 0..0
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image=nvcr.io/nvidia/vllm:25.01 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/short:/lustre/runs/gym-job-20260101T000000Z-000000/short --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/short bash /lustre/runs/gym-job-20260101T000000Z-000000/short/steps/policy.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-"$GYM_JOB_ID".log --container-image=nvcr.io/nvidia/vllm:25.01 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/short:/lustre/runs/gym-job-20260101T000000Z-000000/short --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/short bash /lustre/runs/gym-job-20260101T000000Z-000000/short/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
@@ -156,7 +159,7 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/short:/lustre/runs/gym-job-20260101T000000Z-000000/short --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/short bash /lustre/runs/gym-job-20260101T000000Z-000000/short/steps/driver.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/short:/lustre/runs/gym-job-20260101T000000Z-000000/short --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/short bash /lustre/runs/gym-job-20260101T000000Z-000000/short/steps/driver.sh &
 GYM_DRIVER_PID=$!
 # Stopped with the steps when the job ends early (a local driver is a process group of its own).
 GYM_STEP_PID[driver]=$GYM_DRIVER_PID

@@ -15,7 +15,10 @@
 set -uo pipefail
 
 GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
-GYM_JOB_ID=${SLURM_JOB_ID:?this script runs under sbatch}
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
 GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
 export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
 cd "$GYM_JOB_DIR" || exit 1
@@ -147,7 +150,7 @@ GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
 export GYM_SERVICE_URL_POLICY
 
 # service policy, step policy: one process, nodes 0..0
-srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-%j.log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment:/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment bash /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/policy.sh &
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-"$GYM_JOB_ID".log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment:/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment bash /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/policy.sh &
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
@@ -162,9 +165,9 @@ declare -A GYM_BENCH_DIR=(
 )
 gym_launch_driver() {
     case "$1" in
-        a) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/a srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/a/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/a:/lustre/runs/gym-job-20260101T000000Z-000000/a --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/a bash /lustre/runs/gym-job-20260101T000000Z-000000/a/steps/driver.sh ;;
-        b) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/b/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh ;;
-        c) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/c srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/c/logs/driver-%j.log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/c:/lustre/runs/gym-job-20260101T000000Z-000000/c --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/c bash /lustre/runs/gym-job-20260101T000000Z-000000/c/steps/driver.sh ;;
+        a) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/a srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/a/logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/a:/lustre/runs/gym-job-20260101T000000Z-000000/a --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/a bash /lustre/runs/gym-job-20260101T000000Z-000000/a/steps/driver.sh ;;
+        b) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/b/logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh ;;
+        c) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/c srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/c/logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/c:/lustre/runs/gym-job-20260101T000000Z-000000/c --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/c bash /lustre/runs/gym-job-20260101T000000Z-000000/c/steps/driver.sh ;;
     esac
 }
 gym_bench_phase() {
