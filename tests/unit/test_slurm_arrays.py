@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import slurm_arrays
 from nemo_gym.orchestration.backends.slurm_arrays import ARRAYS_FROM, arrays, shape
 from nemo_gym.orchestration.plan import DriverPlan, JobPlan, ResumePlan
@@ -164,13 +165,6 @@ def test_a_hostile_task_range_is_walked_no_further_than_a_bound(tmp_path) -> Non
 
 
 def test_cancel_asks_scancel_once_with_each_array_s_tasks_as_one_word(tmp_path) -> None:
-    from nemo_gym.orchestration.render import _environment
-
-    module = _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": {}})
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "scancel").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >>{tmp_path / "asked"}\n')
-    (tmp_path / "bin" / "scancel").chmod(0o755)
-    listed = tmp_path / "list"
     rows = [
         ("r1", "a", "1200_0"),
         ("r1", "b", "1200_3"),
@@ -178,8 +172,48 @@ def test_cancel_asks_scancel_once_with_each_array_s_tasks_as_one_word(tmp_path) 
         ("r2", "b", "1200_3"),
         ("r3", "a", "1201_1"),
     ]
+    asked, _ = cancel_noted(tmp_path, rows, "exit 0")
+    assert asked == ["1200_[0,3]", "1201_[1]", "1300"]
+
+
+def cancel_noted(tmp_path, rows: list[tuple[str, str, str]], scancel: str) -> tuple[list[str], str]:
+    """What the one scancel is asked (``scancel``: its shell body) and what cancel_noted prints."""
+    from nemo_gym.orchestration.render import _environment
+
+    module = _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": {}})
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "scancel").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >>{tmp_path / "asked"}\n{scancel}\n')
+    (tmp_path / "bin" / "scancel").chmod(0o755)
+    listed = tmp_path / "list"
     listed.write_text("".join("\t".join(row) + "\n" for row in rows))
     script = f"gym_cancel_list={listed}\n{module.cancel_noted()}\n"
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
-    subprocess.run(["bash", "-c", script], env=env, check=True)
-    assert sorted((tmp_path / "asked").read_text().split()) == ["1200_[0,3]", "1201_[1]", "1300"]
+    out = subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True, text=True).stdout
+    return sorted((tmp_path / "asked").read_text().split()), out
+
+
+def test_a_refused_cancel_of_an_array_s_tasks_refuses_each_of_them_and_nothing_else(tmp_path) -> None:
+    rows = [("r1", "a", "1200_0"), ("r2", "a", "1200_3"), ("r3", "a", "1300")]
+    refusal = 'echo "scancel: error: Kill job error on job id 1200_[0,3]: Access/permission denied" >&2; exit 1'
+    asked, out = cancel_noted(tmp_path, rows, refusal)
+    assert asked == ["1200_[0,3]", "1300"]
+    said = out.split()
+    assert f"{contract.RUN_MARKER}r1" in said and f"{contract.RUN_MARKER}r2" in said
+    assert f"{contract.RUN_MARKER}r3" not in said
+
+
+def test_accounting_rows_of_array_tasks_are_read_as_the_task_s_gpu_hours() -> None:
+    from nemo_gym.orchestration.usage import parse_accounting_row
+
+    row = parse_accounting_row(["1200_5", "3600", "billing=4,cpu=1,gres/gpu=4,node=1"])
+    assert row is not None and (row.job_id, row.elapsed_seconds) == ("1200_5", 3600)
+    for hostile in ("1200_", "_5", "1_2_3", "12²"):
+        assert parse_accounting_row([hostile, "3600", "gres/gpu=4"]) is None
+
+
+def test_a_site_without_job_arrays_gets_none() -> None:
+    from nemo_gym.orchestration.backends.slurm import SlurmBackend
+
+    assert SlurmBackend().most_queued_together({"config": "MaxArraySize = 0\n"}) == 0
+    assert SlurmBackend().most_queued_together({}) == slurm_arrays.DEFAULT_MAX_ARRAY_SIZE
+    assert arrays(units([job(i) for i in range(ARRAYS_FROM)]), {}, 0) == []

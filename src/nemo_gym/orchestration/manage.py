@@ -88,7 +88,12 @@ def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
             f"with gym eval cancel {record.gym_job_id}"
         )
     backend = backend_named(record.executor)
-    return render_template("cancel.sh.j2", **backend_context(backend), jobs=[_cancelled_job(job) for job in jobs])
+    return render_template(
+        "cancel.sh.j2",
+        **backend_context(backend),
+        chain_marked=backend.cancel_marks_chain,
+        jobs=[_cancelled_job(job) for job in jobs],
+    )
 
 
 def runs_cancel_script(scripts: list[str], backends: list[Backend]) -> str:

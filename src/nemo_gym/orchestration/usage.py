@@ -81,13 +81,19 @@ def gpus_in_tres(tres: str) -> int:
     return total if total is not None else typed
 
 
+def _is_job_or_task(job_id: str) -> bool:
+    """``100``, or a job array's task ``100_5``."""
+    job, underscore, task = job_id.partition("_")
+    return contract.is_count(job) and (not underscore or contract.is_count(task))
+
+
 def parse_accounting_row(cols: list[str]) -> AccountingRow | None:
     """``JobID|ElapsedRaw|AllocTRES`` split (JobID ``100`` or ``100+1``, a heterogeneous job's
     component); None for a row that is not one of our jobs' runs (a step, an error)."""
     if len(cols) < 3:
         return None
     job_id, plus, component = cols[0].strip().partition("+")
-    if not contract.is_count(job_id) or (plus and not contract.is_count(component)):
+    if not _is_job_or_task(job_id) or (plus and not contract.is_count(component)):
         return None
     elapsed = cols[1].strip()
     return AccountingRow(job_id, contract.read_count(elapsed), gpus_in_tres(cols[2]), int(component or 0))

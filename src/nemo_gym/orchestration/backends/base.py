@@ -116,6 +116,9 @@ class Backend(ABC):
     name: ClassVar[str]  # the compute ``type`` it runs; the record's ``executor``
     job_kind: ClassVar[str]  # how its jobs are called to the user: "Slurm job", "local job"
     job_id_pattern: ClassVar[str]  # a regex matching its job ids exactly
+    # Whether its cancel_job macro writes contract.CHAIN_CANCELLED_FILE, which a job not started yet
+    # reads as it starts (and status as the user's cancel).
+    cancel_marks_chain: ClassVar[bool] = False
     # Its own words, for messages about what it did or refused: what queues a job, what cancels
     # one, who keeps its jobs (the Slurm backend's commands and "Slurm"; the local runner's).
     submit_command: ClassVar[str]

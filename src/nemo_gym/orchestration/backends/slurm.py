@@ -75,6 +75,7 @@ class SlurmBackend(Backend):
     accounting_text: ClassVar[str | None] = "from Slurm's accounting"
     node_scheduler: ClassVar[str | None] = "slurm_node"
     feeds_lanes: ClassVar[bool] = True
+    cancel_marks_chain: ClassVar[bool] = True
 
     # -- planning ---------------------------------------------------------------------------------
 
@@ -223,8 +224,9 @@ class SlurmBackend(Backend):
         }
 
     def most_queued_together(self, answers: dict[str, str]) -> int:
-        # A job array's indices run from 0 to MaxArraySize - 1.
-        return slurm_limits.max_array_size(answers.get("config", "")) or slurm_arrays.DEFAULT_MAX_ARRAY_SIZE
+        # A job array's indices run from 0 to MaxArraySize - 1 (0: the site has no arrays).
+        largest = slurm_limits.max_array_size(answers.get("config", ""))
+        return slurm_arrays.DEFAULT_MAX_ARRAY_SIZE if largest is None else largest
 
     def limits_problems(self, answers: dict[str, str], demands: list[QueueDemand]) -> list[str]:
         queued = _queued(demands)
@@ -384,8 +386,8 @@ def _array_lines(k: int, array: slurm_arrays.Array) -> list[str]:
         "else",
         f"  gym_array_out_{k}={unwritten}; gym_array_rc_{k}=1",
         "fi",
-        # The id is the last line (site plugins may say more before it), without ";cluster"; digits only.
-        f"gym_array_id_{k}=$(printf '%s\\n' \"$gym_array_out_{k}\" | awk 'NF {{ last = $0 }} END {{ sub(/;.*/, \"\", last); print last }}')",
+        # The id is the last word (site plugins may say more before it), without ";cluster"; digits only.
+        f'gym_array_id_{k}=$(printf \'%s\\n\' "$gym_array_out_{k}" | awk \'NF {{ last = $NF }} END {{ sub(/;.*/, "", last); sub(/\\r$/, "", last); print last }}\')',
         f'[[ $gym_array_id_{k} =~ ^[0-9]+$ ]] || {{ gym_array_id_{k}=""; [ "$gym_array_rc_{k}" -ne 0 ] || gym_array_rc_{k}=1; }}',
     ]
 

@@ -19,12 +19,12 @@ if mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym && printf '
 #SBATCH --job-name=gym-array
 #SBATCH --account=acct
 #SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/array-%A_%a.out
-# gym orchestration: a job array of 2 jobs; task N runs the job on line N+1 of /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/array-manifest.
+# gym orchestration: a job array of 2 jobs; task N runs the job on line N+1 of its manifest.
 set -u
 gym_task=${SLURM_ARRAY_TASK_ID:?this script runs as a task of a Slurm job array}
 gym_dir=$(sed -n "$((gym_task + 1))p" /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/array-manifest)
 if [ -z "$gym_dir" ] || ! cd "$gym_dir"; then
-    echo "gym array task $gym_task: no job directory on line $((gym_task + 1)) of /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/array-manifest" >&2
+    echo "gym array task $gym_task: no job directory on line $((gym_task + 1)) of" /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/array-manifest >&2
     exit 1
 fi
 export GYM_ARRAY_TASK_JOB_ID="${SLURM_ARRAY_JOB_ID}_${gym_task}"
@@ -35,7 +35,7 @@ then
 else
   gym_array_out_0='could not write the job array script /lustre/runs/gym-job-20260101T000000Z-000000/run-it/.gym/array.sh'; gym_array_rc_0=1
 fi
-gym_array_id_0=$(printf '%s\n' "$gym_array_out_0" | awk 'NF { last = $0 } END { sub(/;.*/, "", last); print last }')
+gym_array_id_0=$(printf '%s\n' "$gym_array_out_0" | awk 'NF { last = $NF } END { sub(/;.*/, "", last); sub(/\r$/, "", last); print last }')
 [[ $gym_array_id_0 =~ ^[0-9]+$ ]] || { gym_array_id_0=""; [ "$gym_array_rc_0" -ne 0 ] || gym_array_rc_0=1; }
 printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
 (

@@ -41,7 +41,7 @@ gym_accounting_records() {
         [ "$gym_sa_ok" = 1 ] || return 0
         for id in ${ids//,/ }; do
             # Ids read back from chain files: a word that is not Slurm's is not in the snapshot.
-            case $id in *[!0-9_]*) missing=1 ;; *) case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac ;; esac
+            if [[ ! $id =~ ^[0-9]+(_[0-9]+)?$ ]]; then missing=1; else case ",$gym_snapshot_ids," in *",$id,"*) ;; *) missing=1 ;; esac; fi
         done
         if [ "$missing" = 0 ]; then
             for id in ${ids//,/ }; do
@@ -205,7 +205,8 @@ gym_describe_snapshot() {
     # each once (benchmarks that share a job each name it, and sacct would tell it as often).
     gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+(_[0-9]+)?$' | awk '!seen[$0]++' | paste -sd, -)
     # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
-    if ! all=$(scontrol -a show job -o 2>/dev/null); then
+    # SLURM_BITSTR_LEN=0: a job array's pending tasks in full (scontrol cuts them at 64 characters).
+    if ! all=$(SLURM_BITSTR_LEN=0 scontrol -a show job -o 2>/dev/null); then
         gym_snapshot_ids=''  # slurmctld did not answer: each job is asked on its own
         return 0
     fi
@@ -225,7 +226,7 @@ gym_describe_snapshot() {
                 if ($i ~ /^ArrayJobId=/) a = substr($i, 12)
                 else if ($i ~ /^ArrayTaskId=/) t = substr($i, 13)
             }
-            if (a == "" || t == "") next
+            if (a == "" || t == "" || !index(ids, "," a "_")) next  # not an array of ours
             sub(/%.*/, "", t)
             n = split(t, parts, ",")
             for (p = 1; p <= n; p++) {

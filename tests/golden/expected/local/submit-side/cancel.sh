@@ -28,9 +28,9 @@ gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
 gym_run=0
 printf '%s%s\n' __GYM_RUN: "$gym_run"
 (
-[ ! -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000 ] || printf '%s\n' "$gym_now" >/tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000/cancelled
+{ [ -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000 ] || mkdir -p /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000; } && printf '%s\n' "$gym_now" >/tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000/cancelled
 [ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000/pid ] && kill -TERM "$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/4000/pid)" 2>/dev/null; true
-[ ! -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001 ] || printf '%s\n' "$gym_now" >/tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001/cancelled
+{ [ -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001 ] || mkdir -p /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001; } && printf '%s\n' "$gym_now" >/tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001/cancelled
 [ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001/pid ] && kill -TERM "$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/4001/pid)" 2>/dev/null; true
 
 )

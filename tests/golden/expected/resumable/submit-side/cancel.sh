@@ -32,13 +32,13 @@ printf '%s%s\n' __GYM_RUN: "$gym_run"
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/long/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/long/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/long/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/long/.gym/chain; gym_chain_of 4000 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
-  case $gym_id in '' | *[!0-9_]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" long "$gym_id" >>"$gym_cancel_list" ;; esac
+  [[ ! $gym_id =~ ^[0-9]+(_[0-9]+)?$ ]] || printf '%s\t%s\t%s\n' "$gym_run" long "$gym_id" >>"$gym_cancel_list"
 done
 [ ! -d /lustre/runs/gym-job-20260101T000000Z-000000/short/.gym/4001 ] || printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/short/.gym/4001/cancelled
 { [ -d /lustre/runs/gym-job-20260101T000000Z-000000/short/.gym ] || mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/short/.gym; } && printf '%s\n' "$gym_now" >/lustre/runs/gym-job-20260101T000000Z-000000/short/.gym/cancelled
 gym_chain_text=''; gym_slurp gym_chain_text /lustre/runs/gym-job-20260101T000000Z-000000/short/.gym/chain; gym_chain_of 4001 "$gym_chain_text"
 for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
-  case $gym_id in '' | *[!0-9_]*) ;; *) printf '%s\t%s\t%s\n' "$gym_run" short "$gym_id" >>"$gym_cancel_list" ;; esac
+  [[ ! $gym_id =~ ^[0-9]+(_[0-9]+)?$ ]] || printf '%s\t%s\t%s\n' "$gym_run" short "$gym_id" >>"$gym_cancel_list"
 done
 
 )
@@ -56,10 +56,15 @@ if [ -s "$gym_cancel_list" ]; then
         if (NF == 0) next
         spoke = 1
         if (/Invalid job id|already completing or completed/) next
-        if (match($0, /job id [0-9]+(_[0-9]+)?/)) refused[substr($0, RSTART + 7, RLENGTH - 7)] = 1; else all = 1
+        # The tasks of an array were asked as one word (ID_[i,j]): its refusal refuses each of them.
+        if (match($0, /job id [0-9]+_\[/)) array_refused[substr($0, RSTART + 7, RLENGTH - 9)] = 1
+        else if (match($0, /job id [0-9]+(_[0-9]+)?/)) refused[substr($0, RSTART + 7, RLENGTH - 7)] = 1
+        else all = 1
         next
       }
-      (all || !spoke || $3 in refused) && !said[$1 FS $2]++ { print rm $1; print cm $2 }
+      (all || !spoke || $3 in refused || (split($3, p, "_") == 2 && p[1] in array_refused)) && !said[$1 FS $2]++ {
+        print rm $1; print cm $2
+      }
     ' - "$gym_cancel_list"
 fi
 true
