@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import slurm_arrays
+from nemo_gym.orchestration.backends.slurm import SlurmBackend
 from nemo_gym.orchestration.backends.slurm_arrays import ARRAYS_FROM, arrays, shape
 from nemo_gym.orchestration.plan import DriverPlan, JobPlan, ResumePlan
 
@@ -98,7 +99,7 @@ def array_script() -> str:
     from nemo_gym.orchestration.backends.slurm import _array_lines
 
     [array] = arrays(units([job(i) for i in range(ARRAYS_FROM)]), {}, 1001)
-    lines = "\n".join(_array_lines(0, array))
+    lines = "\n".join(_array_lines(0, array, SlurmBackend().template_vars()))
     return lines.split("<<'GYM_ARRAY_EOF'\n", 1)[1].split("\nGYM_ARRAY_EOF", 1)[0] + "\n"
 
 
@@ -135,7 +136,9 @@ def snapshot_of(tmp_path, scontrol_says: str, ids: str) -> dict[str, str]:
     standing in for `scontrol -a show job -o` (and no sacct)."""
     from nemo_gym.orchestration.render import _environment
 
-    module = _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": {}})
+    module = (
+        _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": SlurmBackend().template_vars()})
+    )
     (tmp_path / "bin").mkdir()
     (tmp_path / "says").write_text(scontrol_says)
     (tmp_path / "bin" / "scontrol").write_text(f"#!/bin/sh\ncat {tmp_path / 'says'}\n")
@@ -180,7 +183,9 @@ def cancel_noted(tmp_path, rows: list[tuple[str, str, str]], scancel: str) -> tu
     """What the one scancel is asked (``scancel``: its shell body) and what cancel_noted prints."""
     from nemo_gym.orchestration.render import _environment
 
-    module = _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": {}})
+    module = (
+        _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": SlurmBackend().template_vars()})
+    )
     (tmp_path / "bin").mkdir(exist_ok=True)
     (tmp_path / "bin" / "scancel").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >>{tmp_path / "asked"}\n{scancel}\n')
     (tmp_path / "bin" / "scancel").chmod(0o755)
@@ -212,8 +217,6 @@ def test_accounting_rows_of_array_tasks_are_read_as_the_task_s_gpu_hours() -> No
 
 
 def test_a_site_without_job_arrays_gets_none() -> None:
-    from nemo_gym.orchestration.backends.slurm import SlurmBackend
-
     assert SlurmBackend().most_queued_together({"config": "MaxArraySize = 0\n"}) == 0
     assert SlurmBackend().most_queued_together({}) == slurm_arrays.DEFAULT_MAX_ARRAY_SIZE
     assert arrays(units([job(i) for i in range(ARRAYS_FROM)]), {}, 0) == []

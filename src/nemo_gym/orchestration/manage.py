@@ -100,9 +100,12 @@ def runs_cancel_script(scripts: list[str], backends: list[Backend]) -> str:
     """Several runs' cancel scripts as one: each run's part after its run marker, by its place in
     ``scripts`` (copies of a run share its id), then what each of their ``backends`` noted to
     cancel at once."""
-    templates = list(dict.fromkeys(backend.template() for backend in backends))
+    # Each backend's fragments once, with the variables they are rendered with (backend_context).
+    distinct = {backend.template(): backend for backend in backends}
     return render_template(
-        "cancel-runs.sh.j2", runs=[(str(i), script) for i, script in enumerate(scripts)], backend_templates=templates
+        "cancel-runs.sh.j2",
+        runs=[(str(i), script) for i, script in enumerate(scripts)],
+        backends=[backend_context(backend) for backend in distinct.values()],
     )
 
 

@@ -64,11 +64,15 @@ def _apptainer_image(image: str) -> str:
 _ANSWER_FIELD_CAP = 4096
 _SHOWN_CAP = 200
 
+# A job's id, or a job array task's (ID_TASK): a POSIX ERE, so that Python's re and the templates'
+# bash [[ =~ ]], grep -E and awk all take it.
+_JOB_ID_ERE = "[0-9]+(_[0-9]+)?"
+
 
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
     job_kind: ClassVar[str] = "Slurm job"
-    job_id_pattern: ClassVar[str] = r"\d+(?:_\d+)?"  # a job's, or a task's of a job array (ID_TASK)
+    job_id_pattern: ClassVar[str] = _JOB_ID_ERE
     submit_command: ClassVar[str] = slurm_node.NodeScheduler.submit_command
     cancel_command: ClassVar[str] = "scancel"
     scheduler_name: ClassVar[str] = "Slurm"
@@ -111,7 +115,11 @@ class SlurmBackend(Backend):
     # -- rendering --------------------------------------------------------------------------------
 
     def template_vars(self) -> dict[str, object]:
-        return {"ending_groups": slurm_node.ending_groups, "task_id_variable": _TASK_ID_VARIABLE}
+        return {
+            "ending_groups": slurm_node.ending_groups,
+            "task_id_variable": _TASK_ID_VARIABLE,
+            "job_id_ere": _JOB_ID_ERE,
+        }
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         nodes = launch.nodes
@@ -159,7 +167,7 @@ class SlurmBackend(Backend):
         lines: list[str] = []
         tasks: dict[str, tuple[int, int]] = {}
         for k, array in enumerate(slurm_arrays.arrays(units, fed, together)):
-            lines += _array_lines(k, array)
+            lines += _array_lines(k, array, self.template_vars())
             tasks.update({job_dir: (k, i) for i, job_dir in enumerate(array.job_dirs)})
         for plan, export in zip(plans, exports):
             lines += [run_marker_line(plan), "(", *export, *self._job_lines(plan, fed, tasks), ")"]
@@ -358,7 +366,7 @@ class SlurmBackend(Backend):
 _TASK_ID_VARIABLE = "GYM_ARRAY_TASK_JOB_ID"
 
 
-def _array_lines(k: int, array: slurm_arrays.Array) -> list[str]:
+def _array_lines(k: int, array: slurm_arrays.Array, backend_vars: dict[str, object]) -> list[str]:
     """Bash: array k's script and manifest written into its first task's job directory, then the
     array queued with its runs' secrets; sets gym_array_out_k, gym_array_rc_k and gym_array_id_k
     (the array's id, empty when refused)."""
@@ -366,11 +374,10 @@ def _array_lines(k: int, array: slurm_arrays.Array) -> list[str]:
     script, manifest = (f"{array.home}/{name}" for name in (slurm_arrays.ARRAY_SCRIPT, slurm_arrays.ARRAY_MANIFEST))
     text = render_template(
         "slurm-array.sh.j2",
-        backend_vars={"ending_groups": slurm_node.ending_groups, "task_id_variable": _TASK_ID_VARIABLE},
+        backend_vars=backend_vars,
         options=array.options,
         tasks=len(array.job_dirs),
         manifest=manifest,
-        task_id_variable=_TASK_ID_VARIABLE,
         task_log=contract.job_log("${SLURM_ARRAY_JOB_ID}_${gym_task}"),
     )
     dirs = " ".join(shlex.quote(d) for d in array.job_dirs)
