@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,25 @@ _BASE: dict[str, Any] = {
     "job": {"output_path": "/scratch/runs"},
     "otel": {"enabled": False},
 }
+
+
+@pytest.fixture(params=["host", "mawk"])
+def each_awk(request, tmp_path_factory, monkeypatch) -> str:
+    """Runs the test once with the host's awk (and gawk, which the scripts prefer where there is one)
+    and once where every awk a script may pick is mawk, Debian's and Ubuntu's default: the awk
+    programs that run on login nodes must mean the same in both."""
+    import shutil
+
+    if request.param == "host":
+        return "host"
+    mawk = shutil.which("mawk")
+    if mawk is None:
+        pytest.skip("no mawk on this machine")
+    bin_dir = tmp_path_factory.mktemp("mawk-only")
+    for name in ("awk", "gawk", "mawk"):
+        (bin_dir / name).symlink_to(mawk)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return "mawk"
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +47,25 @@ def gym(tmp_path: Path, *args: str, path_prefix: str = "") -> subprocess.Complet
         env=env,
         timeout=900,
     )
+
+
+def signal_processes_of(job_dir: Path, word: bytes, signum: int) -> list[int]:
+    """Send signum to this machine's processes of one job (GYM_JOB_DIR in their environment: the
+    cluster's nodes are network namespaces, so their processes are ours to see) whose command line
+    holds word; the pids signalled."""
+    mark = f"GYM_JOB_DIR={job_dir}".encode()
+    signalled = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if mark not in (proc / "environ").read_bytes().split(b"\0") or word not in (proc / "cmdline").read_bytes():
+                continue
+            os.kill(int(proc.name), signum)
+        except (OSError, ProcessLookupError):
+            continue  # gone meanwhile
+        signalled.append(int(proc.name))
+    return signalled
 
 
 def run_quickstart(tmp_path: Path, config: str, *overrides: str, path_prefix: str = "") -> tuple[dict, dict]:
@@ -241,12 +261,13 @@ def test_bad_model_path_fails_fast_naming_the_service(envs, tmp_path) -> None:
 
 
 def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(envs, slurm, tmp_path) -> None:
-    """The real vLLM and gym on Slurm: once rollouts appear, the job's time limit is lowered to what
-    it has already run (a real Slurm TIMEOUT, at a moment the test knows); the job queued behind it
-    resumes with gym's resume_from_cache and finishes the rest, each rollout once."""
-    # 288 rollouts, one at a time: ~100 s of collection on a busy 2-core machine, well beyond the
-    # up to 30 s (+ KillWait) Slurm takes to enforce a lowered limit; 144 were all done in time once.
-    repeats = 24
+    """The real vLLM and gym on Slurm: once rollouts appear, the model server is frozen (SIGSTOP: a
+    server that stops answering) and the job's time limit lowered to what it has already run (a real
+    Slurm TIMEOUT, at a moment the test knows, whatever the machine's speed); the job queued behind
+    it resumes with gym's resume_from_cache and finishes the rest, each rollout once."""
+    # Racing the collection against Slurm's enforcement (up to 30 s + KillWait) lost on a quiet CI
+    # machine: all 288 rollouts were written before the cut. A frozen server writes none meanwhile.
+    repeats = 12
     submitted = gym(
         tmp_path,
         "submit",
@@ -266,6 +287,8 @@ def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(
     while not rollouts.exists() or len(rollouts.read_text().splitlines()) < 5:
         assert time.monotonic() < deadline, "no rollouts within 300 s"
         time.sleep(0.5)
+    frozen = signal_processes_of(job_dir, b"vllm", signal.SIGSTOP)
+    assert frozen, "no vLLM process of this job to freeze"
     subprocess.run(["scontrol", "update", f"jobid={job['job_id']}", "TimeLimit=1"], check=True)
     try:
         watched = gym(tmp_path, "status", record["gym_job_id"], "--watch", "--json", "--interval", "2")
@@ -277,6 +300,7 @@ def test_a_resumable_quickstart_cut_by_its_walltime_continues_from_its_rollouts(
             if line.split("\t")[0] in ("start", "successor")
         ]
         subprocess.run(["scancel", *ids], capture_output=True)
+        signal_processes_of(job_dir, b"vllm", signal.SIGKILL)  # none left once Slurm has ended the job
     assert final["state"] == "succeeded", final
     first, second = final["chain"]
     assert (

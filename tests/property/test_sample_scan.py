@@ -115,7 +115,9 @@ def job_with(tmp_path: Path, expected_lines: list[str], written_lines: list[str]
     damaged=st.sampled_from([None, None, None, "", "{", '{"x": 1}']),
     written=st.lists(line(), max_size=12),
 )
-def test_the_scan_agrees_with_facts_on_generated_rows(tmp_path: Path, expected, damaged, written) -> None:
+def test_the_scan_agrees_with_facts_on_generated_rows(
+    tmp_path: Path, each_awk: str, expected, damaged, written
+) -> None:
     expected_lines = [expected_line(p) for p in expected] + ([damaged] if damaged is not None else [])
     assert scan(job_with(tmp_path, expected_lines, written)) == decided(expected_lines, written)
 
@@ -178,7 +180,9 @@ def missing_lines(expected_lines: list[str], written_lines: list[str]) -> list[s
     damaged=st.sampled_from([None, None, None, "", "{", '{"x": 1}']),
     written=st.lists(st.one_of(line(), materialized_line()), max_size=12),
 )
-def test_missing_inputs_are_the_lines_facts_says_are_missing(tmp_path: Path, expected, damaged, written) -> None:
+def test_missing_inputs_are_the_lines_facts_says_are_missing(
+    tmp_path: Path, each_awk: str, expected, damaged, written
+) -> None:
     expected_lines = expected + ([damaged] if damaged is not None else [])
     out = tmp_path / "missing.jsonl"
     out.unlink(missing_ok=True)
@@ -203,7 +207,7 @@ def test_an_untrusted_list_writes_nothing(tmp_path: Path) -> None:
     assert missing_inputs(job, out) == (1, "") and not out.exists()
 
 
-def test_no_rollouts_file_means_every_input_is_missing(tmp_path: Path) -> None:
+def test_no_rollouts_file_means_every_input_is_missing(tmp_path: Path, each_awk: str) -> None:
     lines = [expected_line((0, 0)), "", expected_line((0, 1)), expected_line((0, 0)) + " ", expected_line((1, 0))]
     job = job_with(tmp_path, lines, [])
     (job / contract.ROLLOUTS_FILE).unlink()
@@ -215,7 +219,7 @@ def test_no_rollouts_file_means_every_input_is_missing(tmp_path: Path) -> None:
     assert missing_inputs(job, out) == (0, "0\n") and out.read_bytes() == b""
 
 
-def test_lines_are_copied_byte_for_byte(tmp_path: Path) -> None:
+def test_lines_are_copied_byte_for_byte(tmp_path: Path, each_awk: str) -> None:
     """A CRLF line, raw UTF-8 and a U+2028 inside a string, and a last line without its newline."""
     job = tmp_path / "job"
     (job / "artifacts").mkdir(parents=True)

@@ -167,7 +167,7 @@ def test_a_hostile_task_range_is_walked_no_further_than_a_bound(tmp_path) -> Non
     assert snapshot_of(tmp_path, says, "1_3,1_99999,1_200001") == {"1_3": "JobId=1", "1_99999": "JobId=1"}
 
 
-def test_cancel_asks_scancel_once_with_each_array_s_tasks_as_one_word(tmp_path) -> None:
+def test_cancel_asks_scancel_once_with_each_array_s_tasks_as_one_word(tmp_path, each_awk) -> None:
     rows = [
         ("r1", "a", "1200_0"),
         ("r1", "b", "1200_3"),
@@ -197,7 +197,7 @@ def cancel_noted(tmp_path, rows: list[tuple[str, str, str]], scancel: str) -> tu
     return sorted((tmp_path / "asked").read_text().split()), out
 
 
-def test_a_refused_cancel_of_an_array_s_tasks_refuses_each_of_them_and_nothing_else(tmp_path) -> None:
+def test_a_refused_cancel_of_an_array_s_tasks_refuses_each_of_them_and_nothing_else(tmp_path, each_awk) -> None:
     rows = [("r1", "a", "1200_0"), ("r2", "a", "1200_3"), ("r3", "a", "1300")]
     refusal = 'echo "scancel: error: Kill job error on job id 1200_[0,3]: Access/permission denied" >&2; exit 1'
     asked, out = cancel_noted(tmp_path, rows, refusal)

@@ -51,3 +51,16 @@ def test_secrets_are_in_the_script_on_stdin_not_in_staged_files(base, monkeypatc
     script = submission_script([RunToSubmit(staged, {carrier: "abc'def"})])
     assert f"export {carrier}='abc'\"'\"'def'" in script
     assert all("abc'def" not in f.content for f in staged.files.values())
+
+
+def test_the_same_run_is_sent_as_the_same_bytes_whenever_it_is_rendered(base) -> None:
+    """The staged files' tarball carries no clock (a gzip header's time once made two renders a
+    second apart differ)."""
+    from unittest import mock
+
+    staged = render_run(build_plan(SubmitConfig.model_validate(base), "gym-job-20260101T000000Z-abcdef"))
+    with mock.patch("time.time", return_value=1.0e9):
+        early = submission_script([RunToSubmit(staged, {})])
+    with mock.patch("time.time", return_value=2.0e9):
+        late = submission_script([RunToSubmit(staged, {})])
+    assert early == late

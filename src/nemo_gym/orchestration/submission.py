@@ -13,6 +13,7 @@ environment and never touch a file.
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import posixpath
 import re
@@ -45,8 +46,13 @@ class QueuedJob:
 
 
 def _tarball(staged: StagedRun) -> str:
+    """The staged files as base64 of a tar.gz, the same bytes for the same files: the gzip header's
+    time is 0 (tarfile's "w:gz" writes the clock's, so two renders a second apart differed)."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed,
+        tarfile.open(fileobj=compressed, mode="w") as tar,
+    ):
         for rel, staged_file in sorted(staged.files.items()):
             data = staged_file.content.encode()
             info = tarfile.TarInfo(rel)

@@ -47,7 +47,8 @@ if [ -s "$gym_cancel_list" ]; then
   # takes a request per word.
   gym_out=$(awk -F'\t' '
     seen[$3]++ { next }
-    $3 ~ /_/ { split($3, p, "_"); tasks[p[1]] = (p[1] in tasks) ? tasks[p[1]] "," p[2] : p[2]; next }
+    # Tested with "in" before the element is assigned: mawk makes it while reading the assignment.
+    $3 ~ /_/ { split($3, p, "_"); if (p[1] in tasks) tasks[p[1]] = tasks[p[1]] "," p[2]; else tasks[p[1]] = p[2]; next }
     { print $3 }
     END { for (a in tasks) print a "_[" tasks[a] "]" }
   ' "$gym_cancel_list" | xargs scancel 2>&1) ||
