@@ -61,7 +61,7 @@ PROJECTION_STAND_IN = "<facts.py and rollout_projection.py>"
 def golden_record(staged: StagedRun) -> SubmissionRecord:
     """The record of the run as submitted, the way the library makes it: a fake job id per job."""
     plan = staged.plan
-    queued = [QueuedJob(job.benchmark, str(4000 + i), None) for i, job in enumerate(plan.submitted_jobs)]
+    queued = [QueuedJob(job.unit, str(4000 + i), None) for i, job in enumerate(plan.submitted_jobs)]
     return _record(plan, per_benchmark(plan, queued))
 
 
@@ -69,7 +69,7 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
     """Name -> every script the submitting machine runs for this run, as it is sent."""
     record = golden_record(staged)
     backend = backend_named(record.executor)
-    first = record.benchmarks[0]
+    first = record.units[0]
     limits = site_limits_script(backend, queue_demands([staged.plan]))
     return {
         **({"site-limits.sh": limits} if limits is not None else {}),
@@ -77,8 +77,10 @@ def submit_side_scripts(staged: StagedRun) -> dict[str, str]:
         **_arrayed_submission(staged),
         "probe.sh": runs_probe_script([record], [(0, probe_script(record, backend))]),
         "cancel.sh": runs_cancel_script([cancel_script(record, record.benchmarks)], [backend]),
-        "logs.sh": logs_script(first, log_patterns(first, None, False, record.run_dir), None, False),
-        "logs-driver-follow.sh": logs_script(first, log_patterns(first, None, True, record.run_dir), 50, True),
+        "logs.sh": logs_script(first, log_patterns(first, None, False, record.shared_deployment_dir), None, False),
+        "logs-driver-follow.sh": logs_script(
+            first, log_patterns(first, None, True, record.shared_deployment_dir), 50, True
+        ),
         "results.sh": runs_results_script([record], DEFAULT_METRIC),
         "export.sh": export_script(record, [], False, {}),
         "resubmit.sh": resubmit_script([golden_requeue(record)]),

@@ -95,7 +95,7 @@ class ClusterRun:
         assert proc.returncode == expect_rc, proc.stderr
         self.last_stderr = proc.stderr
         record = json.loads(proc.stdout)
-        self.job_ids += [b["job_id"] for b in record["benchmarks"] if b["job_id"]]
+        self.job_ids += [u["job_id"] for b in record["benchmarks"] for u in b.get("shards") or [b] if u["job_id"]]
         return record
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

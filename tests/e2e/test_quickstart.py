@@ -241,6 +241,80 @@ def test_quickstart_locally(envs, tmp_path, mlflow_server, backend_python) -> No
     assert_resubmit_generates_only_the_missing(tmp_path, record, mlflow_server, backend_python, tmp_path / "table")
 
 
+def test_the_quickstart_in_two_shards_ends_complete_with_the_metrics_of_the_whole(envs, tmp_path) -> None:
+    """shards: 2 on this machine with the real vLLM and gym: the local backend runs the two shards one
+    after another, each with its own vLLM, each given its half of the 12 tasks by gym's prepared
+    inputs (gym dataset collate, sliced, gym eval run on the slice); the second merges them with gym
+    eval aggregate: 12/12, and gym's aggregate metrics of the merged rows are those of the same
+    benchmark run whole (with random weights every reward is 0, and the per-prompt token counts
+    make gym's metrics the same for the same tasks, as the resubmit test shows)."""
+    record, status = run_quickstart(tmp_path / "sharded", "quickstart.yaml", "+driver.benchmarks.answer-judge.shards=2")
+    [job] = status["jobs"]
+    [bench] = record["benchmarks"]
+    shard_dirs = [Path(shard["job_dir"]) for shard in bench["shards"]]
+    assert job["state"] == "succeeded", [
+        (d / f"slurm-{s['job_id']}.out").read_text() for d, s in zip(shard_dirs, bench["shards"])
+    ]
+    assert (job["samples"], job["expected_samples"], job["complete"]) == (12, 12, True)
+    for k, shard_dir in enumerate(shard_dirs, 1):
+        rows = [json.loads(line) for line in (shard_dir / "artifacts" / "rollouts.jsonl").read_text().splitlines()]
+        assert sorted(r["_ng_task_index"] for r in rows) == list(range(k - 1, 12, 2))  # its half, by global index
+        assert not (shard_dir / "artifacts" / "rollouts_aggregate_metrics.json").exists()  # gym did not aggregate it
+    merged_dir = Path(bench["job_dir"]) / "artifacts"
+    merged = [json.loads(line) for line in (merged_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in merged] == [(i, 0) for i in range(12)]
+    sharded_metrics = json.loads((merged_dir / "rollouts_aggregate_metrics.json").read_text())[0]
+    results = gym(tmp_path / "sharded", "results", record["gym_job_id"])
+    assert results.returncode == 0 and "answer-judge  succeeded  12/12" in results.stdout, results.stdout
+
+    whole, whole_status = run_quickstart(tmp_path / "whole", "quickstart.yaml")
+    assert_real_results(whole, whole_status)
+    whole_metrics = json.loads(
+        (Path(whole_status["jobs"][0]["job_dir"]) / "artifacts" / "rollouts_aggregate_metrics.json").read_text()
+    )[0]
+    assert sharded_metrics["agent_metrics"] == whole_metrics["agent_metrics"]
+    assert sharded_metrics["key_metrics"] == whole_metrics["key_metrics"]
+
+
+def test_a_local_sweep_over_three_temperatures_starts_vllm_once(envs, tmp_path) -> None:
+    """Three runs that differ only in the driver's sampling (job.deployment=shared): one job, the
+    first run's, starts the real vLLM once and runs every run's benchmark against it, each in its
+    own run's directory with its own results and its own temperature."""
+    temperature = "++driver.benchmarks.answer-judge.run.responses_create_params.temperature"
+    submitted = gym(
+        tmp_path,
+        "submit",
+        "-c",
+        str(REPO / "examples" / "quickstart.yaml"),
+        "-m",
+        f"{temperature}=0.2,0.6,1.0",
+        "++job.deployment=shared",
+        "--json",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    assert "they share 1 deployment(s)" in submitted.stderr
+    sweep = json.loads(submitted.stdout)
+    host, *guests = sweep["records"]
+    watched = gym(tmp_path, "status", sweep["sweep_id"], "--watch", "--json", "--interval", "2")
+    runs = json.loads(watched.stdout)["runs"]
+    shared_dir = Path(host["run_dir"]) / "shared-deployment"
+    assert [job["state"] for run in runs for job in run["jobs"]] == ["succeeded"] * 3, (
+        shared_dir / f"slurm-{host['benchmarks'][0]['job_id']}.out"
+    ).read_text()
+    assert [(job["samples"], job["expected_samples"]) for run in runs for job in run["jobs"]] == [(12, 12)] * 3
+    # vLLM started once: one policy log, in the host's shared job, none in the guests' runs.
+    [policy_log] = list((shared_dir / "logs").glob("policy-*.log"))
+    assert policy_log.read_text().count("Application startup complete") == 1
+    assert not any((Path(guest["run_dir"]) / "shared-deployment").exists() for guest in guests)
+    for record, value in zip(sweep["records"], ("0.2", "0.6", "1.0")):
+        job_dir = Path(record["run_dir"]) / "answer-judge"
+        assert f"responses_create_params.temperature={value}" in (job_dir / "steps" / "driver.sh").read_text()
+        rows = (job_dir / "artifacts" / "rollouts.jsonl").read_text().splitlines()
+        assert len(rows) == 12 and json.loads(rows[0])["responses_create_params"]["temperature"] == float(value)
+    results = gym(tmp_path, "results", sweep["sweep_id"])
+    assert results.returncode == 0, results.stdout + results.stderr
+
+
 def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path) -> None:
     record, status = run_quickstart(tmp_path, "quickstart-slurm.yaml")
     assert record["executor"] == "slurm"

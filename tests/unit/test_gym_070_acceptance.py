@@ -253,6 +253,31 @@ AT_PATH_RULES: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
         "driver.benchmarks.answer-judge.command",
         lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "run": {"limit": 5}}),
     ),
+    "shards of a shared deployment": (
+        "job.shards",
+        "job.shards",
+        lambda: _set("job.shards", 2, lambda: _set("job.deployment", "shared")),
+    ),
+    "shards of a command": (
+        "driver.benchmarks.answer-judge.shards",
+        "driver.benchmarks.answer-judge.shards",
+        lambda: _set("driver.benchmarks.answer-judge", {"command": "echo", "shards": 2}),
+    ),
+    "shards of a resumable benchmark": (
+        "driver.benchmarks.answer-judge.shards",
+        "driver.benchmarks.answer-judge.shards",
+        lambda: _set("driver.benchmarks.answer-judge", {"resumable": True, "shards": 2}),
+    ),
+    "shards of a limit that is no number": (
+        "driver.benchmarks.answer-judge.run.limit",
+        "driver.benchmarks.answer-judge.run.limit",
+        lambda: _set("driver.benchmarks.answer-judge", {"run": {"limit": "all"}, "shards": 2}),
+    ),
+    "shards under a glob's output path": (
+        "job.output_path",
+        "job.output_path",
+        lambda: _set("job.output_path", "/runs/[a]", lambda: _set("job.shards", 3)),
+    ),
 }
 
 

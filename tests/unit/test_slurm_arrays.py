@@ -64,6 +64,28 @@ def test_arrays_are_no_bigger_than_the_site_allows_and_a_lone_remainder_goes_alo
     assert arrays(units(jobs), {}, 1) == []  # MaxArraySize=1: no array can hold two
 
 
+def test_a_throttle_makes_an_array_of_a_few_jobs_and_caps_its_tasks_at_once() -> None:
+    """job.max_concurrent: K: the jobs of one shape go as an array however few, --array=0-N%K."""
+    from dataclasses import replace
+
+    throttled = [replace(job(i), max_concurrent=2) for i in range(3)]
+    [array] = arrays(units(throttled), {}, 1001)
+    assert array.indices == "0-2%2" and array.throttle == 2
+    assert arrays(units([job(i) for i in range(ARRAYS_FROM)]), {}, 1001)[0].indices == f"0-{ARRAYS_FROM - 1}"
+
+
+def test_a_sharded_benchmark_s_shards_are_an_array_of_their_own_however_few() -> None:
+    from dataclasses import replace
+
+    from nemo_gym.orchestration.plan import ShardPlan
+
+    def shard(i: int, bench: str) -> JobPlan:
+        return replace(job(i), shard=ShardPlan(i, 2, bench, "", "", None, (), (), ()))
+
+    found = arrays(units([shard(1, "/r/a"), shard(2, "/r/a"), shard(3, "/r/b"), shard(4, "/r/b"), job(5)]), {}, 1001)
+    assert [a.job_dirs for a in found] == [("/r/1", "/r/2"), ("/r/3", "/r/4")]
+
+
 def test_jobs_slurm_would_treat_apart_never_share_an_array() -> None:
     other = tuple((k, "cpu" if k == "partition" else v) for k, v in SHAPE)
     jobs = [job(i) for i in range(ARRAYS_FROM)] + [job(100 + i, other) for i in range(ARRAYS_FROM)]

@@ -598,6 +598,11 @@ class BenchmarkRunConfig(_StrictModel):
     # Extension beyond the spec: run/prepare keys (``run.num_repeat``) passed to gym as written, not
     # checked against what gym reads when a run is staged (see preflight.py).
     unchecked_keys: list[str] = []
+    # Extension beyond the spec: split the benchmark's tasks into this many slices, each a job with
+    # its own deployment, merged into one benchmark by gym eval aggregate (None: job.shards).
+    shards: int | None = None
+
+    _check_shards = field_validator("shards")(rules.optional_shards)
 
     @property
     def resume_config(self) -> ResumeConfig | None:
@@ -686,9 +691,17 @@ class JobConfig(_StrictModel):
     # (mlflow, wandb, table) with its settings; a benchmark's own ``export`` overrides them setting
     # by setting, ``null`` dropping an exporter. See ``exporters``.
     export: dict[str, dict[str, Any] | None] = {}
+    # Extension beyond the spec: how many shards each benchmark runs in unless it says (see
+    # BenchmarkRunConfig.shards).
+    shards: int = 1
+    # Extension beyond the spec: at most this many of a submission's jobs of one shape run at once
+    # (a Slurm job array's throttle, ``--array=0-N%K``); None: as many as the scheduler starts.
+    max_concurrent: int | None = None
 
     _check_output_path = field_validator("output_path")(rules.absolute_path)
+    _check_max_concurrent = field_validator("max_concurrent")(rules.optional_positive)
     _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
+    _check_shards = field_validator("shards")(rules.optional_shards)
 
 
 class OtelConfig(_StrictModel):
@@ -806,9 +819,54 @@ class SubmitConfig(_StrictModel):
                 f"shared job's own directory; rename that benchmark"
             )
         self._check_resumable(compute_name, compute)
+        self._check_shards()
         self._wire_policy_model()
         self._check_exports()
         return self
+
+    def shards_of(self, benchmark: str) -> int:
+        """How many shards a benchmark runs in: its own ``shards``, else ``job.shards``."""
+        own = self.driver.benchmarks[benchmark].shards
+        return self.job.shards if own is None else own
+
+    def _check_shards(self) -> None:
+        for name, bench in self.driver.benchmarks.items():
+            shards = self.shards_of(name)
+            if shards == 1:
+                continue
+            where = f"driver.benchmarks.{name}.shards" if bench.shards is not None else "job.shards"
+            said = f"is {shards}"
+            if self.job.deployment == "shared":
+                raise error_at(
+                    where,
+                    f"{said}, but job.deployment: shared runs every benchmark in one job, and each shard is a "
+                    f"job with its own deployment; use job.deployment: per_benchmark or drop shards",
+                )
+            if bench.command is not None:
+                raise error_at(
+                    where,
+                    f"{said}, but driver.benchmarks.{name} runs its own command, whose inputs gym does not "
+                    f"prepare; drop shards for it (shards: 1) or drop command",
+                )
+            if bench.resume_config is not None:
+                raise error_at(
+                    where,
+                    f"{said}, but driver.benchmarks.{name} is resumable, and a sharded benchmark is not "
+                    f"resumed yet; drop resumable (gym eval resubmit still reruns a failed shard) or shards",
+                )
+            limit = bench.run.get("limit")
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+                raise error_at(
+                    f"driver.benchmarks.{name}.run.limit",
+                    f"is {limit!r}, but a sharded benchmark's shards take their slices of the first `limit` "
+                    f"tasks, which needs a whole number (0: all of them)",
+                )
+            if any(ch in self.job.output_path for ch in ",*?["):
+                raise error_at(
+                    "job.output_path",
+                    f"holds one of , * ? [, but the shards of {name} are merged by a glob of their "
+                    f"directories under it; choose an output path without them",
+                )
 
     def exports_of(self, benchmark: str) -> dict[str, dict[str, Any]]:
         """The exporters a benchmark's job runs, ``job.export`` merged with its own ``export``."""

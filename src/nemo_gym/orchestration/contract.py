@@ -76,6 +76,30 @@ def job_dir(run_dir: str, benchmark: str) -> str:
     return f"{run_dir}/{benchmark}"
 
 
+# A sharded benchmark (``shards: N``) is N jobs, each a unit of its own: shard k (1..N) is named
+# ``<benchmark>@k`` (``@`` is in no benchmark name) and runs in ``<benchmark dir>/shards/k``; the
+# benchmark's own directory holds what the last shard to finish merged (artifacts/, as one job
+# writes them) and the shards' markers (SHARDS_MARKERS_DIR).
+SHARD_SEPARATOR = "@"
+
+
+def shard_dir(bench_dir: str, shard: int | str) -> str:
+    """Shard ``shard``'s job directory (``"*"``: a glob of them all)."""
+    return f"{bench_dir}/shards/{shard}"
+
+
+def shard_unit(benchmark: str, shard: int) -> str:
+    return f"{benchmark}{SHARD_SEPARATOR}{shard}"
+
+
+def split_unit(unit: str) -> tuple[str, int | None]:
+    """``B@k`` -> (B, k); a benchmark's own name -> (name, None)."""
+    name, sep, number = unit.rpartition(SHARD_SEPARATOR)
+    if sep and number.isdigit() and not number.startswith("0"):
+        return name, int(number)
+    return unit, None
+
+
 # -- job directory (paths relative to it) ---------------------------------------------------------
 
 JOB_SCRIPT = "job.sh"
@@ -105,6 +129,17 @@ ATTEMPTS_DIR = ".gym/attempts"
 ATTEMPT_EARLIER_DIR = "earlier"
 ATTEMPT_INPUTS_FILE = "inputs.jsonl"
 LIBRARY_SCRIPT = "steps/lib.sh"
+# gym's sidecar of the rollouts that failed, beside them.
+FAILURES_FILE = "artifacts/rollouts_failures.jsonl"
+# Where gym eval run finds its prepared inputs (``<output stem>/preprocessed_datasets/<split>.jsonl``
+# for ROLLOUTS_FILE), which a shard replaces with its slice.
+PREPARED_DATA_DIR = "artifacts/rollouts/preprocessed_datasets"
+# In a sharded benchmark's directory: shard k's ``<k>.done`` (its job's id, once its driver has
+# ended well), ``merged`` (the done markers the last merge covered) and the merge's lock.
+SHARDS_MARKERS_DIR = ".gym/shards"
+SHARD_DONE_SUFFIX = ".done"
+SHARDS_MERGED_FILE = ".gym/shards/merged"
+SHARDS_LOCK_FILE = ".gym/shards/merge.lock"
 
 
 def attempt_dir(attempt: int) -> str:
@@ -155,6 +190,7 @@ STOP_COLLECTOR_FILE = "stop-collector"
 EXITED_DIR = "exit"  # exit/<step>@<node>: the exit status of a step's process on a node
 READY_DIR = "ready"  # ready/<step>@<node>: a step without an HTTP probe says it is ready
 WHY_DIR = "why"  # why/<step>@<node>: a step that refused to start says why, in one line
+MERGED_FILE = "merged"  # a shard's job merged its benchmark's shards (its job then exports them)
 ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a requeued job
 
 # The state file: key=value lines, replaced atomically by the job as it goes.
@@ -613,6 +649,7 @@ class ProbeRecord(Word):
     CLOCK = "T"  # the cluster's clock, epoch seconds
     ACCOUNTING = "A"  # job id, elapsed seconds, TRES: one run of a job, from the scheduler's accounts
     FACT = "R"  # fact, value: a run-wide fact a backend's probe tail adds
+    MERGED = "G"  # sharded benchmark, merged rollouts written (-1: its shards were never merged)
 
 
 # -- the environment of a job's processes --------------------------------------------------------------

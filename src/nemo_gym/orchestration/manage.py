@@ -27,25 +27,38 @@ def select_jobs(record: SubmissionRecord, names: list[str]) -> list[BenchmarkJob
 
 
 def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
+    """The one job ``name`` names: a benchmark's, or a shard's (``B@k``); without a name, the
+    run's only job."""
     if name is None:
-        if len(record.benchmarks) == 1:
-            return record.benchmarks[0]
+        if len(record.units) == 1:
+            return record.units[0]
+        kind = "benchmarks" if len(record.units) == len(record.benchmarks) else "jobs (its benchmarks and their shards)"
         raise UserError(
-            f"run {record.gym_job_id} has {len(record.benchmarks)} benchmarks; name one: "
-            f"{', '.join(b.benchmark for b in record.benchmarks)}"
+            f"run {record.gym_job_id} has {len(record.units)} {kind}; name one: "
+            f"{', '.join(u.benchmark for u in record.units)}"
         )
-    return select_jobs(record, [name])[0]
+    shard = next((u for u in record.units if u.benchmark == name and u not in record.benchmarks), None)
+    if shard is not None:
+        return shard
+    [job] = select_jobs(record, [name])
+    if job.shards:
+        raise UserError(
+            f"{name} of run {record.gym_job_id} runs in {len(job.shards)} shards, each a job of its own; name one: "
+            f"{', '.join(u.benchmark for u in job.shards)}"
+        )
+    return job
 
 
 # -- logs ------------------------------------------------------------------------------------------
 
 
-def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: str) -> str:
+def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, shared_dir: str) -> str:
     """Shell words for the wanted log files (quoted parts, glob characters left active), of the
     job in ``$jid`` (set by ``templates/logs.sh.j2``).
 
     With a shared deployment the services and the job's own log live in the shared job's
-    directory; each benchmark's driver log stays in its own.
+    directory (``shared_dir``: the record's ``shared_deployment_dir``); each benchmark's driver log
+    stays in its own.
     """
     if job.job_id is None:
         raise UserError(f"{job.benchmark} was never queued ({job.error}); there are no logs")
@@ -53,7 +66,7 @@ def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, run_dir: 
     own = shlex.quote(job.job_dir)
     if driver:
         return f"{own}/{contract.step_log(DRIVER_STEP, jid)}"
-    dirs = [own, shlex.quote(contract.job_dir(run_dir, contract.SHARED_DEPLOYMENT_DIR))]
+    dirs = [own, shlex.quote(shared_dir)]
     if service:
         # A service's steps: <service>, <service>_<pool>_workers; per node for multi-node steps.
         s = shlex.quote(service)
@@ -81,8 +94,8 @@ def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: boo
 
 
 def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
-    shared = {b.job_id for b in record.benchmarks}
-    if len(shared) == 1 and len(record.benchmarks) > 1 and len(jobs) < len(record.benchmarks):
+    shared = {b.job_id for b in record.units}
+    if len(shared) == 1 and len(record.units) > 1 and len(jobs) < len(record.units):
         raise UserError(
             f"the benchmarks of run {record.gym_job_id} share one deployment (one job); cancel them together "
             f"with gym eval cancel {record.gym_job_id}"
@@ -137,7 +150,16 @@ def cancellable(
     by_name = {s.benchmark: s for s in statuses}
     live = [j for j in jobs if j.queued and not by_name[j.benchmark].state.final]
     done = [by_name[j.benchmark] for j in jobs if j not in live]
-    current = [j.model_copy(update={"job_id": _current_id(j, by_name[j.benchmark], backend)}) for j in live]
+    current = []
+    for job in live:
+        # A sharded benchmark's shards still queued or running, each as its own job.
+        status = by_name[job.benchmark]
+        units = {s.benchmark: s for s in status.shards} if job.shards else {job.benchmark: status}
+        current += [
+            unit.model_copy(update={"job_id": _current_id(unit, units[unit.benchmark], backend)})
+            for unit in job.units
+            if unit.queued and not units[unit.benchmark].state.final
+        ]
     return current, done
 
 

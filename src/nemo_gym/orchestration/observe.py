@@ -89,11 +89,14 @@ class JobStatus:
     # Its jobs, oldest first (``chain``'s, each with what is known of it).
     history: list[Attempt] = field(default_factory=list)
     resubmits: int = 0  # how many times gym eval resubmit queued it again
+    shards: list[JobStatus] = field(default_factory=list)  # a sharded benchmark's, each as a job
 
     def as_dict(self) -> dict:
         out = asdict(self)
-        for not_plain in ("usage", "check", "history"):
+        for not_plain in ("usage", "check", "history", "shards"):
             out.pop(not_plain)
+        if self.shards:
+            out["shards"] = [shard.as_dict() for shard in self.shards]
         check = self.check
         out.update(
             attempts=len(self.history),
@@ -162,15 +165,21 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
             "job_id": job.job_id or "",  # a lane's job: its chain file names the job it was fed as
             "check": 0 if job.benchmark in checked else 1,
         }
-        for job in record.benchmarks
+        for job in record.units
         if job.queued
+    ]
+    merged = [
+        {"benchmark": bench.benchmark, "job_dir": bench.job_dir, "check": 0 if bench.benchmark in checked else 1}
+        for bench in record.benchmarks
+        if bench.shards and bench.queued
     ]
     return render_template(
         "probe.sh.j2",
         accounting=backend.accounting_shell(),
         tail=backend.probe_tail(record),
         probed=probed,
-        shared_dir=contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR),
+        merged=merged,
+        shared_dir=record.shared_deployment_dir,
     )
 
 
@@ -197,6 +206,8 @@ class ProbeAnswer:
     accounting: dict[str, list[AccountingRow]] = field(default_factory=dict)  # job id -> its runs
     now: float | None = None  # the cluster's clock when it was probed
     exports: dict[str, dict[str, dict]] = field(default_factory=dict)  # benchmark -> exporter -> receipt
+    # Sharded benchmark -> the rollouts its shards were merged into (None: never merged).
+    merged: dict[str, int | None] = field(default_factory=dict)
 
 
 def parse_probe(out: str, backend: Backend) -> ProbeAnswer:
@@ -287,6 +298,12 @@ def _read_export(reading: _ProbeReading, cols: list[str]) -> None:
         reading.answer.exports.setdefault(cols[0], {})[cols[1]] = receipt
 
 
+def _read_merged(reading: _ProbeReading, cols: list[str]) -> None:
+    if len(cols) >= 2:
+        n = cols[1].strip()
+        reading.answer.merged[cols[0]] = int(n) if contract.is_count(n) else None
+
+
 def _read_clock(reading: _ProbeReading, cols: list[str]) -> None:
     if cols and contract.is_count(cols[0].strip()):
         reading.answer.now = float(cols[0])
@@ -302,6 +319,7 @@ _RECORD_READERS: dict[ProbeRecord, Callable[[_ProbeReading, list[str]], None]] =
     ProbeRecord.CLOCK: _read_clock,
     ProbeRecord.ACCOUNTING: _read_accounting,
     ProbeRecord.FACT: _read_fact,
+    ProbeRecord.MERGED: _read_merged,
 }
 
 
@@ -419,72 +437,155 @@ def statuses_from(
     backend: Backend,
     known: Mapping[str, SampleCheck] | None = None,
 ) -> list[JobStatus]:
+    """Each benchmark's status, in the record's order; a sharded benchmark's from its shards'."""
     statuses = []
     for job in record.benchmarks:
-        if not job.queued:
-            statuses.append(
-                JobStatus(
-                    job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir
-                )
-            )
-            continue
-        if answer is None or job.benchmark not in answer.benchmarks:
-            recorded = [job.job_id] if job.job_id else []
-            unanswered = [Attempt(i, Status.UNKNOWN, None, "no answer from the cluster") for i in recorded]
-            statuses.append(
-                JobStatus(
-                    job.benchmark,
-                    job.job_id,
-                    Status.UNKNOWN,
-                    "no answer from the cluster",
-                    0,
-                    job.job_dir,
-                    recorded,
-                    history=unanswered,
-                )
-            )
-            continue
-        rollouts, chain = answer.benchmarks[job.benchmark]
-        first = chain.first(job.job_id)
-        if not first:
-            statuses.append(_waiting_in_lane(job, chain, backend))
-            continue
-        probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
-        shown, current = chain_status(chain.head(first), chain, probe, rollouts, backend, answer.facts)
-        state, detail = shown.status, shown.detail
-        # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
-        ids = chain.attempt_ids(first, with_successor=state != Status.SUCCEEDED)
-        check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
-        if not state.final:
-            check = None  # counted while a job of the chain still runs: not the final count
-        if state == Status.SUCCEEDED and check is not None and check.missing:
-            state, detail = Status.INCOMPLETE, f"{detail}, but {missing_text(check)}"
-        elif check is not None and check.duplicates and state == Status.SUCCEEDED:
-            detail += f" ({check.duplicates} duplicate row(s) counted once)"
-        running = current if not state.final else None
-        job_usage = _usage(job.benchmark, job.gpus, ids, running, answer)
-        exports = answer.exports.get(job.benchmark, {})
-        seen = _Seen(
-            chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running
-        )
-        added = chain.samples_added(ids, rollouts)
-        statuses.append(
-            JobStatus(
-                job.benchmark,
-                current,
-                state,
-                detail + exports_text(exports),
-                rollouts,
-                job.job_dir,
-                ids,
-                job_usage,
-                check,
-                exports,
-                [replace(seen.attempt(i), samples_added=added[i]) for i in ids],
-                chain.attempt - 1,
-            )
-        )
+        if job.shards:
+            shards = [_unit_status(shard, answer, backend, known) for shard in job.shards]
+            statuses.append(sharded_status(job, shards, answer, known))
+        else:
+            statuses.append(_unit_status(job, answer, backend, known))
     return statuses
+
+
+def _unit_status(
+    job: BenchmarkJob, answer: ProbeAnswer | None, backend: Backend, known: Mapping[str, SampleCheck] | None
+) -> JobStatus:
+    """One job's status (a benchmark's, or a shard's): its chain followed, its samples counted."""
+    if not job.queued:
+        return JobStatus(
+            job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir
+        )
+    if answer is None or job.benchmark not in answer.benchmarks:
+        recorded = [job.job_id] if job.job_id else []
+        unanswered = [Attempt(i, Status.UNKNOWN, None, "no answer from the cluster") for i in recorded]
+        return JobStatus(
+            job.benchmark,
+            job.job_id,
+            Status.UNKNOWN,
+            "no answer from the cluster",
+            0,
+            job.job_dir,
+            recorded,
+            history=unanswered,
+        )
+    rollouts, chain = answer.benchmarks[job.benchmark]
+    first = chain.first(job.job_id)
+    if not first:
+        return _waiting_in_lane(job, chain, backend)
+    probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
+    shown, current = chain_status(chain.head(first), chain, probe, rollouts, backend, answer.facts)
+    state, detail = shown.status, shown.detail
+    # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
+    ids = chain.attempt_ids(first, with_successor=state != Status.SUCCEEDED)
+    check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
+    if not state.final:
+        check = None  # counted while a job of the chain still runs: not the final count
+    if state == Status.SUCCEEDED and check is not None and check.missing:
+        state, detail = Status.INCOMPLETE, f"{detail}, but {missing_text(check)}"
+    elif check is not None and check.duplicates and state == Status.SUCCEEDED:
+        detail += f" ({check.duplicates} duplicate row(s) counted once)"
+    running = current if not state.final else None
+    job_usage = _usage(job.benchmark, job.gpus, ids, running, answer)
+    exports = answer.exports.get(job.benchmark, {})
+    seen = _Seen(chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running)
+    added = chain.samples_added(ids, rollouts)
+    return JobStatus(
+        job.benchmark,
+        current,
+        state,
+        detail + exports_text(exports),
+        rollouts,
+        job.job_dir,
+        ids,
+        job_usage,
+        check,
+        exports,
+        [replace(seen.attempt(i), samples_added=added[i]) for i in ids],
+        chain.attempt - 1,
+    )
+
+
+def sharded_status(
+    job: BenchmarkJob, shards: list[JobStatus], answer: ProbeAnswer | None, known: Mapping[str, SampleCheck] | None
+) -> JobStatus:
+    """A sharded benchmark as one: its shards' states folded (``fold_shard_states``), their jobs and
+    usage together, and its samples those its shards were merged into (before a merge, the
+    shards' own counts summed)."""
+    merged = (answer.merged if answer is not None else {}).get(job.benchmark)
+    state, detail = fold_shard_states([(s.state, s.detail) for s in shards], merged is not None)
+    check = None
+    if state.final:
+        check = (answer.checks if answer is not None else {}).get(job.benchmark) or (known or {}).get(job.benchmark)
+        if check is None and merged is None and all(s.check is not None for s in shards):
+            check = sum_checks([s.check for s in shards if s.check is not None])
+    if state == Status.SUCCEEDED and check is not None and check.missing:
+        state, detail = Status.INCOMPLETE, f"{detail}, but {missing_text(check)}"
+    exports = (answer.exports if answer is not None else {}).get(job.benchmark, {})
+    return JobStatus(
+        job.benchmark,
+        shard_ids_label([s.job_id for s in shards]),
+        state,
+        detail + exports_text(exports),
+        merged if merged is not None else sum(s.rollouts for s in shards),
+        job.job_dir,
+        [i for s in shards for i in s.chain],
+        usage.total([s.usage for s in shards]),
+        check,
+        exports,
+        [attempt for s in shards for attempt in s.history],
+        sum(s.resubmits for s in shards),
+        shards=shards,
+    )
+
+
+def fold_shard_states(states: list[tuple[Status, str]], merged: bool) -> tuple[Status, str]:
+    """A sharded benchmark's state from its shards' (state, detail), in order: running while any
+    shard is, queued while any waits; once every shard has ended, succeeded only if each did and
+    their rollouts were merged, else what went wrong first (a failure before a cancel)."""
+    count = len(states)
+    done = sum(1 for state, _ in states if state == Status.SUCCEEDED)
+    ended = [(k, state, detail) for k, (state, detail) in enumerate(states, 1) if state.final]
+    bad = [(k, state, detail) for k, state, detail in ended if state != Status.SUCCEEDED]
+    worst = next((b for b in bad if b[1] != Status.CANCELLED), bad[0] if bad else None)
+    trouble = f"; shard {worst[0]} {worst[1]}: {worst[2]}" if worst else ""
+    if len(ended) < count:
+        live = [state for state, _ in states if not state.final]
+        state = next((s for s in (Status.RUNNING, Status.STARTING) if s in live), live[0])
+        return state, f"{done} of {count} shards done, {len(live)} {state}{trouble}"
+    if worst is None:
+        if not merged:
+            return Status.FAILED, f"all {count} shards finished, but none merged them (see the last one's driver log)"
+        return Status.SUCCEEDED, f"{count} shards finished and merged"
+    return worst[1], f"{done} of {count} shards succeeded{trouble}"
+
+
+def sum_checks(checks: list[SampleCheck]) -> SampleCheck:
+    """Shards' sample counts as one benchmark's (their pairs are disjoint)."""
+    return SampleCheck(
+        sum(c.expected for c in checks),
+        sum(c.written for c in checks),
+        sum(c.duplicates for c in checks),
+        sum(c.extra for c in checks),
+        sum(c.missing for c in checks),
+        tuple(p for c in checks for p in c.first_missing)[:MISSING_NAMED],
+        sum(c.unreadable for c in checks),
+    )
+
+
+def shard_ids_label(ids: list[str | None]) -> str | None:
+    """The shards' current jobs in one word: ``1200_[0-2]`` for an array's consecutive tasks,
+    else the ids joined by commas."""
+    known = [i for i in ids if i]
+    if not known:
+        return None
+    arrays = {i.rpartition("_")[0] for i in known}
+    tasks = [i.rpartition("_")[2] for i in known]
+    if len(arrays) == 1 and "" not in arrays and all(t.isdigit() for t in tasks):
+        numbers = [int(t) for t in tasks]
+        if numbers == list(range(numbers[0], numbers[0] + len(numbers))) and len(numbers) > 1:
+            return f"{next(iter(arrays))}_[{numbers[0]}-{numbers[-1]}]"
+    return ",".join(known)
 
 
 @dataclass(frozen=True)
@@ -613,7 +714,7 @@ def runs_probe_script(
     jobs = [
         (job.job_id or "", f"{job.job_dir}/{contract.CHAIN_FILE}")
         for record in records
-        for job in record.benchmarks
+        for job in record.units
         if job.queued
     ]
     return render_template("probe-runs.sh.j2", **context, jobs=jobs, runs=scripts)
@@ -621,7 +722,7 @@ def runs_probe_script(
 
 def was_queued(record: SubmissionRecord) -> bool:
     """Whether any job of the run was queued (else nothing about it is asked of its host)."""
-    return any(b.queued for b in record.benchmarks)
+    return any(b.queued for b in record.units)
 
 
 def _outputs_by_run(out: str) -> dict[int, str]:

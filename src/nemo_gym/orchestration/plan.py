@@ -321,6 +321,32 @@ class ExportPlan:
 
 
 @dataclass(frozen=True)
+class ShardPlan:
+    """Shard ``index`` (1..``count``) of a sharded benchmark: a job of its own whose driver has gym
+    prepare the benchmark's inputs (``collate_argv``, into ``prepared_dir``), keeps its slice of
+    them (``shards.py slice``: the first ``limit`` rows when set, the tasks whose index is
+    ``index - 1`` modulo ``count``) and runs gym eval run on that slice alone. The last shard to
+    finish merges every shard's rollouts into the benchmark's own directory: ``env_start_argv``
+    starts gym's servers for ``aggregate_argv`` (gym eval aggregate) to score the union."""
+
+    index: int
+    count: int
+    bench_dir: str  # the benchmark's directory: the merged artifacts and the shards' markers
+    prepared_dir: str
+    split: str  # the prepared file's name (run.split); "" when gym's config files set it
+    limit: int | None
+    collate_argv: tuple[str, ...]
+    env_start_argv: tuple[str, ...]
+    aggregate_argv: tuple[str, ...]
+
+
+# The run keys a shard's driver sets itself: its slice is its input, unaggregated.
+SHARD_RUN_KEYS = ("limit", "reuse_existing_data_preparation", "disable_aggregation")
+# How long the merging shard waits for gym's servers to start before it gives up on the merge.
+MERGE_START_TIMEOUT = 600
+
+
+@dataclass(frozen=True)
 class JobPlan:
     benchmark: str
     local_job_id: str  # the job's id under the local backend (Slurm assigns its own)
@@ -343,6 +369,14 @@ class JobPlan:
     # without the token is refused. None when the job runs no Ray.
     ray_token_file: str | None = None
     export: ExportPlan | None = None  # for a shared deployment, each benchmark's job holds its own
+    shard: ShardPlan | None = None  # one shard of a sharded benchmark
+    # At most this many of the submission's jobs of its shape at once (job.max_concurrent).
+    max_concurrent: int | None = None
+
+    @property
+    def unit(self) -> str:
+        """What the job is known by among the run's jobs: its benchmark, or ``B@k`` for shard k."""
+        return self.benchmark if self.shard is None else contract.shard_unit(self.benchmark, self.shard.index)
 
     def services(self) -> dict[str, list[str]]:
         """Service -> its steps' names, in order: what the job watches."""
@@ -377,11 +411,72 @@ class RunPlan:
     carried_env: tuple[str, ...] = ()
     sweep_id: str | None = None  # the sweep this run is one combination of
     model: str | None = None  # the model the policy serves (``policy_model``), for people to tell runs apart
+    # A sweep's runs whose shared deployments are the same share one (``share_deployments``): its
+    # host runs the shared job, which also runs its guests' benchmarks (``guests``, their jobs); a
+    # guest queues nothing, its benchmarks answered by the host's job (``host``: run id, job dir).
+    guests: tuple[JobPlan, ...] = ()
+    host: tuple[str, str] | None = None
 
     @property
     def submitted_jobs(self) -> tuple[JobPlan, ...]:
-        """What is handed to the scheduler: one job per benchmark, or the one shared job."""
+        """What is handed to the scheduler: one job per benchmark, or the one shared job (none for a
+        run whose benchmarks another run's shared job runs)."""
+        if self.host is not None:
+            return ()
         return (self.shared,) if self.shared is not None else self.jobs
+
+    @property
+    def deployment_dir(self) -> str | None:
+        """The shared job's directory that runs this run's benchmarks (its own, or its host's)."""
+        if self.host is not None:
+            return self.host[1]
+        return self.shared.job_dir if self.shared is not None else None
+
+
+def deployment_key(plan: RunPlan) -> str:
+    """What a run's deployment is made of, paths aside: the services, the compute, the telemetry,
+    where it is submitted and what it is given. Runs with the same key could share one."""
+    config = plan.resolved_config
+    made_of = {
+        "services": config.get("services"),
+        "compute": config.get("compute"),
+        "otel": config.get("otel"),
+        "at_once": plan.benchmarks_at_once,
+        "given": [sorted(plan.secrets), sorted(plan.carried_env), plan.otel_token_env, plan.hostname, plan.runtime],
+    }
+    return json.dumps(made_of, sort_keys=True, default=str)
+
+
+def share_deployments(plans: list[RunPlan]) -> list[RunPlan]:
+    """A sweep's runs whose shared deployments are the same (``deployment_key``: only driver or
+    benchmark settings differ, a temperature, a prompt) as one: the first runs the shared job and
+    its job runs every one of their benchmarks, each still in its own run's directory; the others
+    queue nothing. Each guest's exports time it by the host's job."""
+    groups: dict[str, list[int]] = {}
+    for i, plan in enumerate(plans):
+        if plan.shared is not None:
+            groups.setdefault(deployment_key(plan), []).append(i)
+    shared = list(plans)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        host = plans[members[0]]
+        assert host.shared is not None
+        where = (host.run_id, host.shared.job_dir)
+        guests: list[JobPlan] = []
+        for i in members[1:]:
+            jobs = tuple(_timed_by(job, host.shared.job_dir) for job in plans[i].jobs)
+            shared[i] = replace(plans[i], jobs=jobs, host=where)
+            guests += jobs
+        shared[members[0]] = replace(host, guests=tuple(guests))
+    return shared
+
+
+def _timed_by(job: JobPlan, shared_dir: str) -> JobPlan:
+    """A guest's benchmark, its exports timed by the host's shared job (its own run has none)."""
+    if job.export is None:
+        return job
+    return replace(job, export=replace(job.export, spec={**job.export.spec, "usage_dir": shared_dir}))
 
 
 def shell_var(name: str) -> str:
@@ -408,9 +503,16 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
     run_dir = f"{config.job.output_path.rstrip('/')}/{run_id}"
     ctx = _Context(config, run_id, compute_name, backend, _Layout.of(config), {}, sweep_id)
     shared_deployment = config.job.deployment == "shared"
+    units = [
+        (name, shard, config.shards_of(name))
+        for name in config.driver.benchmarks
+        for shard in (range(1, config.shards_of(name) + 1) if config.shards_of(name) > 1 else [None])
+    ]
     jobs = tuple(
-        ctx.job(name, contract.job_dir(run_dir, name), f"local-{run_id[-6:]}-{i}", shared_driver=shared_deployment)
-        for i, name in enumerate(config.driver.benchmarks, start=1)
+        ctx.job(name, contract.job_dir(run_dir, name), f"local-{run_id[-6:]}-{i}", shared_deployment)
+        if shard is None
+        else ctx.shard_job(name, contract.job_dir(run_dir, name), shard, count, f"local-{run_id[-6:]}-{i}")
+        for i, (name, shard, count) in enumerate(units, start=1)
     )
     shared = None
     if shared_deployment:
@@ -442,6 +544,51 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
         sweep_id=sweep_id,
         model=policy_model_path(config),
     )
+
+
+def _shard_plan(shard: ShardPlan, job_dir: str, run: dict[str, Any], model_type: list[str]) -> ShardPlan:
+    """The commands of a shard's driver, from its benchmark's run keys (those a shard sets itself
+    left out; policy wiring included, as every gym command of the benchmark reads it)."""
+    common = flatten_overrides({k: v for k, v in run.items() if k not in SHARD_RUN_KEYS}, "run.")
+    prepared_dir = f"{job_dir}/{contract.PREPARED_DATA_DIR}"
+    shard_rollouts = f"{contract.shard_dir(shard.bench_dir, '*')}/{contract.ROLLOUTS_FILE}"
+    limit = run.get("limit")
+    return replace(
+        shard,
+        prepared_dir=prepared_dir,
+        split=str(run.get("split") or ""),
+        limit=int(limit) if limit not in (None, "", 0) else None,
+        collate_argv=(
+            "gym",
+            "dataset",
+            "collate",
+            *model_type,
+            *common,
+            "+mode=train_preparation",
+            "+should_download=true",
+            f"+output_dirpath={prepared_dir}",
+        ),
+        env_start_argv=("gym", "env", "start", *model_type, *common),
+        # gym eval aggregate takes no --model-type: the config it names is given as a path.
+        aggregate_argv=(
+            "gym",
+            "eval",
+            "aggregate",
+            *_model_type_config(model_type),
+            *common,
+            f"+input_glob={shard_rollouts}",
+            f"+output_jsonl_fpath={shard.bench_dir}/{contract.ROLLOUTS_FILE}",
+        ),
+    )
+
+
+def _model_type_config(model_type: list[str]) -> list[str]:
+    """``--model-type NAME[/FLAVOR]`` as the config path gym 0.7.0 makes of it, for gym commands
+    that take only configs: ``responses_api_models/NAME/configs/FLAVOR.yaml`` (FLAVOR: NAME)."""
+    if not model_type:
+        return []
+    name, _, flavor = model_type[1].partition("/")
+    return [f"+config_paths=[responses_api_models/{name}/configs/{flavor or name}.yaml]"]
 
 
 def policy_model_path(config: SubmitConfig) -> str | None:
@@ -538,7 +685,15 @@ class _Context:
     secrets: dict[str, tuple[str, str]]
     sweep_id: str | None = None
 
-    def job(self, benchmark: str, job_dir: str, local_job_id: str, shared_driver: bool) -> JobPlan:
+    def shard_job(self, benchmark: str, bench_dir: str, index: int, count: int, local_job_id: str) -> JobPlan:
+        """Shard ``index`` of ``count`` of a benchmark: a job of its own in the benchmark's directory."""
+        job_dir = contract.shard_dir(bench_dir, index)
+        shard = ShardPlan(index, count, bench_dir, "", "", None, (), (), ())  # its commands: self.driver
+        return self.job(benchmark, job_dir, local_job_id, False, shard)
+
+    def job(
+        self, benchmark: str, job_dir: str, local_job_id: str, shared_driver: bool, shard: ShardPlan | None = None
+    ) -> JobPlan:
         config = self.config
         compute = next(iter(config.compute.values()))
         steps: list[Step] = []
@@ -555,14 +710,16 @@ class _Context:
                 variable = contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name)
                 ray_addresses.append(RayAddress(name, self.layout.driver_node, service.port, variable))
         otel = self.otel(benchmark, job_dir, steps) if config.otel.enabled else None
+        driver, shard = self.driver(benchmark, job_dir, otel, shared_driver, shard)
+        unit = benchmark if shard is None else contract.shard_unit(benchmark, shard.index)
         return JobPlan(
             benchmark=benchmark,
             local_job_id=local_job_id,
             job_dir=job_dir,
-            directives=self.backend.directives(compute, benchmark, job_dir),
+            directives=self.backend.directives(compute, unit, job_dir),
             node_count=self.layout.node_count,
             steps=tuple(steps),
-            driver=self.driver(benchmark, job_dir, otel, shared_driver),
+            driver=driver,
             gpus=self.layout.gpu_count,
             ray_addresses=tuple(ray_addresses),
             service_urls=tuple(_service_url(step) for step in steps if step.metrics_port is not None and step.health),
@@ -571,6 +728,8 @@ class _Context:
             otel=otel,
             ray_token_file=f"{job_dir}/{contract.RAY_TOKEN_FILE}" if any(_runs_ray(s) for s in steps) else None,
             export=self.export(benchmark, shared_driver),
+            shard=shard,
+            max_concurrent=config.job.max_concurrent,
         )
 
     def env(self, owner_label: str, owner: BaseServiceConfig | DriverConfig) -> tuple[EnvVar, ...]:
@@ -762,7 +921,9 @@ class _Context:
 
     # -- driver ---------------------------------------------------------------------------------
 
-    def driver(self, benchmark: str, job_dir: str, otel: OtelPlan | None, shared_driver: bool) -> DriverPlan:
+    def driver(
+        self, benchmark: str, job_dir: str, otel: OtelPlan | None, shared_driver: bool, shard: ShardPlan | None
+    ) -> tuple[DriverPlan, ShardPlan | None]:
         driver = self.config.driver
         bench = driver.benchmarks[benchmark]
         rollouts = f"{job_dir}/{contract.ROLLOUTS_FILE}"
@@ -772,18 +933,26 @@ class _Context:
         run_argv: list[str] = []
         continue_argv: tuple[str, ...] = ()
         if bench.command is None:
-            run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}"]
-            if driver.policy_model and driver.policy_model_type:
-                run_argv += ["--model-type", driver.policy_model_type]
+            model_type = (
+                ["--model-type", driver.policy_model_type] if driver.policy_model and driver.policy_model_type else []
+            )
             run = bench.run
             if bench.resume_config is not None and "resume_from_cache" not in run:
                 # Every job of a resumable chain continues from the rollouts on disk; on the first job
                 # there are none yet, which gym treats as a fresh start.
                 run = {**run, "resume_from_cache": True}
+            if shard is not None:
+                shard = _shard_plan(shard, job_dir, run, model_type)
+                run = {key: value for key, value in run.items() if key not in SHARD_RUN_KEYS}
+                run = {**run, "reuse_existing_data_preparation": True, "disable_aggregation": True}
+            run_argv = ["gym", "eval", "run", f"+output_jsonl_fpath={rollouts}", *model_type]
             run_argv += flatten_overrides(run, "run.")
             continue_argv = () if run.get("resume_from_cache") is True else (CONTINUE_FROM_DISK,)
         node = self.layout.driver_node
         mounts = tuple(driver.mounts) + (f"{job_dir}:{job_dir}",)
+        if shard is not None:
+            # The shard's driver reads its siblings' rollouts and writes the merged ones beside them.
+            mounts += (f"{shard.bench_dir}:{shard.bench_dir}",)
         # A shared deployment's job runs every benchmark's driver from its own directory: the
         # drivers' logs go to their benchmarks' directories.
         log_dir = f"{job_dir}/{contract.LOGS_DIR}" if shared_driver else contract.LOGS_DIR
@@ -809,7 +978,7 @@ class _Context:
         if bench.command is not None:
             told = command_env(job_dir, bench.run)
             env = tuple(var for var in env if var.key not in told) + tuple(EnvVar(k, "lit", v) for k, v in told.items())
-        return DriverPlan(
+        plan = DriverPlan(
             node=node,
             launch=launch,
             env=env,
@@ -823,6 +992,7 @@ class _Context:
             gym_extras="telemetry" if gym_telemetry else "",
             policy_host_variable=runtime_variable(driver.policy_host),
         )
+        return plan, shard
 
     # -- exports --------------------------------------------------------------------------------
 

@@ -59,11 +59,23 @@ class BenchmarkJob(BaseModel):
     # Not queued by the submission but by the job before it in its lane, as that one starts
     # (``feeding``): that job, as ``run/benchmark``. Its id is then in its chain file.
     fed_by: str | None = None
+    # A sharded benchmark's shards, each a job of its own (``benchmark`` ``B@k``, ``job_dir`` its
+    # shard's directory); the benchmark's own entry has no job then, and its ``job_dir`` holds what
+    # the shards merged into. Empty for a benchmark run as one job.
+    shards: list[BenchmarkJob] = []
 
     @property
     def queued(self) -> bool:
-        """Whether it was queued, or is to be by its lane (else it was refused: ``error``)."""
+        """Whether it was queued, or is to be by its lane (else it was refused: ``error``); a
+        sharded benchmark's, whether any shard was."""
+        if self.shards:
+            return any(shard.queued for shard in self.shards)
         return self.job_id is not None or self.fed_by is not None
+
+    @property
+    def units(self) -> list[BenchmarkJob]:
+        """The jobs it runs as: its shards, or itself."""
+        return list(self.shards) or [self]
 
     @field_validator("fed_by")
     @classmethod
@@ -105,6 +117,32 @@ class SubmissionRecord(BaseModel):
     # never a value. gym eval resubmit reads them again from its shell. Only the local index's copy
     # is believed (a run directory's could name any variable of yours).
     carried_from: dict[str, str] = {}
+    # A sweep's runs that share one deployment (one job runs all their benchmarks): the others'
+    # ids, and, for a run whose benchmarks another run's job runs, that job's directory (where its
+    # own log, its services' logs and its times are). Empty and None otherwise.
+    deployment_shared_with: list[str] = []
+    deployment_dir: str | None = None
+
+    @property
+    def shared_deployment_dir(self) -> str:
+        """The directory of the shared job that runs this run's benchmarks, if it has one: its own
+        run's, or the one its record names."""
+        return self.deployment_dir or contract.job_dir(self.run_dir, contract.SHARED_DEPLOYMENT_DIR)
+
+    @field_validator("deployment_dir")
+    @classmethod
+    def _plain_directory(cls, value: str | None) -> str | None:
+        # Read back from a run directory too: an absolute path, no way up, printable, or nothing.
+        if value is None:
+            return None
+        if not value.startswith("/") or "/../" in f"{value}/" or len(value) > 4096 or not value.isprintable():
+            raise ValueError(f"{value[:200]!r} is not a run's directory")
+        return value
+
+    @field_validator("deployment_shared_with")
+    @classmethod
+    def _run_ids(cls, value: list[str]) -> list[str]:
+        return [v for v in value if len(v) <= 200 and v.isprintable()][:10000]
 
     @field_validator("executor")
     @classmethod
@@ -126,8 +164,14 @@ class SubmissionRecord(BaseModel):
         return value
 
     @property
+    def units(self) -> list[BenchmarkJob]:
+        """Every job of the run: each benchmark's, a sharded benchmark's shards one by one."""
+        return [unit for bench in self.benchmarks for unit in bench.units]
+
+    @property
     def failed(self) -> list[BenchmarkJob]:
-        return [b for b in self.benchmarks if not b.queued]
+        """The jobs that could not be queued (a shard of a sharded benchmark by its own name)."""
+        return [unit for unit in self.units if not unit.queued]
 
     def dumps(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -260,12 +304,30 @@ def load_record(data: str | bytes, what: str = RECORD_NAME) -> SubmissionRecord:
     record = _validated(SubmissionRecord, data, what)
     kept = []
     for job in record.benchmarks:
-        problem = benchmark_name_problem(job.benchmark)
+        problem = benchmark_name_problem(job.benchmark) or _shards_problem(job)
         if problem:
             warn(f"{what}: benchmark {job.benchmark!r} refused: {problem}")
         else:
-            kept.append(job.model_copy(update={"job_dir": contract.job_dir(record.run_dir, job.benchmark)}))
+            kept.append(rooted(job, record.run_dir))
     return record.model_copy(update={"benchmarks": kept})
+
+
+def rooted(job: BenchmarkJob, run_dir: str) -> BenchmarkJob:
+    """A benchmark's entry with its directories where its name puts them under ``run_dir`` (a
+    record read back is believed for names, never for paths), its shards' too."""
+    bench_dir = contract.job_dir(run_dir, job.benchmark)
+    shards = [
+        shard.model_copy(update={"job_dir": contract.shard_dir(bench_dir, k)}) for k, shard in enumerate(job.shards, 1)
+    ]
+    return job.model_copy(update={"job_dir": bench_dir, "shards": shards})
+
+
+def _shards_problem(job: BenchmarkJob) -> str | None:
+    """Why a sharded benchmark's shards cannot be read where their names put them (``B@1``..)."""
+    for k, shard in enumerate(job.shards, 1):
+        if shard.benchmark != contract.shard_unit(job.benchmark, k) or shard.shards:
+            return f"its shard {k} is recorded as {shard.benchmark!r}, not {contract.shard_unit(job.benchmark, k)!r}"
+    return None
 
 
 def load_sweep_record(data: str | bytes, what: str = contract.SWEEP_RECORD_FILE) -> SweepRecord:
@@ -364,7 +426,7 @@ def run_in_directory(path: str) -> SubmissionRecord:
         record = load_record(untrusted.read_bounded(record_path, str(record_path)), str(record_path))
     except Unreadable as exc:
         raise UserError(f"cannot read the run's record: {exc}") from None
-    jobs = [b.model_copy(update={"job_dir": contract.job_dir(run_dir, b.benchmark)}) for b in record.benchmarks]
+    jobs = [rooted(b, run_dir) for b in record.benchmarks]
     return record.model_copy(update={"run_dir": run_dir, "benchmarks": jobs, "hostname": None})
 
 

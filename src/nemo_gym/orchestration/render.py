@@ -23,6 +23,7 @@ from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan import (
     COLLECTOR_STEP,
     DRIVER_STEP,
+    MERGE_START_TIMEOUT,
     EnvVar,
     JobPlan,
     ResumePlan,
@@ -159,7 +160,12 @@ def render_run(plan: RunPlan) -> StagedRun:
     files: dict[str, StagedFile] = {}
     for job in plan.submitted_jobs:
         for rel, staged in _job_files(plan, job, backend).items():
-            files[f"{job.benchmark}/{rel}"] = staged
+            files[f"{_relative(plan, job.job_dir)}/{rel}"] = staged
+        if job.shard is not None and job.shard.index == 1:
+            # A sharded benchmark exports once, from its merged directory (the merging shard's job
+            # runs them): its exporters and spec are there, not in each shard's.
+            for rel, staged in _export_files(job).items():
+                files[f"{_relative(plan, job.shard.bench_dir)}/{rel}"] = staged
     if plan.shared is not None:
         for job in plan.jobs:  # each benchmark's driver, run by the shared job
             for rel, staged in {**_driver_files(plan, job), **_export_files(job)}.items():
@@ -171,6 +177,11 @@ def render_run(plan: RunPlan) -> StagedRun:
     return StagedRun(plan=plan, files=files)
 
 
+def _relative(plan: RunPlan, path: str) -> str:
+    """A directory of the run, relative to the run directory (where staged files are named)."""
+    return path[len(plan.run_dir) + 1 :] if path.startswith(plan.run_dir + "/") else path
+
+
 def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, StagedFile]:
     files = {
         contract.JOB_SCRIPT: StagedFile(_job_script(plan, job, backend), EXECUTABLE),
@@ -178,7 +189,8 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
     }
     if job is not plan.shared:
         files.update(_driver_files(plan, job))
-        files.update(_export_files(job))
+        if job.shard is None:
+            files.update(_export_files(job))
     if job.resume is not None:
         files.update(resume_files(plan.run_id, job.resume, backend))
     if job.otel is not None:
@@ -203,14 +215,15 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
     launch = lambda spec: backend.launch_line(spec, plan.runtime)  # noqa: E731 - one line, used four times
     shared: dict[str, Any] | None = None
     if job is plan.shared:
+        # Its own run's benchmarks by name, another run's (a sweep's guests) as <run id>/<benchmark>.
         drivers = [
             {
-                "benchmark": b.benchmark,
+                "benchmark": b.benchmark if b in plan.jobs else "/".join(b.job_dir.rsplit("/", 2)[-2:]),
                 "dir": b.job_dir,
                 "launch": launch(b.driver.launch),
                 "export": b.export is not None,
             }
-            for b in plan.jobs
+            for b in (*plan.jobs, *plan.guests)
         ]
         shared = {"drivers": drivers, "at_once": plan.benchmarks_at_once}
     otel = job.otel
@@ -229,7 +242,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         otel_host=backend.node_host(otel.launch.nodes.start) if otel else "",
         collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,
-        exports=job.export is not None or (job is plan.shared and any(b.export for b in plan.jobs)),
+        exports=job.export is not None or (job is plan.shared and any(b.export for b in (*plan.jobs, *plan.guests))),
         export_runner=exporters.RUNNER,
         missing_exit=EXIT_MISSING,
     )
@@ -237,10 +250,21 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
 
 def _driver_files(plan: RunPlan, job: JobPlan) -> dict[str, StagedFile]:
     """The driver's script and, for a command benchmark, the command exactly as written."""
-    text = render_template("driver.sh.j2", run_id=plan.run_id, job=job, driver=job.driver, command_file=COMMAND_FILE)
+    text = render_template(
+        "driver.sh.j2",
+        run_id=plan.run_id,
+        job=job,
+        driver=job.driver,
+        command_file=COMMAND_FILE,
+        merge_start_timeout=MERGE_START_TIMEOUT,
+    )
     files = {contract.step_script(DRIVER_STEP): StagedFile(text, EXECUTABLE)}
     if job.driver.command is not None:
         files[f"{contract.STEPS_DIR}/{COMMAND_FILE}"] = StagedFile(job.driver.command)
+    if job.shard is not None:
+        # Its slice and the merge's decisions, run by the driver's python3 (stdlib).
+        files[f"{contract.STEPS_DIR}/shards.py"] = StagedFile(_module_source("shards"))
+        files[f"{contract.STEPS_DIR}/contract.py"] = StagedFile(_module_source("contract"))
     return files
 
 

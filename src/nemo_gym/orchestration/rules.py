@@ -36,6 +36,12 @@ def positive(cls: Any, v: int) -> int:
     return v
 
 
+def optional_positive(cls: Any, v: int | None) -> int | None:
+    if v is not None and (isinstance(v, bool) or v < 1):
+        raise ValueError(f"must be a whole number >= 1 (or null: no limit), got {v!r}")
+    return v
+
+
 def optional_non_negative(cls: Any, v: int | None) -> int | None:
     if v is not None and v < 0:
         raise ValueError(f"must be >= 0, got {v}")
@@ -280,3 +286,15 @@ def check_port_clashes(
                     f"give {port_key(name)} another value"
                 )
             taken[key] = name
+
+
+# The most shards a benchmark may run in: one Slurm array of them at the default MaxArraySize.
+MAX_SHARDS = 1000
+
+
+def optional_shards(cls: Any, value: int | None) -> int | None:
+    if value is None:
+        return value
+    if isinstance(value, bool) or not 1 <= value <= MAX_SHARDS:
+        raise ValueError(f"must be a whole number from 1 to {MAX_SHARDS} (1: not sharded), got {value!r}")
+    return value

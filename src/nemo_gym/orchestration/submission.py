@@ -151,7 +151,7 @@ def parse_submission_output(stdout: str, benchmarks: list[str], backend: Backend
 
 def _parse(plan: RunPlan, stdout: str) -> list[QueuedJob]:
     backend = backend_named(plan.backend)
-    return per_benchmark(plan, parse_submission_output(stdout, [j.benchmark for j in plan.submitted_jobs], backend))
+    return per_benchmark(plan, parse_submission_output(stdout, [j.unit for j in plan.submitted_jobs], backend))
 
 
 def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[QueuedJob]]:
@@ -175,7 +175,20 @@ def stage_and_submit(conn: Connection, runs: list[RunToSubmit]) -> list[list[Que
         where = plans[0].run_dir if len(plans) == 1 else f"of {len(plans)} runs"
         raise UserError(f"could not write the run directory {where} ({detail}); nothing was submitted")
     parts = split_by_run(result.stdout, [plan.run_id for plan in plans])
-    return [_parse(plan, parts[plan.run_id]) for plan in plans]
+    return answered_by_hosts(plans, [_parse(plan, parts[plan.run_id]) for plan in plans])
+
+
+def answered_by_hosts(plans: list[RunPlan], answers: list[list[QueuedJob]]) -> list[list[QueuedJob]]:
+    """Each run's jobs as queued; a run that queued nothing of its own (a sweep's guest of another
+    run's shared deployment) has its host's shared job for every benchmark, or its host's refusal."""
+    by_run = {plan.run_id: answer for plan, answer in zip(plans, answers)}
+    out = []
+    for plan, answer in zip(plans, answers):
+        if plan.host is not None:
+            host = by_run.get(plan.host[0]) or [QueuedJob("", None, f"its host run {plan.host[0]} was not submitted")]
+            answer = [QueuedJob(job.benchmark, host[0].job_id, host[0].error, host[0].fed_by) for job in plan.jobs]
+        out.append(answer)
+    return out
 
 
 def refuse_beyond_site_limits(conn: Connection, backend: Backend, demands: list[QueueDemand]) -> None:
@@ -232,7 +245,7 @@ def submitted_units(plans: list[RunPlan]) -> list[tuple[RunPlan, JobPlan]]:
 
 def label(plan: RunPlan, job: JobPlan) -> str:
     """``run/benchmark``: a job as a user names it."""
-    return f"{plan.run_id}/{job.benchmark}"
+    return f"{plan.run_id}/{job.unit}"
 
 
 def queue_demands(plans: list[RunPlan]) -> list[QueueDemand]:
@@ -267,6 +280,8 @@ def per_benchmark(plan: RunPlan, results: list[QueuedJob]) -> list[QueuedJob]:
     """A shared deployment is one job: every benchmark gets its id (or its refusal)."""
     if plan.shared is None:
         return results
+    if plan.host is not None:
+        return []  # queued by its host's shared job (answered_by_hosts)
     [shared] = results
     return [QueuedJob(job.benchmark, shared.job_id, shared.error, shared.fed_by) for job in plan.jobs]
 
@@ -278,7 +293,8 @@ def recover_results(conn: Connection, runs: list[StagedRun]) -> list[list[Queued
     for plan in plans:
         lines += [run_marker_line(plan), f"cat {shlex.quote(f'{plan.run_dir}/{contract.SUBMITTED_LOG}')} 2>/dev/null"]
     parts = split_by_run(conn.run_script("\n".join(lines) + "\ntrue\n").stdout, [plan.run_id for plan in plans])
-    return [[_lost_unless_queued(plan, r) for r in _parse(plan, parts[plan.run_id])] for plan in plans]
+    answers = [[_lost_unless_queued(plan, r) for r in _parse(plan, parts[plan.run_id])] for plan in plans]
+    return answered_by_hosts(plans, answers)
 
 
 def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:

@@ -271,7 +271,7 @@ class Backend(ABC):
         """Benchmark -> the GPUs its job's allocation holds, recorded at submit for its GPU-hours
         where there is no accounting: what the plan gives it."""
         shared = plan.shared
-        return {job.benchmark: (shared.gpus if shared is not None else job.gpus) for job in plan.jobs}
+        return {job.unit: (shared.gpus if shared is not None else job.gpus) for job in plan.jobs}
 
     @abstractmethod
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:

@@ -120,7 +120,7 @@ class LocalBackend(Backend):
     def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
         # No allocation: a local job holds this machine, so its GPU-hours count what it shows at submit.
         gpus = visible_gpus()
-        return {job.benchmark: gpus for job in plan.jobs}
+        return {job.unit: gpus for job in plan.jobs}
 
 
 def runner_script(run_id: str, run_dir: str, jobs: list, resubmitted: bool = False) -> str:
@@ -136,7 +136,7 @@ def runner_script(run_id: str, run_dir: str, jobs: list, resubmitted: bool = Fal
 
 def _job_marker_lines(plan: RunPlan) -> list[str]:
     return [
-        f"printf '%s%s:0:%s\\n' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} {job.local_job_id}"
+        f"printf '%s%s:0:%s\\n' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.unit)} {job.local_job_id}"
         for job in plan.submitted_jobs
     ]
 

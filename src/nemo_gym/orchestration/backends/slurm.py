@@ -202,7 +202,7 @@ class SlurmBackend(Backend):
                     f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?"
                 )
             lines += [
-                f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.benchmark)} "
+                f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.unit)} "
                 '"$rc" "${out//$\'\\n\'/ }"',
                 # Also kept on the cluster as it happens, so a lost connection can be recovered from.
                 f"printf '%s\\n' \"$line\" >>{log}",
@@ -383,7 +383,7 @@ def _array_lines(k: int, array: slurm_arrays.Array, backend_vars: dict[str, obje
     dirs = " ".join(shlex.quote(d) for d in array.job_dirs)
     # The runs' secrets (``export NAME=VALUE`` lines) given to this sbatch alone.
     secrets = [line.removeprefix("export ") for line in array.exports]
-    queue = " ".join([*secrets, f"sbatch --parsable --array=0-{len(array.job_dirs) - 1} {shlex.quote(script)}"])
+    queue = " ".join([*secrets, f"sbatch --parsable --array={array.indices} {shlex.quote(script)}"])
     unwritten = shlex.quote(f"could not write the job array script {script}")
     return [
         f"if mkdir -p {shlex.quote(home)} && printf '%s\\n' {dirs} >{shlex.quote(manifest)} &&",

@@ -53,6 +53,12 @@ class Array:
     options: Directives
     job_dirs: tuple[str, ...]
     exports: tuple[str, ...]  # the secrets its jobs' runs export (the same for all of them)
+    throttle: int | None = None  # at most this many of its tasks at once (job.max_concurrent)
+
+    @property
+    def indices(self) -> str:
+        """sbatch's ``--array`` value: every task, throttled where asked."""
+        return f"0-{len(self.job_dirs) - 1}" + (f"%{self.throttle}" if self.throttle else "")
 
     @property
     def home(self) -> str:
@@ -62,23 +68,27 @@ class Array:
 
 def arrays(units: Sequence[tuple[JobPlan, tuple[str, ...]]], fed: Mapping[str, str], most: int) -> list[Array]:
     """The arrays the jobs ``units`` (each with its run's secrets exports) are queued in, in the
-    order of their first jobs: the jobs of each shape with at least ``ARRAYS_FROM`` of them, in
-    arrays of at most ``most`` (the site's MaxArraySize) and at least two; a job in none is queued
-    on its own. ``fed``: the jobs of lanes (by directory)."""
+    order of their first jobs: the jobs of each shape with at least ``ARRAYS_FROM`` of them (a
+    sharded benchmark's shards: from two), in arrays of at most ``most`` (the site's MaxArraySize)
+    and at least two; a job in none is queued on its own. ``fed``: the jobs of lanes (by directory)."""
     if most < 2:
         return []
-    shapes: dict[tuple[Directives, tuple[str, ...]], list[str]] = {}
+    shapes: dict[tuple[Directives, tuple[str, ...], str | None, int | None], list[str]] = {}
     for job, exports in units:
         if _arrayable(job, fed):
-            shapes.setdefault((shape(job.directives[0]), exports), []).append(job.job_dir)
+            # A sharded benchmark's shards are an array of their own, however few.
+            shards_of = job.shard.bench_dir if job.shard is not None else None
+            key = (shape(job.directives[0]), exports, shards_of, job.max_concurrent)
+            shapes.setdefault(key, []).append(job.job_dir)
     found = []
-    for (options, exports), dirs in shapes.items():
-        if len(dirs) < ARRAYS_FROM:
+    for (options, exports, shards_of, throttle), dirs in shapes.items():
+        # Throttled jobs go as arrays however few (the throttle is the array's).
+        if len(dirs) < (2 if shards_of is not None or throttle else ARRAYS_FROM):
             continue
         for start in range(0, len(dirs), most):
             chunk = tuple(dirs[start : start + most])
             if len(chunk) > 1:
-                found.append(Array(_array_options(options, chunk), chunk, exports))
+                found.append(Array(_array_options(options, chunk), chunk, exports, throttle))
     place = {job.job_dir: i for i, (job, _) in enumerate(units)}
     return sorted(found, key=lambda a: place[a.home])
 

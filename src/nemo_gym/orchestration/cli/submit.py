@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     # submitted (one host, one backend, every combination rendered), with the staging warnings.
     prepared = prepare(composition)
     warn(prepared.warnings)
+    for note in prepared.notes:
+        print(f"note: {note}", file=sys.stderr)
     if args.resolve_only:
         print_resolved(composition, args.json)
         return 0
@@ -105,7 +107,8 @@ def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
     plan = run.plan
     where = plan.hostname or "this machine"
     print(
-        f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len(plan.jobs)} benchmark(s) on {where} into {plan.run_dir}"
+        f"[dry-run] would submit {len(plan.submitted_jobs)} job(s) for {len({job.benchmark for job in plan.jobs})} benchmark(s) on {where} into {plan.run_dir}"
+        + (f" (run by the shared job of run {plan.host[0]})" if plan.host is not None else "")
     )
     names = [f"{owner}.env.{key}" for owner, key in plan.secrets.values()]
     if plan.otel_token_env:
@@ -144,16 +147,16 @@ def report(submission: Submission, as_json: bool) -> int:
             values = f" ({values_label(record.sweep_values)})" if sweep is not None else ""
             print(f"Run {record.gym_job_id}{values}: {record.run_dir}")
             kind = job_kind(record)
-            for job in record.benchmarks:
+            for job in record.units:
                 if job.job_id:
                     print(f"  submitted {job.benchmark} -> {kind} {job.job_id}")
                 elif job.fed_by:
                     print(f"  submitted {job.benchmark} -> queued by {terminal(job.fed_by)} as that one starts")
                 else:
                     print(f"  failed {job.benchmark}: {job.error}")
-        fed = [job for record in submission.records for job in record.benchmarks if job.fed_by]
+        fed = [job for record in submission.records for job in record.units if job.fed_by]
         if fed:
-            lanes = sum(1 for record in submission.records for job in record.benchmarks if job.job_id)
+            lanes = sum(1 for record in submission.records for job in record.units if job.job_id)
             print(
                 f"The site's limits let {lanes} of these jobs be queued at once: they run in {lanes} lanes, "
                 f"each job queuing the next of its lane as it starts ({len(fed)} wait their turn)"

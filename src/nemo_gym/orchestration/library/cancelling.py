@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
+from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.manage import cancel_script, cancellable, refused_cancels, runs_cancel_script, select_jobs
 from nemo_gym.orchestration.observe import JobStatus, probe_runs
@@ -32,7 +33,23 @@ def cancel(
     over one connection per host: one probe for every run, then one cancel script for every run
     with something to cancel. Every name is checked in every run before anything is cancelled."""
     jobs = [select_jobs(record, benchmarks or []) for record in records]
+    _refuse_half_a_shared_deployment(records, benchmarks)
     return over_their_hosts(records, connect, lambda conn, indices: _cancel_over(conn, records, jobs, indices))
+
+
+def _refuse_half_a_shared_deployment(records: list[SubmissionRecord], benchmarks: list[str] | None) -> None:
+    """Runs whose benchmarks one shared job runs are cancelled together or not at all: cancelling
+    the job would end the others' benchmarks too."""
+    named = {record.gym_job_id for record in records}
+    for record in records:
+        left_out = [other for other in record.deployment_shared_with if other not in named]
+        if left_out or (record.deployment_shared_with and benchmarks):
+            sweep = f"gym eval cancel {record.sweep_id}" if record.sweep_id else "gym eval cancel with all of them"
+            raise UserError(
+                f"run {record.gym_job_id} shares one deployment (one job) with {len(record.deployment_shared_with)} "
+                f"other run(s) of its sweep ({', '.join(record.deployment_shared_with[:3])}"
+                f"{', ...' if len(record.deployment_shared_with) > 3 else ''}); cancel them together, whole: {sweep}"
+            )
 
 
 def cancel_command(record: SubmissionRecord) -> str:
@@ -77,8 +94,12 @@ def _report(
     if not live:
         return CancelReport(already_ended=done)
     by_name = {s.benchmark: s for s in statuses}
+    # The jobs were a benchmark's, or a sharded benchmark's shards (B@k): each benchmark once, refused
+    # when any of its jobs was.
+    names = list(dict.fromkeys(contract.split_unit(j.benchmark)[0] for j in live))
+    refused_benchmarks = {contract.split_unit(name)[0] for name in refused}
     return CancelReport(
-        cancelled=[by_name[j.benchmark] for j in live if j.benchmark not in refused],
+        cancelled=[by_name[n] for n in names if n not in refused_benchmarks],
         already_ended=done,
-        refused=[by_name[j.benchmark] for j in live if j.benchmark in refused],
+        refused=[by_name[n] for n in names if n in refused_benchmarks],
     )

@@ -70,10 +70,21 @@ def info(
     runs = status(records, connect=connect, missing_named=PAIRS_NAMED)
     return [
         RunInfo(
-            run.record, [benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in names]
+            run.record,
+            [
+                benchmark_info(run.record, unit, max_attempts)
+                for unit in job_units(run.jobs)
+                if contract.split_unit(unit.benchmark)[0] in names
+            ],
         )
         for run, names in zip(runs, wanted)
     ]
+
+
+def job_units(statuses: list[JobStatus]) -> list[JobStatus]:
+    """Each benchmark's status, a sharded benchmark's as its shards' (each a job to follow, named
+    ``B@k``, wanted with its benchmark): what info tells and resubmit plans, one job at a time."""
+    return [unit for job in statuses for unit in (job.shards or [job])]
 
 
 def benchmark_info(record: SubmissionRecord, job: JobStatus, max_attempts: int) -> BenchmarkInfo:
@@ -106,14 +117,14 @@ def evidence(
 
 
 def _blocked(record: SubmissionRecord, job: JobStatus) -> str:
-    own = next((b for b in record.benchmarks if b.benchmark == job.benchmark), None)
+    own = next((b for b in record.units if b.benchmark == job.benchmark), None)
     if own is not None and not own.job_id:
         return "it was never queued (its submission was refused), so there is no job to follow; submit it again"
     if own is not None and not backend_named(record.executor).is_job_id(own.job_id or ""):
         return "its record names no job id this scheduler gives; submit it again"
     if own is not None and own.continues_from_disk:
         return ""
-    if sum(1 for b in record.benchmarks if b.job_id and own is not None and b.job_id == own.job_id) > 1:
+    if sum(1 for b in record.units if b.job_id and own is not None and b.job_id == own.job_id) > 1:
         return "its benchmarks share one deployment (one job), which resubmit does not queue again yet; submit it again"
     return (
         "its job cannot be told to keep the samples on disk (a benchmark's own command, or a run submitted "
@@ -125,8 +136,10 @@ def _logs_dir(record: SubmissionRecord, job: JobStatus) -> str:
     """Where the job's own and its services' logs are: a shared deployment's one job (its id is
     every benchmark's) keeps them in its own directory."""
     first = job.chain[0] if job.chain else job.job_id
-    shared = first is not None and sum(1 for b in record.benchmarks if b.job_id == first) > 1
-    return contract.job_dir(record.run_dir, contract.SHARED_DEPLOYMENT_DIR) if shared else job.job_dir
+    shared = record.deployment_dir is not None or (
+        first is not None and sum(1 for b in record.units if b.job_id == first) > 1
+    )
+    return record.shared_deployment_dir if shared else job.job_dir
 
 
 def _logs_of(job_dir: str, logs_dir: str, job_id: str) -> AttemptLogs:

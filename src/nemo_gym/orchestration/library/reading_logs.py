@@ -41,7 +41,7 @@ class RunLog:
 
 def _logs_script(record: SubmissionRecord, request: LogRequest, follow: bool) -> tuple[BenchmarkJob, str]:
     job = one_job(record, request.benchmark)
-    patterns = log_patterns(job, request.service, request.driver, record.run_dir)
+    patterns = log_patterns(job, request.service, request.driver, record.shared_deployment_dir)
     return job, logs_script(job, patterns, request.lines, follow)
 
 

@@ -19,7 +19,7 @@ from nemo_gym.orchestration.backends.base import QueueDemand, RequeuedJob
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.exporters.record import credential_problem
-from nemo_gym.orchestration.library.describing import BenchmarkInfo, benchmark_info
+from nemo_gym.orchestration.library.describing import BenchmarkInfo, benchmark_info, job_units
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.library.observing import status
 from nemo_gym.orchestration.manage import select_jobs
@@ -96,7 +96,11 @@ def resubmit(
     def over(conn: Connection, indices: list[int]) -> list[RunResubmit]:
         runs = status([records[i] for i in indices], conn, missing_named=PAIRS_NAMED)
         planned = [
-            [benchmark_info(run.record, job, max_attempts) for job in run.jobs if job.benchmark in wanted[i]]
+            [
+                benchmark_info(run.record, unit, max_attempts)
+                for unit in job_units(run.jobs)
+                if contract.split_unit(unit.benchmark)[0] in wanted[i]
+            ]
             for i, run in zip(indices, runs)
         ]
         requeues = [_requeued_jobs(records[i], infos) for i, infos in zip(indices, planned)]
@@ -122,7 +126,7 @@ def _requeued_jobs(record: SubmissionRecord, infos: list[BenchmarkInfo]) -> list
         job = info.status
         if not info.plan.remedy.acts or not job.job_id:
             continue
-        own = next(b for b in record.benchmarks if b.benchmark == job.benchmark)
+        own = next(b for b in record.units if b.benchmark == job.benchmark)
         attempt = job.resubmits + 2
         jobs.append(
             RequeuedJob(
@@ -162,7 +166,7 @@ def _demands(runs: list[tuple[SubmissionRecord, list[RequeuedJob]]]) -> list[Que
     """The jobs queued again, as their records say they were queued (older records say nothing)."""
     demands = []
     for record, jobs in runs:
-        facts = {b.benchmark: b.queued_as for b in record.benchmarks}
+        facts = {b.benchmark: b.queued_as for b in record.units}
         demands += [QueueDemand(record.gym_job_id, facts[j.benchmark]) for j in jobs if facts.get(j.benchmark)]
     return demands
 

@@ -23,7 +23,7 @@ from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
 from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.exporters.spec import destinations
-from nemo_gym.orchestration.plan import RunPlan, build_plan
+from nemo_gym.orchestration.plan import JobPlan, RunPlan, build_plan, deployment_key, share_deployments
 from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
 from nemo_gym.orchestration.record import (
     BenchmarkJob,
@@ -42,6 +42,7 @@ from nemo_gym.orchestration.runid import new_run_id
 from nemo_gym.orchestration.submission import (
     QueuedJob,
     RunToSubmit,
+    no_result,
     recover_results,
     stage_and_submit,
     write_remote_files,
@@ -160,6 +161,7 @@ class Prepared:
     runs: list[PreparedRun]
     sweep_id: str | None = None
     config_path: str | None = None
+    notes: tuple[str, ...] = ()  # what the sweep's runs share, or could (``share_deployments``)
 
     @property
     def swept(self) -> list[str]:
@@ -187,18 +189,42 @@ def prepare(what: SubmitConfig | Composition) -> Prepared:
     problem in any is reported naming its combination, and nothing is prepared)."""
     composition = what if isinstance(what, Composition) else Composition([Combination(what)])
     combinations = composition.combinations
-    runs = _each_combination(
-        [c.values for c in combinations], lambda i: _prepared_run(combinations[i], composition.sweep_id)
+    plans = _each_combination(
+        [c.values for c in combinations], lambda i: _planned(combinations[i], composition.sweep_id)
     )
+    plans = share_deployments(plans)
+    runs = [
+        PreparedRun(c.config, replace(render_run(plan), warnings=tuple(staging_warnings(c.config))), c.values)
+        for c, plan in zip(combinations, plans)
+    ]
     _refuse_mixed(runs)
-    return Prepared(runs, composition.sweep_id, composition.config_path)
+    return Prepared(runs, composition.sweep_id, composition.config_path, tuple(_sharing_notes(plans)))
 
 
-def _prepared_run(combination: Combination, sweep_id: str | None) -> PreparedRun:
+def _planned(combination: Combination, sweep_id: str | None) -> RunPlan:
     check_gym_keys(combination.config)
-    staged = render_run(build_plan(combination.config, new_run_id(), sweep_id))
-    staged = replace(staged, warnings=tuple(staging_warnings(combination.config)))
-    return PreparedRun(combination.config, staged, combination.values)
+    return build_plan(combination.config, new_run_id(), sweep_id)
+
+
+def _sharing_notes(plans: list[RunPlan]) -> list[str]:
+    """What the sweep's runs share, or could: one line each."""
+    hosts = [plan for plan in plans if plan.guests]
+    if hosts:
+        served = sum(1 for plan in plans if plan.host is not None) + len(hosts)
+        return [
+            f"{served} runs of the sweep serve the same model with the same services: they share "
+            f"{len(hosts)} deployment(s) (one job each, that runs every one of their benchmarks in turn)"
+        ]
+    alike: dict[str, int] = {}
+    for plan in plans:
+        key = deployment_key(plan)
+        alike[key] = alike.get(key, 0) + 1
+    if len(plans) > 1 and any(n > 1 for n in alike.values()):
+        return [
+            f"{max(alike.values())} runs of the sweep start the same services: job.deployment=shared would start "
+            f"them once for all of those runs (one job that runs each run's benchmarks in turn)"
+        ]
+    return []
 
 
 def _each_combination(labels: list[tuple[tuple[str, str], ...]], make: Callable[[int], T]) -> list[T]:
@@ -310,7 +336,13 @@ def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
         with connect(prepared.hostname) as conn:
             queued = stage_and_submit(conn, runs)
             records = [
-                _record(run.plan, q, values=run.values, carried=carried_from(run.config, run.plan))
+                _record(
+                    run.plan,
+                    q,
+                    values=run.values,
+                    carried=carried_from(run.config, run.plan),
+                    shared_with=_sharing(prepared).get(run.plan.run_id),
+                )
                 for run, q in zip(prepared.runs, queued)
             ]
             sweep = _write_records(conn, prepared, records)
@@ -319,19 +351,61 @@ def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
     return Submission(records, sweep)
 
 
+def _sharing(prepared: Prepared) -> dict[str, list[str]]:
+    """Run id -> the other runs of the sweep whose benchmarks the same shared job runs."""
+    groups: dict[str, list[str]] = {}
+    for run in prepared.runs:
+        host = run.plan.host[0] if run.plan.host is not None else run.plan.run_id
+        groups.setdefault(host, []).append(run.plan.run_id)
+    return {rid: [other for other in members if other != rid] for members in groups.values() for rid in members}
+
+
 def _record(
     plan: RunPlan,
     queued: list[QueuedJob],
     interrupted: bool = False,
     values: tuple[tuple[str, str], ...] = (),
     carried: dict[str, str] | None = None,
+    shared_with: list[str] | None = None,
 ) -> SubmissionRecord:
     backend = backend_named(plan.backend)
     gpus = backend.allocated_gpus(plan)
-    queued_as = {job.benchmark: backend.queue_facts(plan.shared or job) for job in plan.jobs}
-    export_to = {job.benchmark: destinations(job.export.spec["exporters"]) for job in plan.jobs if job.export}
-    # A shared deployment's one job runs every driver: resubmitting one benchmark of it is not built.
-    continues = {job.benchmark: plan.shared is None and job.driver.continues_from_disk for job in plan.jobs}
+    answers = {q.benchmark: q for q in queued}
+
+    def entry(job: JobPlan) -> BenchmarkJob:
+        q = answers.get(job.unit) or QueuedJob(job.unit, None, no_result(backend))
+        return BenchmarkJob(
+            benchmark=job.unit,
+            job_dir=job.job_dir,
+            job_id=q.job_id,
+            error=q.error,
+            fed_by=q.fed_by,
+            gpus=gpus.get(job.unit),
+            export_to=destinations(job.export.spec["exporters"]) if job.export else {},
+            # A shared deployment's one job runs every driver: resubmitting one benchmark of it is not built.
+            continues_from_disk=plan.shared is None and job.driver.continues_from_disk,
+            queued_as=backend.queue_facts(plan.shared or job),
+        )
+
+    benchmarks: dict[str, BenchmarkJob] = {}
+    for job in plan.jobs:
+        if job.shard is None:
+            benchmarks[job.benchmark] = entry(job)
+            continue
+        # A sharded benchmark: its shards as they were queued, under the benchmark's own entry.
+        first = benchmarks.setdefault(
+            job.benchmark,
+            BenchmarkJob(
+                benchmark=job.benchmark,
+                job_dir=job.shard.bench_dir,
+                job_id=None,
+                export_to=destinations(job.export.spec["exporters"]) if job.export else {},
+            ),
+        )
+        first.shards.append(entry(job))
+    for bench in benchmarks.values():
+        if bench.shards and not bench.queued:
+            bench.error = bench.shards[0].error  # not one shard queued: the benchmark was refused
     return SubmissionRecord(
         gym_job_id=plan.run_id,
         submitted_at=now_utc(),
@@ -342,21 +416,10 @@ def _record(
         submitted_from=submission_origin(),
         model=plan.model,
         hostname=plan.hostname,
-        benchmarks=[
-            BenchmarkJob(
-                benchmark=q.benchmark,
-                job_dir=contract.job_dir(plan.run_dir, q.benchmark),
-                job_id=q.job_id,
-                error=q.error,
-                fed_by=q.fed_by,
-                gpus=gpus.get(q.benchmark),
-                export_to=export_to.get(q.benchmark, {}),
-                continues_from_disk=continues.get(q.benchmark, False),
-                queued_as=queued_as.get(q.benchmark, {}),
-            )
-            for q in queued
-        ],
+        benchmarks=list(benchmarks.values()),
         carried_from=carried or {},
+        deployment_shared_with=shared_with or [],
+        deployment_dir=plan.host[1] if plan.host is not None else None,
         executor_metadata={"submission": "interrupted"} if interrupted else {},
         sweep_id=plan.sweep_id,
         sweep_values=dict(values),
@@ -400,7 +463,7 @@ def _write_records(conn: Connection, prepared: Prepared, records: list[Submissio
 
 
 def _unrecorded(records: list[SubmissionRecord], sweep: SweepRecord | None, exc: Exception) -> str:
-    queued = sum(1 for r in records for b in r.benchmarks if b.job_id)
+    queued = sum(1 for r in records for b in r.units if b.job_id)
     where = records[0].run_dir if len(records) == 1 else "the run directories"
     return (
         f"{queued} job(s) of {_named(records, sweep)} were queued but the records could not be written into {where} "
@@ -417,7 +480,7 @@ def _queued_jobs(records: list[SubmissionRecord], sweep: SweepRecord | None, lim
     the first ``limit`` of them, then how many more."""
     parts, shown, total = [], 0, 0
     for record in records:
-        pairs = [f"{b.benchmark}={b.job_id}" for b in record.benchmarks if b.job_id]
+        pairs = [f"{b.benchmark}={b.job_id}" for b in record.units if b.job_id]
         total += len(pairs)
         take = pairs[: max(0, limit - shown)]
         shown += len(take)
@@ -447,7 +510,14 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
                 f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
             ) from None
         records = [
-            _record(run.plan, q, interrupted=True, values=run.values, carried=carried_from(run.config, run.plan))
+            _record(
+                run.plan,
+                q,
+                interrupted=True,
+                values=run.values,
+                carried=carried_from(run.config, run.plan),
+                shared_with=_sharing(prepared).get(run.plan.run_id),
+            )
             for run, q in zip(prepared.runs, queued)
         ]
         # What was queued is known now, and in the local index once _write_records starts: a record
@@ -457,7 +527,7 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
             sweep = _write_records(conn, prepared, records)
         except ConnectionLost as again:
             raise UserError(_unrecorded(records, _sweep_record(prepared, records), again)) from None
-    jobs = [b for r in records for b in r.benchmarks]
+    jobs = [b for r in records for b in r.units]
     done = [b for b in jobs if b.queued]
     counted = f"job(s) of the sweep's {len(records)} runs" if prepared.sweep_id else "benchmark(s)"
     return Submission(

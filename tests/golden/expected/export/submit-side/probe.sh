@@ -133,9 +133,7 @@ gym_probe() {
     printf '%s' "$out"
     cancelled=0; [ -e "$d/.gym/cancelled" ] && cancelled=1
     printf '__GYM_PROBE:B\x1f%s\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch" "$cancelled"
-    for f in "$d/.gym/exports/"*.json; do
-        [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$b" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
-    done
+    gym_exports "$b" "$d"
     gym_usage "$b" "$d"
     gym_chain_joined every
     gym_all_ids+=",$every"
@@ -143,6 +141,26 @@ gym_probe() {
     if [ "$check" = 1 ]; then
         case $latest in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
     fi
+}
+# The export receipts of benchmark $1 in directory $2.
+gym_exports() {
+    local f
+    for f in "$2/.gym/exports/"*.json; do
+        [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$1" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
+    done
+    return 0
+}
+# A sharded benchmark's own directory (its shards are probed as jobs): whether its shards were
+# merged and the rollouts merged, its exports, and the merged samples once they were.
+gym_probe_merged() {
+    local b=$1 d=$2 check=$3 n=-1
+    if [ -e "$d/.gym/shards/merged" ]; then
+        n=0; [ -f "$d/artifacts/rollouts.jsonl" ] && n=$(wc -l <"$d/artifacts/rollouts.jsonl")
+    fi
+    printf '__GYM_PROBE:G\x1f%s\x1f%s\n' "$b" "$n"
+    gym_exports "$b" "$d"
+    [ "$check" = 1 ] && [ "$n" -ge 0 ] && gym_check_samples "$b" "$d"
+    return 0
 }
 # Per run of a job (a state directory): its job-start, its job-end and its last event; and the
 # times its state, heartbeat and log files were last written (its last signs of life).

@@ -1,0 +1,205 @@
+#!/bin/bash
+#SBATCH --job-name=gym-answer-judge@1
+#SBATCH --account=acct
+#SBATCH --chdir=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1
+#SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1/slurm-%j.out
+#SBATCH --partition=batch
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --exclusive
+# gym orchestration: benchmark answer-judge of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
+GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_requeued=0
+if [ -e "$(gym_state_dir)/pid" ]; then
+    # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
+    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
+    gym_attempt=1
+    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+    gym_requeued=$gym_attempt
+fi
+GYM_ATTEMPT=$gym_requeued
+# A job of a lane queues the next of its lane now, to start once this one has ended.
+gym_feed_lane() {
+    local next='' out rc id tries hops=0
+    IFS= read -r next 2>/dev/null <"$GYM_JOB_DIR/.gym/lane-next"
+    while [ -n "$next" ] && [ -e "$next/.gym/cancelled" ] && [ "$hops" -lt 10000 ]; do
+        hops=$((hops + 1))
+        gym_log "the next job of this lane ($next) was cancelled: passing it over"
+        out=''
+        IFS= read -r out 2>/dev/null <"$next/.gym/lane-next"
+        next=$out
+    done
+    [ -n "$next" ] && [ -f "$next/job.sh" ] || return 0
+    grep -qE "^(fed|unfed)"$'\t' "$next/.gym/chain" 2>/dev/null && return 0
+    # Where its id is written: a lane's last job has no marker directory of its own yet.
+    mkdir -p "$next/.gym" || return 0
+    for tries in 1 2 3; do
+        # Not this job's variables: the next job sets its own.
+        out=$(cd "$next" && env -u GYM_JOB_DIR -u GYM_JOB_ID -u GYM_NODES -u GYM_ATTEMPT \
+            sbatch --parsable --dependency="afterany:$GYM_JOB_ID" "$next/job.sh" 2>&1)
+        rc=$?
+        id=${out##*$'\n'}
+        id=${id%%;*}
+        if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+$ ]]; then
+            printf 'fed\t%s\t%s\t%(%s)T\n' "$id" "$GYM_JOB_ID" -1 >>"$next/.gym/chain"
+            gym_log "queued job $id, the next of this job's lane ($next)"
+            return 0
+        fi
+        [ "$tries" -lt 3 ] && sleep 10
+    done
+    printf 'unfed\t%s\t%s\n' "$GYM_JOB_ID" "${out//[$'\t\r\n']/ }" >>"$next/.gym/chain"
+    gym_log "WARNING: could not queue the next job of this lane ($next): $out"
+}
+gym_feed_lane
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
+if [ -e "$GYM_JOB_DIR/.gym/cancelled" ]; then
+    # Cancelled before it started (a lane's job queued as gym eval cancel ran): nothing to run.
+    gym_phase cancelled "cancelled before it started"
+    exit 0
+fi
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+)
+
+# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
+# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
+# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
+# its Reason still says TimeLimit after a walltime.
+gym_ending_cause() {
+    local line
+    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+        return 0
+    fi
+    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
+    case "$line" in
+        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
+        *" JobState=PREEMPTED "*) printf 'preempted' ;;
+        *" JobState=CANCELLED "*) printf 'cancelled' ;;
+    esac
+}
+
+# Export a benchmark's results ($1: its state, $2: its directory) with the stdlib exporters staged
+# in it. Once each; a failure is recorded in its receipt and never changes the benchmark's state.
+gym_export() {
+    gym_log "exporting the results of $(basename "$2")"
+    python3 "$2/steps/exporters/run_exports.py" "$2" --job-id "$GYM_JOB_ID" --state "$1" ||
+        gym_log "WARNING: the exports could not run here (python3 on this node?); gym eval export runs them later"
+}
+
+# Ends the job. A failure also records its cause, which a resumable job's successor reads when the
+# scheduler has forgotten the job:
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short.
+gym_finish() {
+    local rc=$1 detail=$2 cause=${3:-} ending
+    trap - TERM INT
+    case "$cause" in
+        startup-failed | service-died | driver-failed | driver-killed)
+            # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_ending_cause)
+            cause=${ending:-$cause}
+            ;;
+    esac
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
+    gym_stop_collector
+    gym_stop_steps
+    [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
+    # A shard exports nothing of its own: the one that merged its benchmark's shards exports them.
+    if [ "$rc" -eq 0 ] && [ -e "$(gym_state_dir)/merged" ]; then
+        gym_export succeeded /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge
+    fi
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+# Slurm's TERM, with the reason when it can be told.
+# shellcheck disable=SC2317  # run by the TERM trap
+gym_on_term() {
+    local cause
+    cause=$(gym_ending_cause)
+    case "$cause" in
+        walltime) gym_finish 143 "stopped by its walltime (SIGTERM)" walltime ;;
+        preempted) gym_finish 143 "preempted (SIGTERM)" preempted ;;
+        cancelled) gym_finish 143 "cancelled (SIGTERM)" cancelled ;;
+        *) gym_finish 143 "stopped by a signal (SIGTERM)" signal ;;
+    esac
+}
+trap gym_on_term TERM
+trap 'gym_finish 130 "interrupted" signal' INT
+gym_phase starting "launching services"
+
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+
+# service policy, step policy: one process, nodes 0..0
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-"$GYM_JOB_ID".log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1:/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1 --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1 bash /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1/steps/policy.sh &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101T000000Z-000000-1-policy || gym_finish 1 "service policy did not start" startup-failed
+
+# Driver: gym eval run, watched together with the services.
+gym_phase running "driver"
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1:/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1,/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge:/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1 bash /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1/steps/driver.sh &
+GYM_DRIVER_PID=$!
+# Stopped with the steps when the job ends early (a local driver is a process group of its own).
+GYM_STEP_PID[driver]=$GYM_DRIVER_PID
+gym_event "driver-start"
+while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            kill -TERM "$GYM_DRIVER_PID" 2>/dev/null
+            wait "$GYM_DRIVER_PID" 2>/dev/null
+            gym_finish 1 "service $service died while the driver ran" service-died
+        fi
+    done
+    sleep 1
+done
+wait "$GYM_DRIVER_PID"
+driver_rc=$?
+gym_event "driver-end $driver_rc"
+# A service that died between two looks of the watch still makes the results suspect (the driver
+# may have talked to something else on that port): check every service once more.
+for service in "${!GYM_SERVICE_STEPS[@]}"; do
+    gym_check_alive "$service" || gym_finish 1 "service $service died while the driver ran" service-died
+done
+if [ "$driver_rc" -ne 0 ]; then
+    gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
+    tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'
+    if [ "$driver_rc" -gt 128 ]; then
+        # Killed by a signal (the OOM killer's KILL, a node going down): not its own failure.
+        gym_finish "$driver_rc" "the driver was killed by signal $((driver_rc - 128))" driver-killed
+    fi
+    gym_finish "$driver_rc" "driver failed with exit status $driver_rc" driver-failed
+fi
+gym_finish 0 "driver finished"

@@ -1,0 +1,11 @@
+#!/bin/bash
+# Step policy of service policy (plain) on 1 node(s), once per node.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin policy 0 1
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8000 || exit 1
+fi
+
+gym_step_run vllm serve /models/step-1000 --port 8000 --tensor-parallel-size 1 --served-model-name ckpt gym-job-20260101T000000Z-000000-1-policy
