@@ -83,3 +83,29 @@ def test_cancel_of_a_sharded_benchmark_cancels_every_shard(cluster_run) -> None:
     assert [shard["state"] for shard in job["shards"]] == ["cancelled"] * 3
     left = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
     assert not set(left) & {s["job_id"] for s in record["benchmarks"][0]["shards"]}
+
+
+def test_a_shard_that_failed_is_resubmitted_alone_and_then_merges_them_all(cluster_run, tmp_path) -> None:
+    """One shard's model server fails to start (the stand-in, once: whichever shard starts it first);
+    the benchmark fails once the other has ended; gym eval resubmit queues that shard alone, which
+    finishes its slice and, every shard done now, merges them."""
+    from test_resubmit import fails_once, resubmit
+
+    model = tmp_path / "ckpt"
+    model.mkdir()
+    config = sharded_config(cluster_run, tasks=6, shards=2)
+    config["services"]["policy"]["model"] = fails_once(model)
+    record = cluster_run.submit(config)
+    [bench] = record["benchmarks"]
+    failed = cluster_run.wait_for("math", {"succeeded", "failed", "incomplete", "unknown", "cancelled"}, timeout=240)
+    assert failed["state"] == "failed" and "1 of 2 shards succeeded" in failed["detail"], failed
+    [k] = [i for i, shard in enumerate(failed["shards"], 1) if shard["state"] == "failed"]
+    assert failed["shards"][k - 1]["attempt_history"][0]["cause"] == "startup-failed"
+    rc, answer = resubmit(cluster_run, record["gym_job_id"])
+    queued = [(b["benchmark"], b["job_id"]) for run in answer["runs"] for b in run["benchmarks"] if b["job_id"]]
+    assert rc == 0 and [unit for unit, _ in queued] == [f"math@{k}"], answer
+    done = cluster_run.wait_for("math", {"succeeded", "failed", "incomplete", "unknown", "cancelled"}, timeout=240)
+    assert done["state"] == "succeeded" and (done["samples"], done["expected_samples"]) == (6, 6), done
+    assert done["shards"][k - 1]["job_id"] == queued[0][1]
+    merged = rows(Path(bench["job_dir"], "artifacts", "rollouts.jsonl"))
+    assert [r["_ng_task_index"] for r in merged] == list(range(6))

@@ -309,6 +309,23 @@ def state_dirs_with(job: Path, events: dict[str, str], mtimes: dict[str, float])
     return jobfiles.state_dirs(str(job))
 
 
+def test_a_merged_sharded_benchmark_exports_as_succeeded_timed_by_every_shard_s_jobs(tmp_path: Path) -> None:
+    """A sharded benchmark's directory holds no job of its own: its shards' jobs time it, their
+    merge says it succeeded."""
+    job = quickstart_job(tmp_path)
+    for state in (job / contract.MARKERS_DIR).iterdir():
+        if state.is_dir():
+            shutil.rmtree(state)
+    state_dirs_with(Path(contract.shard_dir(str(job), 1)), {"100_0": "1000 job-start\n1100 job-end 0\n"}, {})
+    state_dirs_with(Path(contract.shard_dir(str(job), 2)), {"100_1": "1010 job-start\n1060 job-end 0\n"}, {})
+    assert jobfiles.read_record(str(job), quickstart_spec(), now=0).state != "succeeded"  # not merged yet
+    (job / contract.SHARDS_MERGED_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (job / contract.SHARDS_MERGED_FILE).write_text("1\t100_0 1100\n2\t100_1 1060\n")
+    got = jobfiles.read_record(str(job), quickstart_spec(), now=0)
+    assert (got.state, got.wall_seconds, got.started_at, got.ended_at) == ("succeeded", 150.0, 1000.0, 1100.0)
+    assert got.gpu_hours == pytest.approx(150 * 4 / 3600)
+
+
 def test_wall_time_adds_up_attempts_and_counts_the_running_job_to_now(tmp_path: Path) -> None:
     events = {
         "100.attempt-1": "10 job-start\n50 launched x\n",  # died with its node: counts to its last event

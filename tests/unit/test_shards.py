@@ -114,16 +114,24 @@ def test_the_node_side_from_slice_to_merge(tmp_path: Path) -> None:
         (Path(contract.shard_dir(str(bench), k)) / contract.MATERIALIZED_INPUTS_FILE).write_text(f"m{k}\n")
         if k == 1:
             (artifacts / "rollouts_failures.jsonl").write_text("f1")  # no newline: one is added
-    assert run("merge-due", str(bench), "2").returncode == shards.EXIT_NOT_DUE
+    seen = tmp_path / "seen"
+    assert run("merge-due", str(bench), "2", str(seen)).returncode == shards.EXIT_NOT_DUE
     assert run("finished", str(bench), "1", "100_0").returncode == 0
-    assert run("merge-due", str(bench), "2").returncode == shards.EXIT_NOT_DUE
+    assert run("merge-due", str(bench), "2", str(seen)).returncode == shards.EXIT_NOT_DUE
     assert run("finished", str(bench), "2", "100_1").returncode == 0
-    assert run("merge-due", str(bench), "2").returncode == shards.EXIT_DUE
+    assert run("merge-due", str(bench), "2", str(seen)).returncode == shards.EXIT_DUE
     assert run("gather", str(bench), "2").returncode == 0
     assert (bench / contract.MATERIALIZED_INPUTS_FILE).read_text() == "m1\nm2\n"
     assert (bench / contract.FAILURES_FILE).read_text() == "f1\n"
-    assert run("merged", str(bench), "2").returncode == 0
-    assert run("merge-due", str(bench), "2").returncode == shards.EXIT_NOT_DUE
+    # Shard 2 finishes again while the merge runs (resubmitted): the merge records what it saw, so
+    # the next look finds shard 2's new rows not merged yet.
+    assert run("starting", str(bench), "2").returncode == 0
+    assert run("merge-due", str(bench), "2", str(tmp_path / "other")).returncode == shards.EXIT_NOT_DUE
+    assert run("finished", str(bench), "2", "200").returncode == 0
+    assert run("merged", str(bench), str(seen)).returncode == 0
+    assert run("merge-due", str(bench), "2", str(seen)).returncode == shards.EXIT_DUE
+    assert run("merged", str(bench), str(seen)).returncode == 0
+    assert run("merge-due", str(bench), "2", str(seen)).returncode == shards.EXIT_NOT_DUE
 
 
 def test_the_prepared_file_is_the_split_s_or_the_only_one(tmp_path: Path) -> None:
@@ -136,9 +144,11 @@ def test_the_prepared_file_is_the_split_s_or_the_only_one(tmp_path: Path) -> Non
     assert shards.prepared_file(str(tmp_path), "train") == str(tmp_path / "train.jsonl")
 
 
-def test_a_bad_call_prints_its_usage_and_exits_2() -> None:
+def test_a_bad_call_prints_its_usage_and_exits_2(tmp_path) -> None:
     assert run("nonsense").returncode == shards.EXIT_USAGE
     assert "usage: shards.py" in run("finished", "only-one").stderr
+    missing = run("merged", str(tmp_path), str(tmp_path / "never-written"))
+    assert missing.returncode == shards.EXIT_USAGE and "merge-due writes them" in missing.stderr
 
 
 # -- status: the shards folded into one benchmark ---------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.plan import deployment_key
 
@@ -77,10 +78,11 @@ def test_one_job_is_queued_and_every_run_records_it_with_where_it_runs(config_fi
     host, *guests = submission.records
     [shared_id] = {b.job_id for r in submission.records for b in r.benchmarks}
     assert shared_id is not None
-    assert host.deployment_dir is None and host.deployment_shared_with == [g.gym_job_id for g in guests]
+    assert host.deployment_host == host.gym_job_id and host.deployment_shared_with == [g.gym_job_id for g in guests]
+    assert not host.is_guest and (host.schema_version, guests[0].schema_version) == (2, 2)
     for guest in guests:
-        assert guest.deployment_dir == f"{host.run_dir}/{contract.SHARED_DEPLOYMENT_DIR}"
-        assert guest.shared_deployment_dir == guest.deployment_dir
+        assert guest.deployment_host == host.gym_job_id and guest.is_guest
+        assert guest.shared_deployment_dir == f"{host.run_dir}/{contract.SHARED_DEPLOYMENT_DIR}"
         assert set(guest.deployment_shared_with) == {host.gym_job_id} | {g.gym_job_id for g in guests} - {
             guest.gym_job_id
         }
@@ -111,3 +113,31 @@ def test_cancelling_one_run_of_a_shared_deployment_is_refused_and_the_sweep_whol
     reports = library.cancel(submission.records, connect=conn.connect)
     assert all(report.ok for report in reports)
     assert len(cluster.calls("scancel")) == 1
+
+
+def test_a_guest_counts_no_gpu_hours_its_host_counts_the_shared_job_once(config_file, conn, cluster) -> None:
+    submission = library.submit(prepared(config_file, TEMPERATURES), connect=conn.connect)
+    host, guest, _ = library.status(submission.records, connect=conn.connect)
+    assert all(j.usage.gpu_hours is None and j.usage.wall_seconds is None for j in guest.jobs)
+
+
+def test_a_record_names_its_host_by_run_id_never_by_path(config_file, conn, cluster) -> None:
+    from nemo_gym.orchestration.record import load_record
+    from nemo_gym.orchestration.untrusted import Unreadable
+
+    submission = library.submit(prepared(config_file, TEMPERATURES), connect=conn.connect)
+    guest = submission.records[1]
+    text = guest.dumps()
+    for hostile in ("../../etc", "/tmp/elsewhere", "gym-job-20260101T000000Z-abcdef/../x"):
+        with pytest.raises(Unreadable, match="is not a run id"):
+            load_record(text.replace(guest.deployment_host, hostile))
+
+
+def test_a_lone_shared_run_is_still_read_by_older_versions(base, tmp_path, conn, cluster) -> None:
+    base["compute"]["cluster"]["hostname"] = HOST
+    base["job"] = {"output_path": str(tmp_path / "runs"), "deployment": "shared"}
+    base["driver"]["benchmarks"] = {"math": {}, "code": {}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        [record] = library.submit(library.prepare(SubmitConfig.model_validate(base)), connect=conn.connect).records
+    assert record.deployment_host == record.gym_job_id and record.schema_version == 1

@@ -15,14 +15,16 @@ from nemo_gym.orchestration.render import backend_context, render_template
 
 
 def select_jobs(record: SubmissionRecord, names: list[str]) -> list[BenchmarkJob]:
+    """The benchmarks ``names`` names (all without names); a sharded benchmark's shard by its own
+    name (``B@k``) too."""
     if not names:
         return list(record.benchmarks)
     known = {b.benchmark: b for b in record.benchmarks}
+    known.update({u.benchmark: u for b in record.benchmarks for u in b.shards})
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise UserError(
-            f"run {record.gym_job_id} has no benchmark {', '.join(map(repr, unknown))}; it has: {', '.join(known)}"
-        )
+        listed = ", ".join(b.benchmark for b in record.benchmarks)
+        raise UserError(f"run {record.gym_job_id} has no benchmark {', '.join(map(repr, unknown))}; it has: {listed}")
     return [known[n] for n in names]
 
 
@@ -147,7 +149,8 @@ def cancellable(
 ) -> tuple[list[BenchmarkJob], list[JobStatus]]:
     """The jobs still queued or running, each as its current job (a resumed or resubmitted
     benchmark's latest: its cancel marker and process are that job's), and the benchmarks ended."""
-    by_name = {s.benchmark: s for s in statuses}
+    # A shard named on its own (B@k) is looked up among its benchmark's shards.
+    by_name = {s.benchmark: s for status in statuses for s in (status, *status.shards)}
     live = [j for j in jobs if j.queued and not by_name[j.benchmark].state.final]
     done = [by_name[j.benchmark] for j in jobs if j not in live]
     current = []

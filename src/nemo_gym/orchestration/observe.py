@@ -99,7 +99,8 @@ class JobStatus:
             out["shards"] = [shard.as_dict() for shard in self.shards]
         check = self.check
         out.update(
-            attempts=len(self.history),
+            # A sharded benchmark's: its most tried shard's (its history is every shard's).
+            attempts=max((len(s.history) for s in self.shards), default=0) if self.shards else len(self.history),
             attempt_history=[attempt.as_dict() for attempt in self.history],
             complete=None if check is None else check.missing == 0,
             expected_samples=None if check is None else check.expected,
@@ -445,6 +446,9 @@ def statuses_from(
             statuses.append(sharded_status(job, shards, answer, known))
         else:
             statuses.append(_unit_status(job, answer, backend, known))
+    if record.is_guest:
+        # Another run's shared job ran these benchmarks: that run counts its GPU-hours, once.
+        statuses = [replace(s, usage=NO_USAGE) for s in statuses]
     return statuses
 
 

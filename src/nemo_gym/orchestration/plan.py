@@ -12,6 +12,7 @@ contiguous slices of it, in declaration order.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -443,6 +444,8 @@ def deployment_key(plan: RunPlan) -> str:
         "otel": config.get("otel"),
         "at_once": plan.benchmarks_at_once,
         "given": [sorted(plan.secrets), sorted(plan.carried_env), plan.otel_token_env, plan.hostname, plan.runtime],
+        # Its runs' directories side by side: each finds the shared job's beside its own.
+        "where": posixpath.dirname(plan.run_dir),
     }
     return json.dumps(made_of, sort_keys=True, default=str)
 
@@ -451,7 +454,7 @@ def share_deployments(plans: list[RunPlan]) -> list[RunPlan]:
     """A sweep's runs whose shared deployments are the same (``deployment_key``: only driver or
     benchmark settings differ, a temperature, a prompt) as one: the first runs the shared job and
     its job runs every one of their benchmarks, each still in its own run's directory; the others
-    queue nothing. Each guest's exports time it by the host's job."""
+    queue nothing. The host's run counts the shared job's GPU-hours, the guests' none."""
     groups: dict[str, list[int]] = {}
     for i, plan in enumerate(plans):
         if plan.shared is not None:
@@ -465,18 +468,18 @@ def share_deployments(plans: list[RunPlan]) -> list[RunPlan]:
         where = (host.run_id, host.shared.job_dir)
         guests: list[JobPlan] = []
         for i in members[1:]:
-            jobs = tuple(_timed_by(job, host.shared.job_dir) for job in plans[i].jobs)
+            jobs = tuple(_counted_by_host(job) for job in plans[i].jobs)
             shared[i] = replace(plans[i], jobs=jobs, host=where)
             guests += jobs
         shared[members[0]] = replace(host, guests=tuple(guests))
     return shared
 
 
-def _timed_by(job: JobPlan, shared_dir: str) -> JobPlan:
-    """A guest's benchmark, its exports timed by the host's shared job (its own run has none)."""
+def _counted_by_host(job: JobPlan) -> JobPlan:
+    """A guest's benchmark: its exports count no GPU-hours (the host's run counts the shared job's)."""
     if job.export is None:
         return job
-    return replace(job, export=replace(job.export, spec={**job.export.spec, "usage_dir": shared_dir}))
+    return replace(job, export=replace(job.export, spec={**job.export.spec, "usage_dir": None}))
 
 
 def shell_var(name: str) -> str:

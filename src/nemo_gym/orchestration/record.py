@@ -16,6 +16,8 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import posixpath
+import re
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -23,14 +25,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
 from nemo_gym.orchestration import __version__, contract, untrusted
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.rules import BENCHMARK_NAME_RE
 from nemo_gym.orchestration.untrusted import Unreadable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+RUN_ID_RE = re.compile(r"gym-job-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")
+# A record that uses nothing newer than version 1 says 1, so that an older version still reads it;
+# one with shards or a shared sweep deployment says 2 (an older version would misread it: a
+# sharded benchmark as never queued, its shards left running by its cancel).
+PLAIN_SCHEMA_VERSION = 1
 RECORD_NAME = contract.RECORD_FILE
 
 
@@ -105,7 +112,7 @@ class SubmissionRecord(BaseModel):
     benchmarks: list[BenchmarkJob]
     hostname: str | None = None
     executor_metadata: dict[str, str] = {}
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = PLAIN_SCHEMA_VERSION
     # The sweep this run is one combination of, and its swept values (key -> value as written).
     sweep_id: str | None = None
     sweep_values: dict[str, str] = {}
@@ -117,32 +124,36 @@ class SubmissionRecord(BaseModel):
     # never a value. gym eval resubmit reads them again from its shell. Only the local index's copy
     # is believed (a run directory's could name any variable of yours).
     carried_from: dict[str, str] = {}
-    # A sweep's runs that share one deployment (one job runs all their benchmarks): the others'
-    # ids, and, for a run whose benchmarks another run's job runs, that job's directory (where its
-    # own log, its services' logs and its times are). Empty and None otherwise.
+    # job.deployment: shared: the run whose shared job runs this run's benchmarks (its own id, or
+    # in a sweep whose runs share one, the first's: a run directory beside this one), and the
+    # other runs it runs too. None and empty for a deployment per benchmark (and older records).
+    deployment_host: str | None = None
     deployment_shared_with: list[str] = []
-    deployment_dir: str | None = None
 
     @property
     def shared_deployment_dir(self) -> str:
-        """The directory of the shared job that runs this run's benchmarks, if it has one: its own
-        run's, or the one its record names."""
-        return self.deployment_dir or contract.job_dir(self.run_dir, contract.SHARED_DEPLOYMENT_DIR)
+        """The directory of the shared job that runs this run's benchmarks: its own run's, or its
+        host's beside it (a path made from names, never read from the record)."""
+        host = self.deployment_host or self.gym_job_id
+        return contract.job_dir(contract.job_dir(posixpath.dirname(self.run_dir), host), contract.SHARED_DEPLOYMENT_DIR)
 
-    @field_validator("deployment_dir")
+    @property
+    def is_guest(self) -> bool:
+        """Whether another run's shared job runs this run's benchmarks (and counts their GPU-hours)."""
+        return self.deployment_host is not None and self.deployment_host != self.gym_job_id
+
+    @field_validator("deployment_host")
     @classmethod
-    def _plain_directory(cls, value: str | None) -> str | None:
-        # Read back from a run directory too: an absolute path, no way up, printable, or nothing.
-        if value is None:
-            return None
-        if not value.startswith("/") or "/../" in f"{value}/" or len(value) > 4096 or not value.isprintable():
-            raise ValueError(f"{value[:200]!r} is not a run's directory")
+    def _run_id_name(cls, value: str | None) -> str | None:
+        # Read back from a run directory too: it names a directory beside the run's, so a name.
+        if value is not None and not RUN_ID_RE.fullmatch(value):
+            raise ValueError(f"{value[:200]!r} is not a run id")
         return value
 
     @field_validator("deployment_shared_with")
     @classmethod
     def _run_ids(cls, value: list[str]) -> list[str]:
-        return [v for v in value if len(v) <= 200 and v.isprintable()][:10000]
+        return [v for v in value if RUN_ID_RE.fullmatch(v)][:10000]
 
     @field_validator("executor")
     @classmethod
@@ -173,6 +184,12 @@ class SubmissionRecord(BaseModel):
         """The jobs that could not be queued (a shard of a sharded benchmark by its own name)."""
         return [unit for unit in self.units if not unit.queued]
 
+    @model_validator(mode="after")
+    def _version_of_what_it_uses(self) -> SubmissionRecord:
+        if any(bench.shards for bench in self.benchmarks) or self.is_guest or self.deployment_shared_with:
+            self.schema_version = max(self.schema_version, SCHEMA_VERSION)
+        return self
+
     def dumps(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
 
@@ -197,7 +214,7 @@ class SweepRecord(BaseModel):
     executor: str
     hostname: str | None
     runs: list[SweepRun]
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = PLAIN_SCHEMA_VERSION
     submitted_from: str | None = None
 
     def dumps(self) -> str:

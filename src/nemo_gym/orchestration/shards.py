@@ -8,12 +8,15 @@ gym would have numbered it over the whole file (after ``limit``), so that every 
 (gym honours a stamped ``_ng_task_index``). It then runs ``gym eval run`` on that slice alone,
 without aggregating.
 
-A shard whose driver ended well says so (``finished``). The last shard to do so merges: under a lock
-in the benchmark's directory, ``merge-due`` tells whether every shard is done and no merge has
-covered them yet; the job then runs ``gym eval aggregate`` over the shards' rollouts into the
-benchmark's own ``artifacts/``, ``gather`` puts the shards' expected pairs and failure rows beside
-them, and ``merged`` records which done markers the merge covered. A shard run again (a
-resubmit) makes a new done marker, so a later merge includes it.
+A shard's driver takes its done marker away as it starts (``starting``) and writes it anew once it
+has ended well (``finished``). The shard that then holds the lock in the benchmark's directory
+merges, for as long as a merge is due: ``merge-due`` tells whether every shard is done and no
+merge covered these done markers, keeping the markers it saw; the job runs ``gym eval aggregate``
+over the shards' rollouts into the benchmark's own ``artifacts/``, ``gather`` puts the shards'
+expected pairs and failure rows beside them, and ``merged`` records the markers ``merge-due``
+saw (not those on disk by then: a shard that finished meanwhile is merged by the next round). A
+shard that finds the lock held leaves the merge to its holder, which looks again before it lets
+go.
 
 Stdlib only, Python 3.8 syntax: staged into each shard's job as ``steps/shards.py`` beside
 ``steps/contract.py`` and run with the driver's ``python3``. The decisions are pure functions
@@ -176,8 +179,9 @@ def gather(bench_dir: str, count: int) -> None:
 
 def main(argv: list[str]) -> int:
     usage = (
-        "usage: shards.py slice PREPARED_DIR SPLIT SHARD COUNT [LIMIT] | finished BENCH_DIR SHARD JOB_ID | "
-        "merge-due BENCH_DIR COUNT | gather BENCH_DIR COUNT | merged BENCH_DIR COUNT"
+        "usage: shards.py slice PREPARED_DIR SPLIT SHARD COUNT [LIMIT] | starting BENCH_DIR SHARD | "
+        "finished BENCH_DIR SHARD JOB_ID | merge-due BENCH_DIR COUNT SEEN_FILE | gather BENCH_DIR COUNT | "
+        "merged BENCH_DIR SEEN_FILE"
     )
     try:
         verb, args = argv[0], argv[1:]
@@ -187,19 +191,30 @@ def main(argv: list[str]) -> int:
             rows = write_slice(path, int(args[2]), int(args[3]), limit)
             print(f"shard {args[2]} of {args[3]}: {rows} row(s) of {path}")
             return 0
+        if verb == "starting" and len(args) == 2:
+            try:
+                os.remove(_done_path(args[0], int(args[1])))
+            except FileNotFoundError:
+                pass
+            return 0
         if verb == "finished" and len(args) == 3:
             _write_atomically(_done_path(args[0], int(args[1])), f"{args[2]} {time.time():.0f}\n")
             return 0
-        if verb == "merge-due" and len(args) == 2:
+        if verb == "merge-due" and len(args) == 3:
             count = int(args[1])
-            due = merge_due(read_done(args[0], count), count, _read(os.path.join(args[0], c.SHARDS_MERGED_FILE)))
-            return EXIT_DUE if due else EXIT_NOT_DUE
+            done = read_done(args[0], count)
+            if not merge_due(done, count, _read(os.path.join(args[0], c.SHARDS_MERGED_FILE))):
+                return EXIT_NOT_DUE
+            _write_atomically(args[2], done_text(done, count))  # what ``merged`` records
+            return EXIT_DUE
         if verb == "gather" and len(args) == 2:
             gather(args[0], int(args[1]))
             return 0
         if verb == "merged" and len(args) == 2:
-            count = int(args[1])
-            _write_atomically(os.path.join(args[0], c.SHARDS_MERGED_FILE), done_text(read_done(args[0], count), count))
+            seen = _read(args[1], 1 << 20)
+            if seen is None:
+                raise ValueError(f"no done markers kept in {args[1]} (merge-due writes them)")
+            _write_atomically(os.path.join(args[0], c.SHARDS_MERGED_FILE), seen)
             return 0
     except (IndexError, ValueError) as exc:
         print(f"shards.py: {exc}" if str(exc) else usage, file=sys.stderr)

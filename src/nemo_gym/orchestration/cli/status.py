@@ -122,11 +122,12 @@ HEADERS = ["BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
 def status_rows(jobs: list[JobStatus]) -> list[list[str]]:
     from nemo_gym.orchestration.library import hours_text, wall_text
 
-    # A resumed benchmark shows its chain of jobs, oldest first: 101 -> 102 -> 103.
+    # A resumed benchmark shows its chain of jobs, oldest first: 101 -> 102 -> 103; a sharded one
+    # its shards' jobs in one word (1200_[0-2]).
     return [
         [
             s.benchmark,
-            " -> ".join(s.chain) if len(s.chain) > 1 else s.job_id or "-",
+            " -> ".join(s.chain) if len(s.chain) > 1 and not s.shards else s.job_id or "-",
             s.state,
             hours_text(s.usage),
             wall_text(s.usage),

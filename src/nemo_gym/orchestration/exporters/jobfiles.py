@@ -107,6 +107,25 @@ def job_times(
     return wall, min(starts), max(ends)
 
 
+def shards_times(bench_dir: str, current: str | None, now: float) -> tuple[float | None, float | None, float | None]:
+    """``job_times`` of a sharded benchmark: its shards' jobs summed, first start to last end."""
+    wall = 0.0
+    starts: list[float] = []
+    ends: list[float] = []
+    for shard_dir in sorted(glob.glob(c.shard_dir(glob.escape(bench_dir), "*"))):
+        dirs = state_dirs(shard_dir)
+        events = {name: _read(os.path.join(path, c.EVENTS_FILE)) for name, path in dirs.items()}
+        seconds, start, end = job_times(shard_dir, dirs, events, current, now)
+        if seconds is None or start is None or end is None:
+            continue
+        wall += seconds
+        starts.append(start)
+        ends.append(end)
+    if not starts:
+        return None, None, None
+    return wall, min(starts), max(ends)
+
+
 def driver_exit(events_text: str, benchmark: str) -> int | None:
     """The driver's exit status in a job's events: ``driver-end RC``, or ``driver-end BENCH RC`` in
     a shared job; the last one counts."""
@@ -183,6 +202,10 @@ def read_record(
     phase = c.StateFile.parse(_read(os.path.join(own_dirs[current], c.STATE_FILE))).phase if current else None
     usage_current = job_id if job_id in usage_dirs else _latest(usage_dirs)
     exit_status = driver_exit(events[usage_current], spec.benchmark) if usage_current else None
+    if os.path.isfile(os.path.join(job_dir, c.SHARDS_MERGED_FILE)):
+        # A sharded benchmark its shards merged: succeeded, timed by every shard's jobs together.
+        wall, started, ended = shards_times(job_dir, job_id, now)
+        phase, exit_status = c.Phase.SUCCEEDED, 0
     rollouts = os.path.join(job_dir, c.ROLLOUTS_FILE)
     return r.ExportRecord(
         run_id=spec.run_id,

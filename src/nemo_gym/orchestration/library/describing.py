@@ -74,7 +74,7 @@ def info(
             [
                 benchmark_info(run.record, unit, max_attempts)
                 for unit in job_units(run.jobs)
-                if contract.split_unit(unit.benchmark)[0] in names
+                if unit.benchmark in names or contract.split_unit(unit.benchmark)[0] in names
             ],
         )
         for run, names in zip(runs, wanted)
@@ -136,7 +136,7 @@ def _logs_dir(record: SubmissionRecord, job: JobStatus) -> str:
     """Where the job's own and its services' logs are: a shared deployment's one job (its id is
     every benchmark's) keeps them in its own directory."""
     first = job.chain[0] if job.chain else job.job_id
-    shared = record.deployment_dir is not None or (
+    shared = record.deployment_host is not None or (
         first is not None and sum(1 for b in record.units if b.job_id == first) > 1
     )
     return record.shared_deployment_dir if shared else job.job_dir

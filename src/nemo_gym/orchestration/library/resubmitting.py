@@ -99,7 +99,7 @@ def resubmit(
             [
                 benchmark_info(run.record, unit, max_attempts)
                 for unit in job_units(run.jobs)
-                if contract.split_unit(unit.benchmark)[0] in wanted[i]
+                if unit.benchmark in wanted[i] or contract.split_unit(unit.benchmark)[0] in wanted[i]
             ]
             for i, run in zip(indices, runs)
         ]

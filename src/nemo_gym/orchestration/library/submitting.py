@@ -335,13 +335,14 @@ def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
     try:
         with connect(prepared.hostname) as conn:
             queued = stage_and_submit(conn, runs)
+            sharing = _sharing(prepared)
             records = [
                 _record(
                     run.plan,
                     q,
                     values=run.values,
                     carried=carried_from(run.config, run.plan),
-                    shared_with=_sharing(prepared).get(run.plan.run_id),
+                    shared_with=sharing.get(run.plan.run_id),
                 )
                 for run, q in zip(prepared.runs, queued)
             ]
@@ -418,8 +419,8 @@ def _record(
         hostname=plan.hostname,
         benchmarks=list(benchmarks.values()),
         carried_from=carried or {},
+        deployment_host=plan.host[0] if plan.host is not None else plan.run_id if plan.shared is not None else None,
         deployment_shared_with=shared_with or [],
-        deployment_dir=plan.host[1] if plan.host is not None else None,
         executor_metadata={"submission": "interrupted"} if interrupted else {},
         sweep_id=plan.sweep_id,
         sweep_values=dict(values),
@@ -509,6 +510,7 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
                 f"the connection to {host} was lost during submission and could not be re-opened, so it is unknown "
                 f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
             ) from None
+        sharing = _sharing(prepared)
         records = [
             _record(
                 run.plan,
@@ -516,7 +518,7 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
                 interrupted=True,
                 values=run.values,
                 carried=carried_from(run.config, run.plan),
-                shared_with=_sharing(prepared).get(run.plan.run_id),
+                shared_with=sharing.get(run.plan.run_id),
             )
             for run, q in zip(prepared.runs, queued)
         ]

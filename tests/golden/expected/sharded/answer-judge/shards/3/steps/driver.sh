@@ -8,8 +8,10 @@ mkdir -p "$GYM_JOB_DIR/artifacts"
 # gym writes Hydra outputs and prepared data into its working directory: keep them in the job.
 mkdir -p "$GYM_JOB_DIR/work" && cd "$GYM_JOB_DIR/work" || exit 1
 
-# Shard 3 of 3: gym prepares the benchmark's inputs as one job would, then this
-# shard keeps its slice of them, which gym eval run takes as its prepared data.
+# Shard 3 of 3: not done until it ends well again (a merge meanwhile would take its
+# old rows). gym prepares the benchmark's inputs as one job would, then this shard keeps its slice
+# of them, which gym eval run takes as its prepared data.
+python3 "$GYM_JOB_DIR/steps/shards.py" starting /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 || exit 1
 gym_log "driver: shard 3 of 3: gym dataset collate"
 gym dataset collate --model-type openai_model '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"' +mode=train_preparation +should_download=true +output_dirpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/3/artifacts/rollouts/preprocessed_datasets || exit 1
 python3 "$GYM_JOB_DIR/steps/shards.py" slice /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/3/artifacts/rollouts/preprocessed_datasets benchmark 3 3 12 || exit 1
@@ -37,51 +39,75 @@ fi
 gym_log "driver: ${run_cmd[*]}"
 gym_step_run "${run_cmd[@]}" || exit
 
-# This shard is done. The last shard to finish merges them all: under the benchmark's lock, when
-# every shard is done and no merge covered them yet (shards.py decides), gym's servers score the
-# union of the shards' rollouts into the benchmark's own artifacts (gym eval aggregate).
+# This shard is done. The shard that holds the benchmark's lock merges, for as long as a merge is
+# due (every shard done, these done markers not merged yet: shards.py decides): gym's servers score
+# the union of the shards' rollouts into the benchmark's own artifacts (gym eval aggregate). A
+# shard that finds the lock held leaves it to the holder, which looks again before letting go.
 python3 "$GYM_JOB_DIR/steps/shards.py" finished /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 "$GYM_JOB_ID" || exit 1
 env_cmd=(gym env start --model-type openai_model '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"')
 aggregate_cmd=(gym eval aggregate '+config_paths=[responses_api_models/openai_model/configs/openai_model.yaml]' '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"' '+input_glob=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/artifacts/rollouts.jsonl' +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl)
-gym_merge_shards() {
-    local fd due rc=1 env_pid ready=0 i log="$GYM_JOB_DIR/logs/merge-servers-$GYM_JOB_ID.log"
-    mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards && exec {fd}>>/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards/merge.lock || return 1
-    flock -x "$fd" 2>/dev/null || gym_log "WARNING: no lock on /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards/merge.lock here (flock); merging without it"
-    python3 "$GYM_JOB_DIR/steps/shards.py" merge-due /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3
-    due=$?
-    if [ "$due" -ne 0 ]; then
-        exec {fd}>&-
-        [ "$due" -eq 1 ] && gym_log "driver: shard 3 done; another shard merges"
-        [ "$due" -eq 1 ]
-        return
-    fi
-    gym_log "driver: every shard is done: merging them (gym env start, then gym eval aggregate)"
-    setsid "${env_cmd[@]}" >"$log" 2>&1 &
-    env_pid=$!
+gym_merge_env_pid=''
+gym_stop_merge_servers() {
+    local i
+    [ -n "$gym_merge_env_pid" ] || return 0
+    # gym env start and everything it started: a session of their own.
+    kill -TERM -- "-$gym_merge_env_pid" 2>/dev/null
+    for ((i = 0; i < 10; i++)); do kill -0 "$gym_merge_env_pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "-$gym_merge_env_pid" 2>/dev/null
+    wait "$gym_merge_env_pid" 2>/dev/null
+    gym_merge_env_pid=''
+}
+# gym_step_run's trap named its own child, gone now: a TERM from here on stops the merge's servers.
+# shellcheck disable=SC2317  # run by the trap
+trap 'gym_stop_merge_servers; exit 143' TERM INT
+# gym's servers for the merge, once; they must not hold the lock (their own fd of it closed).
+gym_merge_servers() {
+    local i log="$GYM_JOB_DIR/logs/merge-servers-$GYM_JOB_ID.log"
+    [ -z "$gym_merge_env_pid" ] || return 0
+    setsid "${env_cmd[@]}" >"$log" 2>&1 {gym_merge_lock}>&- &
+    gym_merge_env_pid=$!
     for ((i = 0; i < 600; i++)); do
-        if grep -q 'servers ready!' "$log" 2>/dev/null; then ready=1; break; fi
-        kill -0 "$env_pid" 2>/dev/null || break
+        grep -q 'servers ready!' "$log" 2>/dev/null && return 0
+        kill -0 "$gym_merge_env_pid" 2>/dev/null || break
         sleep 1
     done
-    if [ "$ready" = 1 ]; then
+    gym_log "ERROR: gym's servers did not start for the merge (see $log)"
+    return 1
+}
+gym_merge_shards() {
+    local got due rc=0 seen merges=0
+    seen="$(gym_state_dir)/merge-seen"
+    mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards && exec {gym_merge_lock}>>/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards/merge.lock || return 1
+    # Waiting a little covers a holder that has just looked for the last time and is letting go.
+    flock -w 5 -E 75 "$gym_merge_lock" 2>/dev/null
+    got=$?
+    if [ "$got" -eq 75 ]; then
+        exec {gym_merge_lock}>&-
+        gym_log "driver: shard 3 done; the shard merging now merges it too"
+        return 0
+    fi
+    [ "$got" -eq 0 ] || gym_log "WARNING: no lock on /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards/merge.lock here (flock); merging without it"
+    while :; do
+        python3 "$GYM_JOB_DIR/steps/shards.py" merge-due /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 "$seen"
+        due=$?
+        [ "$due" -ne 1 ] || break
+        [ "$due" -eq 0 ] || { rc=1; break; }
+        gym_log "driver: every shard is done: merging them (gym env start, then gym eval aggregate)"
+        gym_merge_servers || { rc=1; break; }
         gym_log "driver: ${aggregate_cmd[*]}"
-        "${aggregate_cmd[@]}" &&
-            python3 "$GYM_JOB_DIR/steps/shards.py" gather /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 &&
-            python3 "$GYM_JOB_DIR/steps/shards.py" merged /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 &&
-            rc=0
-    else
-        gym_log "ERROR: gym's servers did not start for the merge (see $log)"
-    fi
-    kill -INT -- "-$env_pid" 2>/dev/null
-    # gym stops its servers on INT; its Ray may linger: the whole group goes after 10 s.
-    for ((i = 0; i < 10; i++)); do kill -0 "$env_pid" 2>/dev/null || break; sleep 1; done
-    kill -KILL -- "-$env_pid" 2>/dev/null
-    wait "$env_pid" 2>/dev/null
-    exec {fd}>&-
-    if [ "$rc" -eq 0 ]; then
+        if ! "${aggregate_cmd[@]}" ||
+            ! python3 "$GYM_JOB_DIR/steps/shards.py" gather /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 ||
+            ! python3 "$GYM_JOB_DIR/steps/shards.py" merged /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge "$seen"; then
+            rc=1
+            break
+        fi
         : >"$(gym_state_dir)/merged"
+        merges=$((merges + 1))
         gym_log "driver: merged 3 shards into /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts"
-    fi
+    done
+    [ "$rc" -ne 0 ] || [ "$merges" -gt 0 ] || gym_log "driver: shard 3 done; no merge due (a shard still runs, or one merged these)"
+    exec {gym_merge_lock}>&-
+    gym_stop_merge_servers
     return "$rc"
 }
 gym_merge_shards
