@@ -133,6 +133,7 @@ for run in runs:
         "run_id": run.info.run_id, "status": run.info.status, "run_name": run.info.run_name,
         "params": run.data.params, "metrics": run.data.metrics, "tags": run.data.tags, "artifacts": artifacts,
         "history": {k: len(client.get_metric_history(run.info.run_id, k)) for k in ("mean/reward", "gym/samples_written")},
+        "steps": sorted({m.step for m in client.get_metric_history(run.info.run_id, "mean/reward")}),
     })
 print(json.dumps(out))
 """

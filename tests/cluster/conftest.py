@@ -184,3 +184,16 @@ def ssh_env(slurm, tmp_path):
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     return env, log
+
+
+@pytest.fixture
+def reachable_server(mlflow_server, slurm):
+    """The MLflow server, as the nodes (and this machine) reach it; stopped and started by the test."""
+    from mlflow_server import Forwarder
+
+    host = os.environ.get("LOCAL_SLURM_HOST_ADDRESS", "")
+    if not host:
+        pytest.fail("LOCAL_SLURM_HOST_ADDRESS is not set (scripts/local-slurm env sets it)")
+    forwarder = Forwarder(int(mlflow_server.url.rsplit(":", 1)[1]), host=host)
+    yield forwarder
+    forwarder.stop()

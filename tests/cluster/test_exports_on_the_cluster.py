@@ -5,28 +5,16 @@ the middle of an export and resumed — each export exactly once in MLflow, no c
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 from conftest import job_fields
-from mlflow_server import Forwarder, mlflow_runs
+from mlflow_server import mlflow_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 TOKEN = "mlflow-token-CLUSTER-SENTINEL-41"
-
-
-@pytest.fixture
-def reachable_server(mlflow_server, slurm):
-    """The MLflow server, as the nodes (and this machine) reach it; stopped and started by the test."""
-    host = os.environ.get("LOCAL_SLURM_HOST_ADDRESS", "")
-    if not host:
-        pytest.fail("LOCAL_SLURM_HOST_ADDRESS is not set (scripts/local-slurm env sets it)")
-    forwarder = Forwarder(int(mlflow_server.url.rsplit(":", 1)[1]), host=host)
-    yield forwarder
-    forwarder.stop()
 
 
 def no_credential_in(run_dir: str) -> list[Path]:

@@ -157,6 +157,7 @@ class FakeMlflow:
             run["tags"][t["key"]] = t["value"]
         for m in b.get("metrics", []):
             run["metrics"].setdefault(m["key"], []).append(m["value"])
+            run.setdefault("metric_steps", {}).setdefault(m["key"], []).append(m.get("step"))
         return 200, {}
 
     def _update(self, b: dict[str, Any]) -> tuple[int, Any]:

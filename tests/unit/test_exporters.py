@@ -812,6 +812,15 @@ def mlflow_export(server: FakeMlflowServer, rec_: rec.ExportRecord, **settings_:
     return outcome
 
 
+def test_metrics_are_logged_at_the_checkpoint_s_training_step() -> None:
+    """job.training_step (gym eval watch sets it): MLflow draws a sweep's runs as one curve."""
+    with FakeMlflowServer() as server:
+        stepped = server.state.runs[mlflow_export(server, record(step=1500)).backend_run_id]
+        plain = server.state.runs[mlflow_export(server, record(run_id="other-run")).backend_run_id]
+    assert set(stepped["metric_steps"]["mean/reward"]) == {1500}
+    assert set(plain["metric_steps"]["mean/reward"]) == {0}
+
+
 def test_an_export_creates_one_tagged_run_with_everything(tmp_path: Path) -> None:
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text('{"x": 1}\n')

@@ -697,9 +697,13 @@ class JobConfig(_StrictModel):
     # Extension beyond the spec: at most this many of a submission's jobs of one shape run at once
     # (a Slurm job array's throttle, ``--array=0-N%K``); None: as many as the scheduler starts.
     max_concurrent: int | None = None
+    # Extension beyond the spec: the training step of the checkpoint this run evaluates (gym eval
+    # watch sets it from the checkpoint's name); exports log the metrics at this step.
+    training_step: int | None = None
 
     _check_output_path = field_validator("output_path")(rules.absolute_path)
     _check_max_concurrent = field_validator("max_concurrent")(rules.optional_positive)
+    _check_training_step = field_validator("training_step")(rules.optional_non_negative)
     _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
     _check_shards = field_validator("shards")(rules.optional_shards)
 

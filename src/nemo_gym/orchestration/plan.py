@@ -1020,6 +1020,7 @@ class _Context:
             gpus=self.layout.gpu_count if self.layout.pool_gpus else None,
             # A shared deployment's benchmarks are timed by the one job that ran them all.
             usage_dir=f"../{contract.SHARED_DEPLOYMENT_DIR}" if shared_driver else None,
+            step=self.config.job.training_step,
         )
         return ExportPlan(tuple(exporters), spec)
 

@@ -28,6 +28,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
 from nemo_gym.orchestration import __version__, contract, untrusted
+from nemo_gym.orchestration.checkpoints import WatchState
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.rules import BENCHMARK_NAME_RE
 from nemo_gym.orchestration.untrusted import Unreadable
@@ -216,6 +217,15 @@ class SweepRecord(BaseModel):
     runs: list[SweepRun]
     schema_version: int = PLAIN_SCHEMA_VERSION
     submitted_from: str | None = None
+    # gym eval watch's sweep: what it watches and every checkpoint it has seen (its runs grow as
+    # checkpoints appear); None for a sweep submitted at once (-m).
+    watch: WatchState | None = None
+
+    @model_validator(mode="after")
+    def _version_of_what_it_uses(self) -> SweepRecord:
+        if self.watch is not None:
+            self.schema_version = max(self.schema_version, SCHEMA_VERSION)
+        return self
 
     def dumps(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

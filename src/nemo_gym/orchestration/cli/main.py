@@ -70,6 +70,7 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
         results,
         status,
         submit,
+        watch,
     )
 
     parser = argparse.ArgumentParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
@@ -77,7 +78,7 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for verb in (submit, status, info, resubmit, results, compare, report, logs, cancel, export):
+    for verb in (submit, status, info, resubmit, results, compare, report, logs, cancel, export, watch):
         verb.register(eval_verbs)
     return parser
 

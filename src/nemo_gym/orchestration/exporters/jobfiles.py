@@ -224,4 +224,5 @@ def read_record(
         started_at=started,
         ended_at=ended,
         notes=tuple(spec.params_notes) + tuple(metric_notes) + tuple(completeness_notes),
+        step=spec.step,
     )

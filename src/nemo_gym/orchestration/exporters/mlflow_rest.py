@@ -343,11 +343,18 @@ class MlflowClient:
         return dict(self.request("GET", f"{API}/runs/get", query={"run_id": run_id})["run"])
 
     def log_batch(
-        self, run_id: str, metrics: dict[str, float], params: dict[str, str], tags: dict[str, str], timestamp_ms: int
+        self,
+        run_id: str,
+        metrics: dict[str, float],
+        params: dict[str, str],
+        tags: dict[str, str],
+        timestamp_ms: int,
+        step: int = 0,
     ) -> int:
-        """Log in as many requests as MLflow's limits need; the number of requests made."""
+        """Log in as many requests as MLflow's limits need (metrics at ``step``: a checkpoint's
+        training step draws them as a curve across a sweep's runs); the number of requests made."""
         batches: list[dict[str, Any]] = []
-        metric_rows = [{"key": k, "value": v, "timestamp": timestamp_ms, "step": 0} for k, v in metrics.items()]
+        metric_rows = [{"key": k, "value": v, "timestamp": timestamp_ms, "step": step} for k, v in metrics.items()]
         param_rows = [{"key": k, "value": v} for k, v in params.items()]
         tag_rows = [{"key": k, "value": v} for k, v in tags.items()]
         for rows, field, size in (
@@ -498,7 +505,7 @@ def export_to_mlflow(
     metrics = {names[k]: v for k, v in record.metrics.items()}
     metrics.update(record.summary_metrics())
     fresh = {k: v for k, v in metrics.items() if logged_metrics.get(k) != v}
-    client.log_batch(run_id, fresh, params, tags, now_ms)
+    client.log_batch(run_id, fresh, params, tags, now_ms, record.step or 0)
     notes += param_notes + ([renamed] if renamed else [])
 
     notes.append(_upload_rollouts(client, run, record))

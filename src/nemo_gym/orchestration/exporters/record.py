@@ -105,6 +105,7 @@ class ExportRecord(NamedTuple):
     started_at: float | None = None  # epoch seconds of the first job's start
     ended_at: float | None = None  # epoch seconds of the last job's end (or of the export)
     notes: tuple[str, ...] = ()  # what the reader or the flattening had to leave out or change
+    step: int | None = None  # the training step of the checkpoint it evaluated: its metrics' step
 
     @property
     def export_key(self) -> str:
@@ -155,6 +156,7 @@ class ExportRecord(NamedTuple):
             "expected": self.expected,
             "metrics": sorted(self.metrics.items()),
             "params": sorted(self.params.items()),
+            "step": self.step,
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -55,6 +55,7 @@ class ExportSpec(NamedTuple):
     params_notes: tuple[str, ...]
     exporters: dict[str, dict[str, Any]]  # name -> settings, in EXPORTERS order
     usage_dir: str | None = None  # the job directory whose events time this benchmark (a shared job's); None: its own
+    step: int | None = None  # the training step of the checkpoint it evaluated (job.training_step): metrics' step
 
 
 def merge_exporters(defaults: dict[str, Any] | None, override: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -176,6 +177,7 @@ def make_spec(
     sweep_id: str | None = None,
     gpus: int | None = None,
     usage_dir: str | None = None,
+    step: int | None = None,
 ) -> dict[str, Any]:
     """The spec document (JSON-ready) for one benchmark's job; ``config`` is the resolved config.
     ValueError (every problem, one a line) when the settings are wrong."""
@@ -195,6 +197,7 @@ def make_spec(
         "params_notes": notes,
         "exporters": {name: dict(exporters[name]) for name in _ordered(exporters)},
         "usage_dir": usage_dir,
+        "step": step,
     }
 
 
@@ -218,6 +221,7 @@ def parse_spec(data: Any, what: str = "the export spec") -> ExportSpec:
     if problems:
         raise r.ExportError(f"{what}: {problems[0]}")
     gpus = data.get("gpus")
+    step = data.get("step")
     return ExportSpec(
         run_id=data["run_id"],
         sweep_id=data.get("sweep_id") or None,
@@ -229,6 +233,7 @@ def parse_spec(data: Any, what: str = "the export spec") -> ExportSpec:
         params_notes=tuple(str(n) for n in data.get("params_notes") or ()),
         exporters={name: exporters[name] for name in _ordered(exporters)},
         usage_dir=data.get("usage_dir") or None,
+        step=step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None,
     )
 
 

@@ -102,6 +102,9 @@ def export_to_wandb(
             settings=wandb.Settings(silent=True, console="off"),
         )
         try:
+            if record.step is not None:
+                # The checkpoint's training step: W&B draws the metrics across a sweep's runs.
+                run.log(dict(record.metrics), step=record.step)
             run.summary.update(run_summary(record))
             if record.rollouts_path:
                 artifact = wandb.Artifact(f"rollouts-{run_id}", type=ARTIFACT_TYPE)

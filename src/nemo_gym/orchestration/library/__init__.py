@@ -59,6 +59,7 @@ from nemo_gym.orchestration.library.submitting import (
     staged_directory,
     submit,
 )
+from nemo_gym.orchestration.library.watching import WatchEvent, WatchSettings, watch_checkpoints
 from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
 from nemo_gym.orchestration.recovery import DEFAULT_MAX_ATTEMPTS, Plan, Remedy, pairs_text
@@ -117,6 +118,10 @@ __all__ = [
     "BenchmarkResubmit",
     "RunResubmit",
     "resubmit",
+    # gym eval watch
+    "WatchEvent",
+    "WatchSettings",
+    "watch_checkpoints",
     # logs, cancel, export
     "CancelReport",
     "ExportResult",

@@ -162,6 +162,7 @@ class Prepared:
     sweep_id: str | None = None
     config_path: str | None = None
     notes: tuple[str, ...] = ()  # what the sweep's runs share, or could (``share_deployments``)
+    joining: SweepRecord | None = None  # the sweep its runs join (``submit``'s ``joining``)
 
     @property
     def swept(self) -> list[str]:
@@ -325,12 +326,15 @@ def carried_from(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     return {**sources, **{name: name for name in plan.carried_env if os.environ.get(name)}}
 
 
-def submit(prepared: Prepared, *, connect: Connect = connect) -> Submission:
+def submit(prepared: Prepared, *, connect: Connect = connect, joining: SweepRecord | None = None) -> Submission:
     """Stage every run on the submit host and queue all their jobs over one connection, in one
     script; then record each run (a sweep's with its sweep id and values, and the sweep), in the
     local index first (it cannot fail the submit, and it survives a lost connection) and then in
     every run directory, in one more script. A connection lost mid-way is reopened once and the
-    records rebuilt from the cluster's own log of what was queued."""
+    records rebuilt from the cluster's own log of what was queued. ``joining``: the sweep these
+    runs join (gym eval watch's, as it stands), whose record gets them after its own."""
+    if joining is not None:
+        prepared = replace(prepared, joining=joining)
     runs = [RunToSubmit(run.staged, submission_secrets(run.config, run.plan)) for run in prepared.runs]
     try:
         with connect(prepared.hostname) as conn:
@@ -430,6 +434,9 @@ def _record(
 def _sweep_record(prepared: Prepared, records: list[SubmissionRecord]) -> SweepRecord | None:
     if prepared.sweep_id is None:
         return None
+    new = [SweepRun(run_id=r.gym_job_id, run_dir=r.run_dir, values=r.sweep_values) for r in records]
+    if prepared.joining is not None:
+        return prepared.joining.model_copy(update={"runs": [*prepared.joining.runs, *new]})
     first = prepared.runs[0].plan
     return SweepRecord(
         sweep_id=prepared.sweep_id,
@@ -440,7 +447,7 @@ def _sweep_record(prepared: Prepared, records: list[SubmissionRecord]) -> SweepR
         swept=prepared.swept,
         executor=first.backend,
         hostname=first.hostname,
-        runs=[SweepRun(run_id=r.gym_job_id, run_dir=r.run_dir, values=r.sweep_values) for r in records],
+        runs=new,
     )
 
 

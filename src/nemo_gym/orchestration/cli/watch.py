@@ -1,0 +1,85 @@
+"""``gym eval watch DIR -c CONFIG``: evaluate each checkpoint a training run writes into DIR, once
+it is ready, as one growing sweep; one line per event, until stopped (or one look with --once)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from nemo_gym.orchestration.display import terminal
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "watch",
+        help="evaluate each checkpoint a training run writes, once it is ready, into one growing sweep",
+        description=(
+            "Each new checkpoint directory under DIR (its name says its step: step_1000, iter-500, "
+            "checkpoint-2000) is evaluated once, when ready, as a run of one sweep (gym eval status/results/"
+            "report/export SWEEP show every checkpoint so far, in step order). A checkpoint whose run fails "
+            "for an infrastructure cause is resubmitted as gym eval resubmit would, up to --max-attempts. The "
+            "state is kept in the sweep's record: a watcher stopped and started again goes on where it was."
+        ),
+    )
+    p.add_argument("directory", metavar="DIR", help="where the training run writes its checkpoint directories")
+    p.add_argument("-c", "--config", required=True, metavar="CONFIG", help="the evaluation's config (as for submit)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, as for submit")
+    p.add_argument("--pattern", default="*", metavar="GLOB", help="checkpoint directory names (default: *)")
+    p.add_argument(
+        "--ready", metavar="FILE", help="a checkpoint is ready once FILE is in it (default: once nothing in it changed)"
+    )
+    p.add_argument(
+        "--settle", type=float, default=60.0, metavar="SECONDS", help="without --ready: seconds unchanged (default 60)"
+    )
+    p.add_argument("--every", type=float, default=60.0, metavar="SECONDS", help="seconds between looks (default 60)")
+    p.add_argument("--max-pending", type=int, metavar="N", help="never more than N of its runs queued or running")
+    p.add_argument(
+        "--max-attempts", type=int, default=3, metavar="N", help="a checkpoint's runs, resubmits included (default 3)"
+    )
+    p.add_argument(
+        "--key", metavar="KEY", help="the config key a checkpoint's path goes in (default: the policy's model)"
+    )
+    p.add_argument("--once", action="store_true", help="one look (submit what is new and ready), then exit: for cron")
+    p.set_defaults(handler=run_watch)
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.errors import UserError
+    from nemo_gym.orchestration.library import WatchEvent, WatchSettings, watch_checkpoints
+
+    for name in ("max_pending", "max_attempts"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.settle < 0 or args.every <= 0:
+        raise UserError("--settle must be 0 or more seconds and --every more than 0")
+    settings = WatchSettings(
+        config=args.config,
+        overrides=tuple(args.overrides),
+        directory=args.directory,
+        pattern=args.pattern,
+        ready_file=args.ready,
+        settle_seconds=args.settle,
+        every_seconds=args.every,
+        max_pending=args.max_pending,
+        max_attempts=args.max_attempts,
+        key=args.key,
+    )
+
+    def say(event: WatchEvent) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"{stamp} {terminal(event.line())}", flush=True)
+
+    try:
+        sweep = watch_checkpoints(settings, once=args.once, on_event=say)
+    except KeyboardInterrupt:
+        print("stopped; the watch's state is kept: run the same command to go on", file=sys.stderr)
+        return 0
+    done = sum(1 for c in sweep.watch.checkpoints if c.phase == "done") if sweep.watch else 0
+    pending = sum(1 for c in sweep.watch.checkpoints if c.phase.pending) if sweep.watch else 0
+    print(
+        f"sweep {sweep.sweep_id}: {len(sweep.runs)} run(s), {done} done, {pending} pending "
+        f"(gym eval status {sweep.sweep_id})"
+    )
+    return 0
