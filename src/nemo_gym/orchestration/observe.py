@@ -90,6 +90,9 @@ class JobStatus:
     history: list[Attempt] = field(default_factory=list)
     resubmits: int = 0  # how many times gym eval resubmit queued it again
     shards: list[JobStatus] = field(default_factory=list)  # a sharded benchmark's, each as a job
+    # Whether its scheduler still holds its current job (queued, running or being ended), whatever
+    # the job's own word: until it lets go the job counts against the user's limits.
+    held: bool = False
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -494,6 +497,7 @@ def _unit_status(
     exports = answer.exports.get(job.benchmark, {})
     seen = _Seen(chain, probe, rollouts, backend, answer, _own_by_job(job.benchmark, ids, answer), job.gpus, running)
     added = chain.samples_added(ids, rollouts)
+    scheduler = probe.get(current, _NO_PROBE).scheduler
     return JobStatus(
         job.benchmark,
         current,
@@ -507,6 +511,7 @@ def _unit_status(
         exports,
         [replace(seen.attempt(i), samples_added=added[i]) for i in ids],
         chain.attempt - 1,
+        held=scheduler.waiting or scheduler.running,
     )
 
 
@@ -540,6 +545,7 @@ def sharded_status(
         [attempt for s in shards for attempt in s.history],
         sum(s.resubmits for s in shards),
         shards=shards,
+        held=any(s.held for s in shards),
     )
 
 

@@ -46,7 +46,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_watch(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import WatchEvent, WatchSettings, watch_checkpoints
+    from nemo_gym.orchestration.library import SweepRecord, WatchEvent, WatchSettings, watch_checkpoints
 
     for name in ("max_pending", "max_attempts"):
         value = getattr(args, name)
@@ -71,8 +71,15 @@ def run_watch(args: argparse.Namespace) -> int:
         stamp = time.strftime("%H:%M:%S")
         print(f"{stamp} {terminal(event.line())}", flush=True)
 
+    def started(sweep: SweepRecord) -> None:
+        seen = len(sweep.watch.checkpoints) if sweep.watch else 0
+        going_on = (
+            f"going on with sweep {sweep.sweep_id} ({seen} checkpoint(s) so far)" if seen else f"sweep {sweep.sweep_id}"
+        )
+        print(f"watching {terminal(args.directory)} for checkpoints: {going_on}; Ctrl-C stops", flush=True)
+
     try:
-        sweep = watch_checkpoints(settings, once=args.once, on_event=say)
+        sweep = watch_checkpoints(settings, once=args.once, on_event=say, on_start=started)
     except KeyboardInterrupt:
         print("stopped; the watch's state is kept: run the same command to go on", file=sys.stderr)
         return 0

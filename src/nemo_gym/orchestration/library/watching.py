@@ -78,14 +78,16 @@ def watch_checkpoints(
     *,
     once: bool = False,
     on_event: Callable[[WatchEvent], None] = lambda event: None,
+    on_start: Callable[[SweepRecord], None] = lambda sweep: None,
     connect: Connect = connect,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.time,
 ) -> SweepRecord:
     """Watch ``settings.directory`` until stopped (KeyboardInterrupt, between two looks or in a
     sleep: the state is written after every change), or for one look with ``once``; the watch's
-    sweep as it stands."""
+    sweep as it stands. ``on_start`` is told the sweep (new, or the one this watch goes on with)."""
     sweep = _watch_sweep(settings)
+    on_start(sweep)
     while True:
         sweep = look(sweep, settings, on_event, connect, clock)
         if once:
@@ -200,8 +202,11 @@ def _views(records: list[SubmissionRecord], state: WatchState, connect: Connect)
     for run in runs:
         running = any(job.state in ("running", "starting") for job in run.jobs)
         detail = "; ".join(f"{job.benchmark}: {job.state} ({job.detail})" for job in run.jobs)
-        views[run.record.gym_job_id] = RunView(run.final, run.final and run.succeeded, running, detail)
-        if run.final and not run.succeeded:
+        # Ended only once the scheduler has let go of its jobs too: until then they count against
+        # --max-pending (and the site's limits).
+        final = run.final and not any(job.held for job in run.jobs)
+        views[run.record.gym_job_id] = RunView(final, final and run.succeeded, running, detail)
+        if final and not run.succeeded:
             failed.append(run.record)
     if failed:
         try:
