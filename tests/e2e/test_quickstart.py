@@ -315,12 +315,31 @@ def test_a_local_sweep_over_three_temperatures_starts_vllm_once(envs, tmp_path) 
     assert results.returncode == 0, results.stdout + results.stderr
 
 
-def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path) -> None:
+def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path, mlflow_server, backend_python) -> None:
     record, status = run_quickstart(tmp_path, "quickstart-slurm.yaml")
     assert record["executor"] == "slurm"
     assert_real_results(record, status)
     assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=0)  # the config names no GPUs; no accounting here
     assert_results_can_be_trusted_and_compared(tmp_path, record)
+    assert_exported_after_the_fact(tmp_path, record, mlflow_server, backend_python)
+
+
+def assert_exported_after_the_fact(tmp_path: Path, record: dict, server, python: str) -> None:
+    """The run was submitted without job.export: gym eval export sends it to a real MLflow server
+    named on the command line, one run with its metrics and its rollouts."""
+    from mlflow_server import mlflow_runs
+
+    exported = gym(
+        tmp_path, "export", record["gym_job_id"], "--to", "mlflow", "--tracking-uri", server.url, "--experiment", "late"
+    )
+    assert exported.returncode == 0 and "export mlflow: done" in exported.stdout, exported.stdout + exported.stderr
+    [run] = mlflow_runs(python, server, "late", f"{record['gym_job_id']}/answer-judge")
+    metrics = json.loads(
+        (Path(record["run_dir"]) / "answer-judge" / "artifacts" / "rollouts_aggregate_metrics.json").read_text()
+    )
+    assert run["metrics"]["mean/reward"] == metrics[0]["key_metrics"]["mean/reward"]
+    assert run["metrics"]["gym/samples_written"] == 12 and run["status"] == "FINISHED"
+    assert "rollouts.jsonl" in run["artifacts"]
 
 
 def test_bad_model_path_fails_fast_naming_the_service(envs, tmp_path) -> None:

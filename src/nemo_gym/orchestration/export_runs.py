@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 MARKER = "__GYM_EXPORT:"  # <benchmark><sep><line of the exporters' output>, or NONE
 NO_EXPORTS = "__none__"
 HEREDOC_END = "__GYM_EXPORTERS_END__"  # base64 and the loader never hold it
+SPEC_END = "__GYM_SPEC_END__"  # one line of JSON never is it
 CREDENTIAL_VARIABLES = sorted({var for names in EXPORT_CREDENTIALS.values() for var in names})
 
 # Imports the exporters' modules from SOURCES (module name -> source) rather than from any
@@ -82,10 +83,13 @@ def export_script(
     environ: Mapping[str, str],
     chosen: Mapping[str, Mapping[str, str]] | None = None,
     trusted: Sequence[str] = (),
+    specs: Mapping[str, dict] | None = None,
 ) -> str:
     """The script for the submit host. ``chosen``: benchmark -> exporter -> destination as the
     user's own index recorded it; ``trusted``: destinations the user named. An exporter whose spec
-    names another destination is refused credentials there (``run_exports.Chosen``)."""
+    names another destination is refused credentials there (``run_exports.Chosen``). ``specs``:
+    benchmark -> the spec to export it by (made here: ``gym eval export --to NAME`` with a
+    destination), instead of the one in its job directory."""
     refused = [p for var in CREDENTIAL_VARIABLES for p in [credential_problem(var, environ.get(var))] if p]
     if refused:
         raise UserError(refused)
@@ -96,6 +100,7 @@ def export_script(
             "run": ["gym_exporters", job.job_dir, *options, *destination_options(job.benchmark, chosen, trusted)],
             # One shell word: it holds the field separator, a control character.
             "prefix": shlex.quote(f"{MARKER}{job.benchmark}{contract.FIELD_SEPARATOR}"),
+            "inline_spec": json.dumps((specs or {})[job.benchmark]) if job.benchmark in (specs or {}) else "",
         }
         for job in record.benchmarks
     ]
@@ -103,6 +108,7 @@ def export_script(
         "export.sh.j2",
         credentials=[(var, shlex.quote(environ[var])) for var in CREDENTIAL_VARIABLES if environ.get(var)],
         heredoc_end=HEREDOC_END,
+        spec_end=SPEC_END,
         bootstrap=bootstrap_source(),
         jobs=jobs,
         no_exports=NO_EXPORTS,

@@ -192,7 +192,8 @@ class Runner:
                 self.report(name, "another process is exporting this benchmark right now; skipped")
                 return ExportResult.SKIPPED
             # Read under the lock: a process that just finished this export has written its receipt.
-            fingerprint = record.fingerprint()
+            # What was sent, and where: an export to another destination is one of its own.
+            fingerprint = f"{record.fingerprint()}@{s.destination(name, settings) or ''}"
             earlier = receipts.read_receipt(self.job_dir, name)
             why = receipts.decide(earlier, fingerprint, force)
             if why is None and earlier is not None:
