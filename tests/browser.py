@@ -56,10 +56,16 @@ def _has_playwright() -> bool:
 def open_report(path: Path, screenshot: Path | None = None) -> PageSeen:
     """Load the file, record its requests and console, screenshot each chart (and the whole page
     to ``screenshot``)."""
+    return open_page(path.resolve().as_uri(), screenshot)
+
+
+def open_page(url: str, screenshot: Path | None = None, click: str | None = None) -> PageSeen:
+    """Load ``url`` (and, with ``click``, follow the link of that text), record every request and
+    the console, screenshot each chart (and the whole page to ``screenshot``)."""
     from playwright.sync_api import sync_playwright
 
     require_chromium()
-    seen = PageSeen(path.resolve().as_uri())
+    seen = PageSeen(url)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -76,6 +82,9 @@ def open_report(path: Path, screenshot: Path | None = None) -> PageSeen:
             page.on("pageerror", lambda error: seen.console_errors.append(f"exception: {error}"))
             page.goto(seen.url, wait_until="load")
             page.wait_for_load_state("networkidle")
+            if click is not None:
+                page.get_by_role("link", name=click).first.click()
+                page.wait_for_load_state("networkidle")
             seen.charts = [chart.screenshot() for chart in page.locator("figure.chart").all()]
             seen.text = page.inner_text("body")
             if screenshot is not None:

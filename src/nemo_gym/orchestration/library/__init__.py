@@ -59,6 +59,7 @@ from nemo_gym.orchestration.library.submitting import (
     staged_directory,
     submit,
 )
+from nemo_gym.orchestration.library.viewing import Viewer, check_binding, environment_token, serve, write_static
 from nemo_gym.orchestration.library.watching import WatchEvent, WatchSettings, watch_checkpoints
 from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
@@ -118,6 +119,12 @@ __all__ = [
     "BenchmarkResubmit",
     "RunResubmit",
     "resubmit",
+    # gym eval view
+    "Viewer",
+    "check_binding",
+    "environment_token",
+    "serve",
+    "write_static",
     # gym eval watch
     "WatchEvent",
     "WatchSettings",

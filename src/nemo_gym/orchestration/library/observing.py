@@ -49,6 +49,14 @@ class RunStatus:
         """The run's total: every job once."""
         return run_usage(self.jobs)
 
+    @property
+    def summary(self) -> str:
+        """Its jobs' states in a few words: ``succeeded``, or ``2 running, 1 queued``."""
+        counts = Counter(job.state for job in self.jobs)
+        if len(counts) > 1:
+            return ", ".join(f"{n} {state}" for state, n in counts.most_common())
+        return str(next(iter(counts), ""))
+
 
 def status(
     records: list[SubmissionRecord],
@@ -88,11 +96,7 @@ def watch(records: list[SubmissionRecord], interval: float, *, connect: Connect 
 
 def _observed(run: RunStatus) -> RunStatus:
     """``run``, remembered in the index as last observed (``gym eval list`` shows it)."""
-    counts = Counter(job.state for job in run.jobs)
-    summary = (
-        ", ".join(f"{n} {state}" for state, n in counts.most_common()) if len(counts) > 1 else next(iter(counts), "")
-    )
-    write_observation(run.record.gym_job_id, summary)
+    write_observation(run.record.gym_job_id, run.summary)
     return run
 
 

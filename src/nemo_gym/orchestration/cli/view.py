@@ -1,0 +1,56 @@
+"""``gym eval view [RUN|SWEEP ...]``: a read-only web view of runs and sweeps (their state, a sweep's
+curves, every sample, two runs side by side), served on this machine, or written as files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_PORT = 8765
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "view",
+        help="a web view of runs and sweeps: state, curves, every sample, two runs side by side",
+        description=(
+            "Serves the runs and sweeps named (the local index's, without names) on this machine, read-only: "
+            "open the address it prints. Loopback unless --host says otherwise, and then only with --token."
+        ),
+    )
+    p.add_argument("names", nargs="*", metavar="RUN|SWEEP", help="runs and sweeps (default: every one in the index)")
+    p.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+    p.add_argument("--token", help="required off loopback: the view asks for it once (or set GYM_VIEW_TOKEN)")
+    p.add_argument("--static", metavar="DIR", help="write the pages as files into DIR instead of serving them")
+    p.add_argument("--metric", help="the metric of the tables and curves (default: reward)")
+    p.set_defaults(handler=run_view)
+
+
+def run_view(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.errors import UserError
+    from nemo_gym.orchestration.library import Viewer, check_binding, environment_token, serve, write_static
+
+    viewer = Viewer(args.names, **({"metric": args.metric} if args.metric else {}))
+    viewer.parts()  # names that name nothing: said now, not on the first page
+    if args.static:
+        written = write_static(viewer, args.static)
+        print(f"wrote {len(written)} page(s) into {args.static}: open {written[0] if written else args.static}")
+        return 0
+    token = args.token or environment_token()
+    check_binding(args.host, token)
+    try:
+        server = serve(viewer, args.host, args.port, token)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); try --port 0") from None
+    host, port = str(server.server_address[0]), int(server.server_address[1])
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    print(f"gym eval view: {address}  (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,450 @@
+"""``gym eval view``'s pages: HTML from the objects ``status``, ``results`` and ``compare`` return and
+the samples ``samples.py`` reads — nothing here reads a run's files or asks a cluster.
+
+Every text a run wrote (a benchmark's name, a metric's, a prompt, a response, a swept value) is
+escaped by the templates (Jinja2 with autoescape) and stripped of control and bidi characters; the
+pages run no script and load nothing from anywhere (the server says so in its Content-Security-
+Policy), so they can be served live or written as files (``--static``) to share or archive.
+Charts are matplotlib's SVG, as the report's.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nemo_gym.orchestration import samples as sample_rows
+from nemo_gym.orchestration.contract import Status
+from nemo_gym.orchestration.display import matplotlib as shown
+from nemo_gym.orchestration.report import Axis, x_axis
+from nemo_gym.orchestration.usage import hours_text, wall_text
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import RunComparison
+    from nemo_gym.orchestration.library.observing import RunStatus
+    from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord
+    from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+
+# While anything shown is queued or running, a live page refreshes itself this often.
+REFRESH_SECONDS = 10
+# Flipped tasks shown side by side per benchmark (the JSON of gym eval compare lists them all).
+FLIPPED_SHOWN = 40
+
+
+# -- where a page links to --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Links:
+    """The URL of each page: served (``/run/ID``) or written as files beside each other (``run-ID.html``)."""
+
+    static: bool = False
+
+    def index(self) -> str:
+        return "index.html" if self.static else "/"
+
+    def run(self, run_id: str) -> str:
+        return f"run-{_file(run_id)}.html" if self.static else f"/run/{_path(run_id)}"
+
+    def sweep(self, sweep_id: str) -> str:
+        return f"sweep-{_file(sweep_id)}.html" if self.static else f"/sweep/{_path(sweep_id)}"
+
+    def samples(self, run_id: str, benchmark: str, start: int = 0, reward: str = "", query: str = "") -> str:
+        if self.static:
+            return f"samples-{_file(run_id)}-{_file(benchmark)}-{start}.html"
+        query_string = urllib.parse.urlencode(
+            {k: v for k, v in {"start": start, "reward": reward, "q": query}.items() if v}
+        )
+        return f"/samples/{_path(run_id)}/{_path(benchmark)}" + (f"?{query_string}" if query_string else "")
+
+    def compare(self, base: str, candidate: str) -> str:
+        if self.static:
+            return f"compare-{_file(base)}-{_file(candidate)}.html"
+        return f"/compare/{_path(base)}/{_path(candidate)}"
+
+
+def _path(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _file(part: str) -> str:
+    """A name as a file name: what is not a letter, digit, '.', '_' or '-' becomes '_'."""
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in part)[:120]
+
+
+# -- the pages --------------------------------------------------------------------------------------
+
+
+def key_of(record: SubmissionRecord, copied: bool = False) -> str:
+    """What a run's pages are named by: its id (with its directory's name for a copy of a run
+    that stands beside another copy)."""
+    if not copied:
+        return record.gym_job_id
+    return f"{record.gym_job_id}~{_file(Path(record.run_dir.rstrip('/')).name)}"
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """A run on the index page."""
+
+    record: SubmissionRecord
+    summary: str  # its jobs' states, in a few words
+    live: bool  # a job of it is queued or running
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    sweep: SweepRecord
+    runs: list[RunEntry]
+
+
+@dataclass
+class Page:
+    title: str
+    body: dict[str, Any] = field(default_factory=dict)
+    live: bool = False
+
+
+def index_page(sweeps: list[SweepEntry], runs: list[RunEntry], links: Links) -> str:
+    from nemo_gym.orchestration.sweep import run_labels
+
+    live = any(entry.live for entry in runs) or any(e.live for s in sweeps for e in s.runs)
+    sweep_rows = [
+        {
+            "link": links.sweep(entry.sweep.sweep_id),
+            "id": entry.sweep.sweep_id,
+            "runs": len(entry.sweep.runs),
+            "swept": ", ".join(_short_keys(entry.sweep.swept)),
+            "states": _states_of([run.summary for run in entry.runs]),
+            "watching": entry.sweep.watch.directory if entry.sweep.watch else "",
+            "submitted": entry.sweep.submitted_at[:19].replace("T", " "),
+        }
+        for entry in sweeps
+    ]
+    labels = run_labels([entry.record for entry in runs]).labels if runs else []
+    run_rows = [
+        {
+            "link": links.run(entry.record.gym_job_id),
+            "id": entry.record.gym_job_id,
+            "state": entry.summary or "unknown",
+            "model": entry.record.model or "",
+            "swept": label if entry.record.sweep_values else "",
+            "benchmarks": ", ".join(b.benchmark for b in entry.record.benchmarks),
+            "submitted": entry.record.submitted_at[:19].replace("T", " "),
+            "sweep": links.sweep(entry.record.sweep_id) if entry.record.sweep_id else "",
+        }
+        for entry, label in zip(runs, labels)
+    ]
+    return render("view-index.html.j2", links, Page("gym eval view", {"sweeps": sweep_rows, "runs": run_rows}, live))
+
+
+def run_page(run: RunResults, status: RunStatus, links: Links, siblings: list[SubmissionRecord]) -> str:
+    record = run.record
+    live = not status.final
+    states = {job.benchmark: job for job in status.jobs}
+    rows = []
+    for result in run.benchmarks:
+        job = states.get(result.benchmark)
+        rows.append(
+            {
+                "benchmark": result.benchmark,
+                "state": job.state if job else result.state,
+                "detail": job.detail if job else "",
+                "value": _value(result),
+                "samples": result.samples_text(),
+                "complete": result.complete is True,
+                "hours": hours_text(result.usage),
+                "wall": wall_text(result.usage),
+                "link": links.samples(record.gym_job_id, result.benchmark),
+                "metrics": [(name, f"{value:.4g}") for name, value in sorted(result.metrics.items())[:40]],
+            }
+        )
+    compare = [
+        {"label": other.gym_job_id, "link": links.compare(other.gym_job_id, record.gym_job_id)}
+        for other in siblings
+        if other.gym_job_id != record.gym_job_id
+    ]
+    body = {
+        "record": record,
+        "swept": [(key, value) for key, value in record.sweep_values.items()],
+        "rows": rows,
+        "metric": run.benchmarks[0].metric if run.benchmarks else "",
+        "sweep": links.sweep(record.sweep_id) if record.sweep_id else "",
+        "compare": compare,
+    }
+    return render("view-run.html.j2", links, Page(f"Run {record.gym_job_id}", body, live))
+
+
+def sweep_page(sweep_id: str, runs: list[RunResults], statuses: list[RunStatus], metric: str, links: Links) -> str:
+    from nemo_gym.orchestration.sweep import run_labels
+
+    labels = run_labels([run.record for run in runs])
+    benchmarks: list[str] = []
+    for run in runs:
+        benchmarks += [r.benchmark for r in run.benchmarks if r.benchmark not in benchmarks]
+    found = [{r.benchmark: r for r in run.benchmarks} for run in runs]
+    axis = x_axis(labels.header, labels.labels)
+    curves = [_curve(name, metric, axis, [f.get(name) for f in found]) for name in benchmarks]
+    rows = [
+        {
+            "label": label,
+            "link": links.run(run.record.gym_job_id),
+            "state": status.summary,
+            "cells": [_cell(f.get(name)) for name in benchmarks],
+        }
+        for label, run, status, f in zip(labels.labels, runs, statuses, found)
+    ]
+    best = [c["best_run"] for c in curves if c["best_run"] is not None]
+    first = runs[0].record.gym_job_id if runs else ""
+    compare = (
+        {"link": links.compare(first, runs[best[0]].record.gym_job_id), "label": labels.labels[best[0]]}
+        if best and runs[best[0]].record.gym_job_id != first
+        else None
+    )
+    body = {
+        "header": labels.header,
+        "benchmarks": benchmarks,
+        "rows": rows,
+        "curves": curves,
+        "metric": metric,
+        "compare_best": compare,
+        "first": labels.labels[0] if labels.labels else "",
+    }
+    return render("view-sweep.html.j2", links, Page(f"Sweep {sweep_id}", body, any(not s.final for s in statuses)))
+
+
+def samples_page(
+    record: SubmissionRecord, benchmark: str, page: sample_rows.Page, reward: str, query: str, links: Links
+) -> str:
+    rid = record.gym_job_id
+    body = {
+        "record": record,
+        "benchmark": benchmark,
+        "samples": [_sample(s) for s in page.samples],
+        "start": page.start,
+        "reward": reward,
+        "query": query,
+        "filters": [(value or "all", value) for value in sample_rows.REWARD_FILTERS],
+        "previous": links.samples(rid, benchmark, max(0, page.start - sample_rows.PAGE_SIZE), reward, query)
+        if page.start
+        else "",
+        "next": links.samples(rid, benchmark, page.start + len(page.samples), reward, query) if page.more else "",
+        "run": links.run(rid),
+        "form": not links.static,
+        "action": links.samples(rid, benchmark),
+    }
+    return render("view-samples.html.j2", links, Page(f"{benchmark} of {rid}", body))
+
+
+def compare_page(
+    comparison: RunComparison,
+    base: SubmissionRecord,
+    candidate: SubmissionRecord,
+    rows: dict[str, tuple[dict[int, list[sample_rows.Sample]], dict[int, list[sample_rows.Sample]]]],
+    links: Links,
+) -> str:
+    """Two runs side by side: per benchmark the paired statistics, then each flipped task with
+    both runs' responses and rewards (``rows``: benchmark -> (base's, candidate's) samples by task)."""
+    benchmarks = []
+    for b in comparison.benchmarks:
+        p = b.paired
+        base_rows, candidate_rows = rows.get(b.benchmark, ({}, {}))
+        flipped = [("improved", t) for t in p.improved_tasks] + [("regressed", t) for t in p.regressed_tasks]
+        tasks = [
+            {
+                "task": task,
+                "direction": direction,
+                "base": [_sample(s) for s in base_rows.get(task, [])],
+                "candidate": [_sample(s) for s in candidate_rows.get(task, [])],
+            }
+            for direction, task in flipped[:FLIPPED_SHOWN]
+        ]
+        benchmarks.append(
+            {
+                "benchmark": b.benchmark,
+                "n": p.n,
+                "base": _number(p.base_mean),
+                "candidate": _number(p.candidate_mean),
+                "delta": _number(p.delta, signed=True),
+                "ci": "–" if p.ci is None else f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]",
+                "p": "–" if p.p_value is None else f"{p.p_value:.3g}",
+                "verdict": p.verdict,
+                "css": p.verdict.replace(" ", "-"),
+                "tasks": tasks,
+                "more": max(0, len(flipped) - FLIPPED_SHOWN),
+                "flags": list(b.flags),
+            }
+        )
+    body = {
+        "base": base,
+        "candidate": candidate,
+        "base_link": links.run(base.gym_job_id),
+        "candidate_link": links.run(candidate.gym_job_id),
+        "benchmarks": benchmarks,
+        "only_in_base": list(comparison.only_in_base),
+        "only_in_candidate": list(comparison.only_in_candidate),
+    }
+    return render("view-compare.html.j2", links, Page(f"{candidate.gym_job_id} against {base.gym_job_id}", body))
+
+
+def message_page(title: str, text: str, links: Links) -> str:
+    """A page that says one thing (a run that is not here, a refusal)."""
+    return render("view-message.html.j2", links, Page(title, {"text": text}))
+
+
+# -- pieces -----------------------------------------------------------------------------------------
+
+
+def _value(result: BenchmarkResult | None) -> str:
+    return "–" if result is None or result.value is None else f"{result.value:.4f}"
+
+
+def _number(value: float | None, signed: bool = False) -> str:
+    return "–" if value is None else (f"{value:+.4f}" if signed else f"{value:.4f}")
+
+
+def _cell(result: BenchmarkResult | None) -> dict[str, str]:
+    if result is None:
+        return {"value": "–", "samples": "", "css": "absent"}
+    return {
+        "value": _value(result),
+        "samples": result.samples_text(),
+        "css": "complete" if result.complete else "partial",
+    }
+
+
+def _sample(sample: sample_rows.Sample) -> dict[str, Any]:
+    return {
+        "line": sample.line,
+        "task": "–" if sample.task is None else sample.task,
+        "rollout": "–" if sample.rollout is None else sample.rollout,
+        "reward": "–" if sample.reward is None else f"{sample.reward:g}",
+        "css": "unscored" if sample.reward is None else ("passed" if sample.reward > 0 else "failed"),
+        "prompt": sample.prompt,
+        "response": sample.response,
+        "extras": list(sample.extras),
+        "unreadable": sample.unreadable,
+    }
+
+
+def _states_of(summaries: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for summary in summaries:
+        counts[summary or "unknown"] = counts.get(summary or "unknown", 0) + 1
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _short_keys(keys: list[str]) -> list[str]:
+    """Swept keys by their shortest dotted suffixes that still tell them apart."""
+    parts = [key.split(".") for key in keys]
+    shown = []
+    for mine in parts:
+        others = [p for p in parts if p is not mine]
+        for n in range(1, len(mine) + 1):
+            tail = mine[-n:]
+            if not any(o[-n:] == tail for o in others):
+                break
+        shown.append(".".join(tail))
+    return shown
+
+
+def _curve(benchmark: str, metric: str, axis: Axis, results: list[BenchmarkResult | None]) -> dict[str, Any]:
+    """A benchmark's metric across the sweep, each point with the 95 % bootstrap interval of its
+    mean over tasks (a band), the best point marked; the chart as SVG."""
+    from nemo_gym.orchestration.stats import bootstrap_mean_ci
+
+    points = []
+    for i, (x, result) in enumerate(zip(axis.positions, results)):
+        if result is None or result.value is None:
+            continue
+        scores = [s for s in result.task_means.values() if math.isfinite(s)]
+        low, high = bootstrap_mean_ci(scores, resamples=2000) if scores else (result.value, result.value)
+        points.append((x, result.value, low, high, i, result.complete is True))
+    points.sort()
+    # The best checkpoint: the highest mean among the complete ones (a partial mean is not to be trusted).
+    trusted = [p for p in points if p[5]] or points
+    best = max(trusted, key=lambda p: (p[1], -p[0])) if trusted else None
+    return {
+        "benchmark": benchmark,
+        "svg": _chart_svg(benchmark, metric, axis, points, best),
+        "best_run": best[4] if best else None,
+        "best": axis.ticks[best[4]] if best and axis.numeric is False else (f"{best[0]:g}" if best else ""),
+        "best_value": f"{best[1]:.4f}" if best else "",
+    }
+
+
+def _chart_svg(benchmark: str, metric: str, axis: Axis, points: list, best: tuple | None) -> str:
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": f"gym-view-{benchmark}",
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    ):
+        fig = Figure(figsize=(5.6, 3.3), dpi=100)
+        ax = fig.subplots()
+        if points:
+            xs = [p[0] for p in points]
+            ax.fill_between(xs, [p[2] for p in points], [p[3] for p in points], color="#bee3f8", alpha=0.8, zorder=0)
+            ax.plot(xs, [p[1] for p in points], color="#2b6cb0", linewidth=2, zorder=1)
+            ax.scatter(
+                xs,
+                [p[1] for p in points],
+                s=36,
+                zorder=2,
+                color=["#2b6cb0" if p[5] else "white" for p in points],
+                edgecolors="#2b6cb0",
+            )
+            if best is not None:
+                ax.scatter([best[0]], [best[1]], s=160, marker="*", color="#d69e2e", zorder=3, label="best")
+                ax.legend(loc="lower right", frameon=False)
+            if all(p[2] >= 0.0 and p[3] <= 1.0 for p in points):
+                ax.set_ylim(-0.05, 1.05)
+        else:
+            ax.text(0.5, 0.5, shown(f"no {metric} scores yet"), transform=ax.transAxes, ha="center", color="#718096")
+        ax.set_xticks(axis.positions, [shown(t) for t in axis.ticks], rotation=20 if len(axis.ticks) > 6 else 0)
+        ax.set_xlabel(shown(axis.title))
+        ax.set_ylabel(shown(metric))
+        ax.set_title(shown(benchmark), loc="left", fontweight="bold")
+        ax.grid(axis="y", color="#e2e8f0")
+        ax.set_axisbelow(True)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :]
+
+
+# -- rendering --------------------------------------------------------------------------------------
+
+
+def render(template: str, links: Links, page: Page) -> str:
+    return _environment().get_template(template).render(page=page, links=links, refresh=REFRESH_SECONDS, Status=Status)
+
+
+_ENV: Any = None
+
+
+def _environment() -> Any:
+    global _ENV
+    if _ENV is None:
+        import jinja2
+
+        from nemo_gym.orchestration.report import _shown_in_html
+
+        _ENV = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            finalize=_shown_in_html,
+        )
+    return _ENV
