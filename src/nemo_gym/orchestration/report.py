@@ -112,51 +112,65 @@ def _short(label: str, width: int = 28) -> str:
 def benchmark_chart(benchmark: str, metric: str, axis: Axis, results: list[BenchmarkResult | None]) -> str:
     """One benchmark's metric across the runs, as an SVG element. A partial value is drawn hollow
     and marked with its k/n; a run without a value leaves a gap."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
     points = sorted(
         ((x, r.value, r) for x, r in zip(axis.positions, results) if r is not None and r.value is not None),
         key=lambda p: p[0],
     )
+
+    def draw(ax: Any) -> bool:
+        if not points:
+            return False
+        xs = [x for x, _, _ in points]
+        ys = [y for _, y, _ in points]
+        ax.plot(xs, ys, color="#2b6cb0", linewidth=2, zorder=1)
+        for x, y, r in points:
+            ax.scatter(
+                [x],
+                [y],
+                s=42,
+                zorder=2,
+                color="#2b6cb0" if r.complete else "white",
+                edgecolors="#2b6cb0",
+                linewidths=1.6,
+            )
+            if not r.complete:
+                ax.annotate(
+                    r.samples_text(),
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 8),
+                    ha="center",
+                    fontsize=8,
+                    color="#b7791f",
+                )
+        if all(0.0 <= y <= 1.0 for y in ys):
+            ax.set_ylim(-0.05, 1.05)
+        return True
+
+    return chart_svg(benchmark, metric, axis, draw, f"gym-report-{benchmark}", (5.2, 3.2))
+
+
+def chart_svg(
+    benchmark: str, metric: str, axis: Axis, draw: Any, salt: str, size: tuple[float, float] = (5.2, 3.2)
+) -> str:
+    """A benchmark's chart as an SVG element: ``draw(ax)`` puts the data on it (False when it had
+    none: the chart says so); the axes, labels and look are every chart's. ``salt`` keeps the SVG's
+    ids apart between the charts of one page, and the same from one drawing to the next."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
     with matplotlib.rc_context(
         {
             "svg.fonttype": "none",
-            "svg.hashsalt": f"gym-report-{benchmark}",
+            "svg.hashsalt": salt,
             "font.size": 10,
             "axes.spines.top": False,
             "axes.spines.right": False,
         }
     ):
-        fig = Figure(figsize=(5.2, 3.2), dpi=100)  # two side by side on a laptop's screen
+        fig = Figure(figsize=size, dpi=100)  # two side by side on a laptop's screen
         ax = fig.subplots()
-        if points:
-            xs = [x for x, _, _ in points]
-            ys = [y for _, y, _ in points]
-            ax.plot(xs, ys, color="#2b6cb0", linewidth=2, zorder=1)
-            for x, y, r in points:
-                ax.scatter(
-                    [x],
-                    [y],
-                    s=42,
-                    zorder=2,
-                    color="#2b6cb0" if r.complete else "white",
-                    edgecolors="#2b6cb0",
-                    linewidths=1.6,
-                )
-                if not r.complete:
-                    ax.annotate(
-                        r.samples_text(),
-                        (x, y),
-                        textcoords="offset points",
-                        xytext=(0, 8),
-                        ha="center",
-                        fontsize=8,
-                        color="#b7791f",
-                    )
-            if all(0.0 <= y <= 1.0 for y in ys):
-                ax.set_ylim(-0.05, 1.05)
-        else:
+        if not draw(ax):
             ax.text(0.5, 0.5, shown(f"no {metric} scores yet"), transform=ax.transAxes, ha="center", color="#718096")
         ax.set_xticks(
             axis.positions,

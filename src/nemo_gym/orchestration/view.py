@@ -10,7 +10,6 @@ Charts are matplotlib's SVG, as the report's.
 
 from __future__ import annotations
 
-import io
 import math
 import urllib.parse
 from dataclasses import dataclass, field
@@ -19,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nemo_gym.orchestration import samples as sample_rows
 from nemo_gym.orchestration.contract import Status
-from nemo_gym.orchestration.display import matplotlib as shown
-from nemo_gym.orchestration.report import Axis, x_axis
+from nemo_gym.orchestration.report import Axis, chart_svg, x_axis
 from nemo_gym.orchestration.usage import hours_text, wall_text
 
 if TYPE_CHECKING:
@@ -378,49 +376,24 @@ def _curve(benchmark: str, metric: str, axis: Axis, results: list[BenchmarkResul
 
 
 def _chart_svg(benchmark: str, metric: str, axis: Axis, points: list, best: tuple | None) -> str:
-    import matplotlib
-    from matplotlib.figure import Figure
+    """The curve, each point's band, the best starred; a partial point hollow."""
 
-    with matplotlib.rc_context(
-        {
-            "svg.fonttype": "none",
-            "svg.hashsalt": f"gym-view-{benchmark}",
-            "font.size": 10,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-        }
-    ):
-        fig = Figure(figsize=(5.6, 3.3), dpi=100)
-        ax = fig.subplots()
-        if points:
-            xs = [p[0] for p in points]
-            ax.fill_between(xs, [p[2] for p in points], [p[3] for p in points], color="#bee3f8", alpha=0.8, zorder=0)
-            ax.plot(xs, [p[1] for p in points], color="#2b6cb0", linewidth=2, zorder=1)
-            ax.scatter(
-                xs,
-                [p[1] for p in points],
-                s=36,
-                zorder=2,
-                color=["#2b6cb0" if p[5] else "white" for p in points],
-                edgecolors="#2b6cb0",
-            )
-            if best is not None:
-                ax.scatter([best[0]], [best[1]], s=160, marker="*", color="#d69e2e", zorder=3, label="best")
-                ax.legend(loc="lower right", frameon=False)
-            if all(p[2] >= 0.0 and p[3] <= 1.0 for p in points):
-                ax.set_ylim(-0.05, 1.05)
-        else:
-            ax.text(0.5, 0.5, shown(f"no {metric} scores yet"), transform=ax.transAxes, ha="center", color="#718096")
-        ax.set_xticks(axis.positions, [shown(t) for t in axis.ticks], rotation=20 if len(axis.ticks) > 6 else 0)
-        ax.set_xlabel(shown(axis.title))
-        ax.set_ylabel(shown(metric))
-        ax.set_title(shown(benchmark), loc="left", fontweight="bold")
-        ax.grid(axis="y", color="#e2e8f0")
-        ax.set_axisbelow(True)
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]
+    def draw(ax: Any) -> bool:
+        if not points:
+            return False
+        xs = [p[0] for p in points]
+        ax.fill_between(xs, [p[2] for p in points], [p[3] for p in points], color="#bee3f8", alpha=0.8, zorder=0)
+        ax.plot(xs, [p[1] for p in points], color="#2b6cb0", linewidth=2, zorder=1)
+        colors = ["#2b6cb0" if p[5] else "white" for p in points]
+        ax.scatter(xs, [p[1] for p in points], s=36, zorder=2, color=colors, edgecolors="#2b6cb0")
+        if best is not None:
+            ax.scatter([best[0]], [best[1]], s=160, marker="*", color="#d69e2e", zorder=3, label="best")
+            ax.legend(loc="lower right", frameon=False)
+        if all(p[2] >= 0.0 and p[3] <= 1.0 for p in points):
+            ax.set_ylim(-0.05, 1.05)
+        return True
+
+    return chart_svg(benchmark, metric, axis, draw, f"gym-view-{benchmark}", (5.6, 3.3))
 
 
 # -- rendering --------------------------------------------------------------------------------------
