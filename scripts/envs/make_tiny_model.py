@@ -105,6 +105,26 @@ def build_model(tok: PreTrainedTokenizerFast, args: argparse.Namespace) -> Llama
     return model
 
 
+def save_model_dir(out: str, tokenizer, model) -> None:
+    """A whole model directory vLLM serves (tokenizer, weights, generation config) at ``out``,
+    written into a temporary sibling and renamed at the end, so an interrupted run never leaves a
+    folder that looks like a usable model."""
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".model-", dir=parent)
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; the final folder should be world-readable
+    try:
+        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(tmp, safe_serialization=True)
+        model.generation_config.save_pretrained(tmp)
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="output folder (replaced if it exists)")
@@ -119,24 +139,9 @@ def main() -> None:
     args = ap.parse_args()
 
     out = os.path.abspath(args.out)
-    parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    # Write into a temporary sibling and rename at the end, so an interrupted
-    # run never leaves a folder that looks like a usable model.
-    tmp = tempfile.mkdtemp(prefix=".tiny-model-", dir=parent)
-    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; the final folder should be world-readable
-    try:
-        tok = build_tokenizer(args.vocab, args.max_pos)
-        tok.save_pretrained(tmp)
-        model = build_model(tok, args)
-        model.save_pretrained(tmp, safe_serialization=True)
-        model.generation_config.save_pretrained(tmp)
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    tok = build_tokenizer(args.vocab, args.max_pos)
+    model = build_model(tok, args)
+    save_model_dir(out, tok, model)
 
     n_params = sum(p.numel() for p in model.parameters())
     print(json.dumps({"out": out, "vocab": len(tok), "params": n_params, "files": sorted(os.listdir(out))}))

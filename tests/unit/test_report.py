@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.report import report_html, x_axis
+from nemo_gym.orchestration.usage import total, wall_text
 
 
 @pytest.fixture(autouse=True)
@@ -58,6 +60,24 @@ def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_pa
     ]
     assert "against" not in html  # three runs: no pairwise comparison
     assert "step-N" in html  # the checkpoints' step is the x axis
+
+
+def test_the_total_row_sums_wall_and_the_title_says_when_runs_are_part_of_a_sweep(tmp_path) -> None:
+    records = [
+        run_in_directory(str(d)).model_copy(update={"sweep_id": "gym-sweep-x", "sweep_values": {"m": d.name}})
+        for d in checkpoint_runs(tmp_path)
+    ]
+    runs = library.results(records[:2])
+    walls = [run.usage.wall_seconds for run in runs]
+    assert None not in walls  # the real run's own start/end records
+    page = report_html(runs, "reward", sweep_size=3)
+    assert "<h1>Sweep gym-sweep-x: 2 of its 3 runs</h1>" in page
+    footer = page[page.index("<tfoot>") : page.index("</tfoot>")]
+    assert re.findall(r"<th>([^<]*)</th></tr>", footer) == [wall_text(total(run.usage for run in runs))]
+    assert "<h1>Sweep gym-sweep-x: 2 runs</h1>" in report_html(runs, "reward", sweep_size=2)
+    assert "<h1>2 runs</h1>" in report_html(
+        library.results([run_in_directory(str(tmp_path / "step-1000"))] * 2), "reward"
+    )
 
 
 def test_two_runs_add_their_comparison_with_the_tasks_that_flipped(tmp_path) -> None:
@@ -105,11 +125,42 @@ def test_without_matplotlib_the_command_says_what_to_install(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1
     assert err.startswith(
-        "error: gym eval report draws its charts with matplotlib, which is not installed; pip install"
+        "error: gym eval report draws its charts with matplotlib, which is not installed; add it with: "
     )
+    assert "'matplotlib>=3.7'" in err
     assert not (tmp_path / "r.html").exists()
     with pytest.raises(UserError):
         report_html([], "reward")
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("uv-receipt.toml", "uv tool install --with 'matplotlib>=3.7' gym-orchestration"),
+        ("pipx_metadata.json", "pipx inject gym-orchestration 'matplotlib>=3.7'"),
+        (None, "-m pip install 'matplotlib>=3.7'"),
+    ],
+)
+def test_the_install_hint_fits_how_the_tool_was_installed(tmp_path, monkeypatch, marker, expected) -> None:
+    from nemo_gym.orchestration.report import install_hint
+
+    if marker:
+        (tmp_path / marker).write_text("")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert expected in install_hint("matplotlib>=3.7")
+
+
+def test_in_an_environment_without_pip_the_hint_is_uvs_pip_for_this_interpreter(tmp_path, monkeypatch) -> None:
+    import importlib.util
+
+    from nemo_gym.orchestration.report import install_hint
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pip" else real_find_spec(name, *a)
+    )
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert install_hint("x") == f"add it with: uv pip install --python {sys.executable} 'x'"
 
 
 def test_a_value_over_unscoreable_rows_or_of_unknown_completeness_is_a_marked_partial_cell(tmp_path) -> None:

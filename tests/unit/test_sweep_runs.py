@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 from fakes import FakeConnection
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import LogRequest, select, select_run
 from nemo_gym.orchestration.record import all_sweeps, load_record, load_sweep_record
-from nemo_gym.orchestration.sweep import run_labels
+from nemo_gym.orchestration.sweep import RunLabels, run_labels, short_keys
 
 HOST = "login.fake"
 MODELS = "services.policy.model=/ckpt/step-1000,/ckpt/step-2000,/ckpt/step-3000"
@@ -227,7 +229,7 @@ def test_a_sweep_id_or_part_of_it_or_last_names_every_run_in_order(config_file, 
     submission = submitted(config_file, conn)
     ids = [run.gym_job_id for run in submission.records]
     sweep_id = submission.sweep.sweep_id
-    for name in (sweep_id, sweep_id[-6:], None):
+    for name in (sweep_id, sweep_id[-6:], sweep_id[-6:-1], None):  # the hash, or a piece of it
         selection = select([name] if name else [])
         assert [r.gym_job_id for r in selection.records] == ids and selection.sweep == submission.sweep
     assert [r.gym_job_id for r in select([alone.gym_job_id, sweep_id]).records] == [alone.gym_job_id, *ids]
@@ -241,8 +243,49 @@ def test_a_sweep_id_or_part_of_it_or_last_names_every_run_in_order(config_file, 
 def test_labels_are_the_swept_values_headed_by_the_swept_keys(config_file, conn, cluster) -> None:
     records = submitted(config_file, conn, MODELS, "++driver.benchmarks.math.run.limit=1,2").records
     labels = run_labels(records[:2])
-    assert labels.header == "services.policy.model, driver.benchmarks.math.run.limit"
+    assert labels.header == "model, limit"  # each key by the shortest suffix that tells it from the others
     assert labels.labels == ["/ckpt/step-1000, 1", "/ckpt/step-1000, 2"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "shown"),
+    [
+        (["services.policy.model"], ["model"]),
+        (["services.policy.model", "services.judge.model"], ["policy.model", "judge.model"]),
+        (["a.b.c", "x.b.c", "c"], ["a.b.c", "x.b.c", "c"]),
+        (["run.limit", "services.policy.port"], ["limit", "port"]),
+    ],
+)
+def test_swept_keys_are_shown_by_their_shortest_telling_suffix(keys: list[str], shown: list[str]) -> None:
+    assert list(short_keys(keys).values()) == shown
+
+
+@given(st.lists(st.lists(st.sampled_from("abc"), min_size=1, max_size=4).map(".".join), min_size=1, max_size=6))
+def test_shortened_keys_stay_distinct_suffixes_of_their_keys(keys: list[str]) -> None:
+    names = short_keys(keys)
+    assert len(set(names.values())) == len(names) == len(set(keys))
+    for key, name in names.items():
+        assert key == name or key.endswith("." + name)
+
+
+def test_runs_outside_a_sweep_are_labelled_by_their_models_when_those_differ(config_file, conn, cluster) -> None:
+    runs = [
+        library.submit(
+            library.prepare(
+                prepared(config_file, f"services.policy.model=/ckpt/step-{n}", "++driver.policy_model=policy")
+                .runs[0]
+                .config
+            ),
+            connect=conn.connect,
+        ).records[0]
+        for n in (100, 200)
+    ]
+    assert [r.model for r in runs] == ["/ckpt/step-100", "/ckpt/step-200"] and [r.sweep_values for r in runs] == [
+        {},
+        {},
+    ]
+    assert run_labels(runs) == RunLabels("model", ["/ckpt/step-100", "/ckpt/step-200"])
+    assert run_labels([runs[0], runs[0]]).header == "RUN"  # the same model twice: named by id (or directory)
 
 
 # -- acting on every run ---------------------------------------------------------------------------
@@ -257,7 +300,7 @@ def test_status_of_a_sweep_shows_every_job_of_every_run(config_file, conn, clust
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f"Sweep {submission.sweep.sweep_id} (slurm on {HOST}): 3 runs"
-    assert lines[1].split() == ["services.policy.model", "BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
+    assert lines[1].split() == ["model", "BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]
     rows = [line.split()[:4] for line in lines[2:8]]
     assert rows == [
         ["/ckpt/step-1000", "math", "100", "running"],
@@ -347,9 +390,9 @@ def test_list_shows_a_sweep_and_its_runs_by_their_values(config_file, conn, clus
     code, out, _ = cli(capsys, "list")
     lines = out.splitlines()
     assert lines[1].split()[0] == submission.sweep.sweep_id
-    assert lines[1].endswith("sweep of 3 runs over services.policy.model")
+    assert lines[1].endswith("sweep of 3 runs over model")
     assert [line.split()[0] for line in lines[2:5]] == [run.gym_job_id for run in submission.records]
-    assert lines[4].split()[-1] == "services.policy.model=/ckpt/step-3000"
+    assert lines[4].split()[-1] == "model=/ckpt/step-3000"
 
 
 # -- the command line --------------------------------------------------------------------------------

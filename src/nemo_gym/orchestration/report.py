@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +26,7 @@ from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.display import matplotlib as shown
 from nemo_gym.orchestration.display import terminal_text
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.sweep import run_labels
+from nemo_gym.orchestration.sweep import run_labels, runs_title
 from nemo_gym.orchestration.usage import hours_text, total, wall_text
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 
 TEMPLATE = "report.html.j2"
-INSTALL_HINT = "pip install 'gym-orchestration[report]' (or: pip install 'matplotlib>=3.7')"
+MATPLOTLIB = "matplotlib>=3.7"
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Tasks named per direction in the comparison; the JSON of gym eval compare lists them all.
 TASKS_NAMED = 30
@@ -45,8 +46,23 @@ def require_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UserError(
-            f"gym eval report draws its charts with matplotlib, which is not installed; {INSTALL_HINT}"
+            f"gym eval report draws its charts with matplotlib, which is not installed; {install_hint(MATPLOTLIB)}"
         ) from None
+
+
+def install_hint(requirement: str) -> str:
+    """How to add ``requirement`` to the environment this tool runs in, as it was installed: a
+    ``uv tool`` or a ``pipx`` install has no pip of its own to run, a venv made by uv neither."""
+    import importlib.util
+
+    prefix = Path(sys.prefix)
+    if (prefix / "uv-receipt.toml").is_file():
+        return f"add it with: uv tool install --with '{requirement}' gym-orchestration (or the path or URL you installed it from)"
+    if (prefix / "pipx_metadata.json").is_file():
+        return f"add it with: pipx inject gym-orchestration '{requirement}'"
+    if importlib.util.find_spec("pip") is None:
+        return f"add it with: uv pip install --python {sys.executable} '{requirement}'"
+    return f"add it with: {sys.executable} -m pip install '{requirement}'"
 
 
 # -- the x axis --------------------------------------------------------------------------------------
@@ -193,9 +209,14 @@ def chart_svg(
 
 
 def report_html(
-    runs: list[RunResults], metric: str, comparison: RunComparison | None = None, now: datetime | None = None
+    runs: list[RunResults],
+    metric: str,
+    comparison: RunComparison | None = None,
+    now: datetime | None = None,
+    sweep_size: int | None = None,
 ) -> str:
-    """The whole page, one string: everything it shows is in it."""
+    """The whole page, one string: everything it shows is in it (``sweep_size``: how many runs the
+    runs' sweep has, when they are one sweep's, so that a page of some says so)."""
     import jinja2
 
     require_matplotlib()
@@ -212,9 +233,8 @@ def report_html(
         keep_trailing_newline=True,
         finalize=_shown_in_html,
     )
-    sweeps = {run.record.sweep_id for run in runs}
     page: dict[str, Any] = {
-        "title": f"Sweep {next(iter(sweeps))}" if len(sweeps) == 1 and None not in sweeps else f"{len(runs)} runs",
+        "title": runs_title([run.record for run in runs], sweep_size),
         "generated": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
         "metric": metric,
         "header": labels.header,
@@ -230,6 +250,7 @@ def report_html(
             for label, run, f in zip(labels.labels, runs, found)
         ],
         "total_hours": hours_text(total(run.usage for run in runs)),
+        "total_wall": wall_text(total(run.usage for run in runs)),
         "charts": [
             {"benchmark": name, "svg": benchmark_chart(name, metric, axis, [f.get(name) for f in found])}
             for name in benchmarks

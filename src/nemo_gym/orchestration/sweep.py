@@ -200,19 +200,52 @@ class RunLabels:
 
 def run_labels(records: Sequence[SubmissionRecord]) -> RunLabels:
     """The swept values where the runs are combinations of a sweep (just the values when they
-    share their keys: the header names the keys); otherwise each run's id, or its directory's name
-    where copies of one run share an id."""
-    from nemo_gym.orchestration.record import values_label
-
+    share their keys: the header names the keys); the model where runs outside a sweep each
+    evaluate a checkpoint of their own; otherwise each run's id, or its directory's name where
+    copies of one run share an id. Keys are shown by their shortest telling suffixes."""
+    names = short_keys([key for r in records for key in r.sweep_values])
     keys = {tuple(r.sweep_values) for r in records}
     if len(keys) == 1 and () not in keys:
         labels = [", ".join(r.sweep_values.values()) for r in records]
         if len(set(labels)) == len(labels):
-            return RunLabels(", ".join(next(iter(keys))), labels)
-    labels = [values_label(r.sweep_values) or r.gym_job_id for r in records]
+            return RunLabels(", ".join(names[key] for key in next(iter(keys))), labels)
+    models = [r.model for r in records]
+    if not any(r.sweep_values for r in records) and None not in models and len(set(models)) == len(models) > 1:
+        return RunLabels("model", [str(m) for m in models])  # runs submitted one by one, a checkpoint each
+    labels = [short_values_label(r.sweep_values, names) or r.gym_job_id for r in records]
     if len(set(labels)) < len(labels):
         labels = [
             os.path.basename(r.run_dir.rstrip("/")) if labels.count(label) > 1 else label
             for label, r in zip(labels, records)
         ]
     return RunLabels("RUN", labels)
+
+
+def runs_title(records: Sequence[SubmissionRecord], sweep_size: int | None) -> str:
+    """What several runs are, for a table's or a page's title: ``Sweep S: 3 runs`` when they are
+    one sweep's (``2 of its 3 runs`` when some are left out; ``sweep_size`` is the sweep's count of
+    runs, None when unknown), else ``N runs``."""
+    sweeps = {r.sweep_id for r in records}
+    if len(sweeps) != 1 or None in sweeps:
+        return f"{len(records)} run" + ("s" if len(records) != 1 else "")
+    part = f"{len(records)} of its {sweep_size}" if sweep_size not in (None, len(records)) else str(len(records))
+    return f"Sweep {next(iter(sweeps))}: {part} runs"
+
+
+def short_keys(keys: Sequence[str]) -> dict[str, str]:
+    """Each swept key by the shortest dotted suffix that no other key ends with: a table's column
+    says ``temperature``, not ``services.policy.responses_create_params.temperature``."""
+    parts = {key: key.split(".") for key in dict.fromkeys(keys)}
+    names = {}
+    for key, mine in parts.items():
+        others = [theirs for other, theirs in parts.items() if other != key]
+        n = next(
+            (n for n in range(1, len(mine) + 1) if not any(theirs[-n:] == mine[-n:] for theirs in others)), len(mine)
+        )
+        names[key] = ".".join(mine[-n:])
+    return names
+
+
+def short_values_label(values: dict[str, str], names: dict[str, str]) -> str:
+    """``model=/ckpt/step-100, limit=5``: a combination with its keys as ``short_keys`` shows them."""
+    return ", ".join(f"{names.get(key, key)}={value}" for key, value in values.items())

@@ -108,7 +108,7 @@ class Page:
 
 
 def index_page(sweeps: list[SweepEntry], runs: list[RunEntry], links: Links) -> str:
-    from nemo_gym.orchestration.sweep import run_labels
+    from nemo_gym.orchestration.sweep import run_labels, short_keys
 
     live = any(entry.live for entry in runs) or any(e.live for s in sweeps for e in s.runs)
     sweep_rows = [
@@ -116,7 +116,7 @@ def index_page(sweeps: list[SweepEntry], runs: list[RunEntry], links: Links) -> 
             "link": links.sweep(entry.sweep.sweep_id),
             "id": entry.sweep.sweep_id,
             "runs": len(entry.sweep.runs),
-            "swept": ", ".join(_short_keys(entry.sweep.swept)),
+            "swept": ", ".join(short_keys(entry.sweep.swept).values()),
             "states": _states_of([run.summary for run in entry.runs]),
             "watching": entry.sweep.watch.directory if entry.sweep.watch else "",
             "submitted": entry.sweep.submitted_at[:19].replace("T", " "),
@@ -334,20 +334,6 @@ def _states_of(summaries: list[str]) -> str:
     for summary in summaries:
         counts[summary or "unknown"] = counts.get(summary or "unknown", 0) + 1
     return ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-
-
-def _short_keys(keys: list[str]) -> list[str]:
-    """Swept keys by their shortest dotted suffixes that still tell them apart."""
-    parts = [key.split(".") for key in keys]
-    shown = []
-    for mine in parts:
-        others = [p for p in parts if p is not mine]
-        for n in range(1, len(mine) + 1):
-            tail = mine[-n:]
-            if not any(o[-n:] == tail for o in others):
-                break
-        shown.append(".".join(tail))
-    return shown
 
 
 def _curve(benchmark: str, metric: str, axis: Axis, results: list[BenchmarkResult | None]) -> dict[str, Any]:

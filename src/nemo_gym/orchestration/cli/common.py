@@ -19,6 +19,10 @@ LAST_AFTER_RUNS_HELP = (
 )
 
 
+def add_json_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as one JSON document (for scripts)")
+
+
 def add_run_selector(p: argparse.ArgumentParser, *, several: bool = False, run_help: str = RUN_HELP) -> None:
     """RUN (or, ``several``, RUN...) and --last: a verb that takes runs."""
     if several:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import table
+from nemo_gym.orchestration.cli.common import add_json_flag, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("candidate", nargs="?", metavar="CANDIDATE", help="the same; omit it with --last")
     p.add_argument("--last", action="store_true", help="the candidate is the most recent run")
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "the comparison (every flipped task, each benchmark's statistics)")
     p.add_argument(
         "--fail-on-regression",
         action="store_true",

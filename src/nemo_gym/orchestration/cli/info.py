@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import (
+    add_json_flag,
     add_max_attempts,
     add_run_selector,
     after_run,
@@ -28,7 +29,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_run_selector(p)
     p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="only these benchmarks (default: all)")
     add_max_attempts(p)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "everything shown here")
     p.set_defaults(handler=run_info)
 
 

@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import (
+    add_json_flag,
     add_max_attempts,
     add_run_selector,
     after_run,
@@ -34,7 +35,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="only these benchmarks (default: all)")
     add_max_attempts(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan; queue nothing")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "the new submission's records")
     p.set_defaults(handler=run_resubmit)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector, selected, table
+from nemo_gym.orchestration.cli.common import add_json_flag, add_run_selector, selected, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     add_run_selector(p, several=True)
     p.add_argument("--metric", metavar="NAME", help="the per-rollout metric to show (default: reward)")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "each run's results (values, completeness, gym's metrics, missing samples)")
     p.set_defaults(handler=run_results)
 
 
@@ -77,9 +77,13 @@ def run_text(run: RunResults) -> str:
                 metrics,
             ]
         )
-    metric = run.benchmarks[0].metric.upper() if run.benchmarks else "VALUE"
+    metric = run.benchmarks[0].metric if run.benchmarks else "value"
     lines = [f"Run {run.record.gym_job_id}: {run.record.run_dir}"]
-    lines.append(table(["BENCHMARK", "STATE", "SAMPLES", metric, "GPU-HOURS", "WALL", "METRICS"], rows))
+    lines.append(
+        f"{metric.upper()}: the mean over tasks of each task's mean {metric}; SAMPLES: rollouts written of those "
+        "expected (tasks x repeats); METRICS: gym's own aggregate"
+    )
+    lines.append(table(["BENCHMARK", "STATE", "SAMPLES", metric.upper(), "GPU-HOURS", "WALL", "METRICS"], rows))
     for r in run.benchmarks:
         lines += [f"  {r.benchmark}: {line}" for line in notes(r)]
     lines.append(total_line(run.usage, run.record.executor))
@@ -122,7 +126,7 @@ def total_line(total: Usage, executor: str) -> str:
 
 def sweep_text(runs: list[RunResults], metric: str) -> str:
     """A row per run (named by its swept values), a column per benchmark, then what each run cost."""
-    from nemo_gym.orchestration.library import hours_text, run_labels, wall_text
+    from nemo_gym.orchestration.library import hours_text, run_labels, runs_title, sweep_size, wall_text
 
     names: list[str] = []
     for run in runs:
@@ -134,9 +138,9 @@ def sweep_text(runs: list[RunResults], metric: str) -> str:
         cells = [value_text(found[name], True) if name in found else "-" for name in names]
         rows.append([label, *cells, hours_text(run.usage), wall_text(run.usage)])
     lines = []
-    sweeps = {run.record.sweep_id for run in runs}
-    if len(sweeps) == 1 and None not in sweeps:
-        lines.append(f"Sweep {sweeps.pop()}: {len(runs)} runs")
+    records = [run.record for run in runs]
+    if any(r.sweep_id for r in records):
+        lines.append(runs_title(records, sweep_size(records)))
     lines.append(f"{metric}: mean over tasks; (k/n): samples written of those expected, where not complete")
     results = [r for run in runs for r in run.benchmarks]
     if any(r.complete is None or r.unscoreable for r in results):

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_run_selector, selected, table
+from nemo_gym.orchestration.cli.common import add_json_flag, add_run_selector, selected, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -19,14 +19,14 @@ if TYPE_CHECKING:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("list", help="runs and sweeps in the local index, newest last")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "the index's records")
     p.set_defaults(handler=run_list)
 
     p = verbs.add_parser("status", help="the state of every job of a run, or of every run of a sweep")
     add_run_selector(p)
     p.add_argument("--watch", action="store_true", help="refresh until every job has ended")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "each job's state")
     p.set_defaults(handler=run_status)
 
 
@@ -51,7 +51,7 @@ def run_list(args: argparse.Namespace) -> int:
 def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> list[list[str]]:
     """One row per submission, oldest first: a run, or a sweep followed by its runs (indented,
     named by their swept values)."""
-    from nemo_gym.orchestration.library import last_observed, values_label
+    from nemo_gym.orchestration.library import last_observed, short_keys, short_values_label
 
     def seen(r: SubmissionRecord) -> str:
         observed = last_observed(r.gym_job_id)
@@ -86,7 +86,8 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
         if sweep is not None:  # in the sweep's order
             order = {run.run_id: i for i, run in enumerate(sweep.runs)}
             members.sort(key=lambda m: order.get(m.gym_job_id, len(order)))
-        swept = ", ".join(sweep.swept) if sweep else ", ".join(members[0].sweep_values)
+        names = short_keys(list(sweep.swept) if sweep else list(members[0].sweep_values))
+        swept = ", ".join(names.values())
         jobs = sum(len(m.benchmarks) for m in members)
         rows.append(
             [
@@ -109,7 +110,7 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
                 "",
                 "",
                 str(len(m.benchmarks)),
-                values_label(m.sweep_values),
+                short_values_label(m.sweep_values, names),
             ]
             for m in members
         ]

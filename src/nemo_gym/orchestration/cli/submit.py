@@ -8,6 +8,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from nemo_gym.orchestration.cli.common import add_json_flag
+
 if TYPE_CHECKING:
     from nemo_gym.orchestration.library import Composition, Prepared, PreparedRun, Submission
 
@@ -29,7 +31,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--resolve-only", action="store_true", help="print the validated config and stop")
     p.add_argument("--dry-run", action="store_true", help="render everything, connect to nothing")
     p.add_argument("--stage-dir", metavar="DIR", help="with --dry-run: write the staged run directory here")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_flag(p, "the submission's records (with --resolve-only: the resolved config)")
     p.set_defaults(handler=run)
 
 

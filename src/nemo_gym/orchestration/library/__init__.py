@@ -25,6 +25,7 @@ from nemo_gym.orchestration.library.observing import (
     report,
     results,
     status,
+    sweep_size,
     watch,
 )
 from nemo_gym.orchestration.library.present import (
@@ -36,6 +37,9 @@ from nemo_gym.orchestration.library.present import (
     last_observed,
     results_json,
     run_labels,
+    runs_title,
+    short_keys,
+    short_values_label,
     status_json,
     total_usage,
     usage_source_text,
@@ -104,6 +108,7 @@ __all__ = [
     "report",
     "results",
     "status",
+    "sweep_size",
     "watch",
     # everything about a benchmark, and what resubmit would do
     "AttemptInfo",
@@ -149,6 +154,9 @@ __all__ = [
     "last_observed",
     "results_json",
     "run_labels",
+    "runs_title",
+    "short_keys",
+    "short_values_label",
     "status_json",
     "total_usage",
     "usage_source_text",

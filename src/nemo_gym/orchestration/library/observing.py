@@ -144,4 +144,12 @@ def report(records: list[SubmissionRecord], metric: str | None = None, *, connec
     runs = results(records, metric, connect=connect)
     require_metric(runs, metric or DEFAULT_METRIC)  # of one run too: the page charts it
     comparison = compare_runs(runs[0], runs[1], metric or DEFAULT_METRIC) if len(runs) == 2 else None
-    return report_html(runs, metric or DEFAULT_METRIC, comparison)
+    return report_html(runs, metric or DEFAULT_METRIC, comparison, sweep_size=sweep_size(records))
+
+
+def sweep_size(records: list[SubmissionRecord]) -> int | None:
+    """How many runs the sweep of ``records`` has, by its index entry, when they are one sweep's."""
+    sweeps = {r.sweep_id for r in records}
+    if len(sweeps) != 1 or None in sweeps:
+        return None
+    return next((len(s.runs) for s in all_sweeps() if s.sweep_id in sweeps), None)

@@ -91,7 +91,8 @@ def _named(name: str) -> Selection:
 
 
 def _is_part_of(name: str, identifier: str) -> bool:
-    return identifier.startswith(name) or identifier.endswith(name)
+    """Any part: the date, the time, the hash or a piece of it (``3f9a`` of ``...-3f9a1c``)."""
+    return name in identifier
 
 
 def _sweep_selection(sweep_id: str, records: list[SubmissionRecord], sweeps: dict[str, SweepRecord]) -> Selection:
