@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -125,6 +126,50 @@ def assert_usage_is_the_jobs_own_record(job: dict, gpus: int) -> None:
     assert job["gpu_hours"] == round(gpus * wall / 3600, 4)
 
 
+def assert_info_says_what_it_ran(tmp_path: Path, record: dict) -> None:
+    """gym eval info shows the gym and vLLM the job's nodes ran (the real ones: gym --version's
+    first line, vLLM's GET /version), the inputs digest and the results fingerprint, the same as
+    results --json."""
+    info = gym(tmp_path, "info", record["gym_job_id"], "--json")
+    assert info.returncode == 0, info.stdout + info.stderr
+    [bench] = json.loads(info.stdout)["runs"][0]["benchmarks"]
+    made = bench["made_from"]
+    assert made["versions"]["gym_version"] == "NeMo Gym v0.7.0", made
+    assert re.fullmatch(r"0\.\d+\.\d+.*", made["versions"]["vllm_version.policy"]), made
+    assert re.fullmatch(r"[0-9a-f]{64}", made["inputs_digest"]) and re.fullmatch(
+        r"[0-9a-f]{64}", made["results_fingerprint"]
+    )
+    results = json.loads(gym(tmp_path, "results", record["gym_job_id"], "--json").stdout)["benchmarks"][0]
+    assert (results["inputs_digest"], results["results_fingerprint"], results["provenance"]) == (
+        made["inputs_digest"],
+        made["results_fingerprint"],
+        made["versions"],
+    )
+    text = gym(tmp_path, "info", record["gym_job_id"]).stdout
+    assert "ran:      gym_version NeMo Gym v0.7.0, vllm_version.policy 0." in text, text
+
+
+def assert_the_next_dry_run_is_estimated_from_this_run(
+    tmp_path: Path, status: dict, config: str, path_prefix: str = ""
+) -> None:
+    """What status saw this run cost is in the index: the next dry run of the same benchmark on the
+    same footprint is estimated from it, and a job.max_gpu_hours below that estimate is refused."""
+    [job] = status["jobs"]
+    config_path = str(REPO / "examples" / config)
+    dry = gym(tmp_path, "submit", "-c", config_path, "--dry-run", path_prefix=path_prefix)
+    assert dry.returncode == 0, dry.stderr
+    gpus = job["gpus"]
+    said = f"(median of 1 earlier run on {gpus} GPU{'s' if gpus != 1 else ''})"
+    assert re.search(
+        r"^estimate: answer-judge: ~\d+\.\d\d GPU-hours, ~\S+ wall " + re.escape(said), dry.stderr, re.M
+    ), dry.stderr
+    if job["gpu_hours"]:
+        budget = f"++job.max_gpu_hours={job['gpu_hours'] / 2}"
+        refused = gym(tmp_path, "submit", "-c", config_path, "--dry-run", budget, path_prefix=path_prefix)
+        assert refused.returncode == 1, refused.stderr
+        assert "job.max_gpu_hours: this run is estimated at" in refused.stderr, refused.stderr
+
+
 def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> None:
     """The live run's results are 12/12; a copy elsewhere with rows removed is incomplete and fails
     results; a copy with flipped rewards is a significant improvement, and the gate fails the reverse."""
@@ -237,7 +282,9 @@ def test_quickstart_locally(envs, tmp_path, mlflow_server, backend_python) -> No
     results = gym(tmp_path, "results", record["gym_job_id"])
     assert results.returncode == 0, results.stdout + results.stderr
     assert "answer-judge  succeeded  12/12" in results.stdout and "mean/reward=" in results.stdout
+    assert_info_says_what_it_ran(tmp_path, record)
     assert_results_can_be_trusted_and_compared(tmp_path, record)
+    assert_the_next_dry_run_is_estimated_from_this_run(tmp_path, status, "quickstart.yaml", str(fake_smi.parent))
     assert_resubmit_generates_only_the_missing(tmp_path, record, mlflow_server, backend_python, tmp_path / "table")
 
 
@@ -320,7 +367,9 @@ def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path, mlflow_server, b
     assert record["executor"] == "slurm"
     assert_real_results(record, status)
     assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=0)  # the config names no GPUs; no accounting here
+    assert_info_says_what_it_ran(tmp_path, record)
     assert_results_can_be_trusted_and_compared(tmp_path, record)
+    assert_the_next_dry_run_is_estimated_from_this_run(tmp_path, status, "quickstart-slurm.yaml")
     assert_exported_after_the_fact(tmp_path, record, mlflow_server, backend_python)
 
 

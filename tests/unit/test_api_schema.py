@@ -136,7 +136,15 @@ def test_class_base_and_fields_match_the_spec(name: str) -> None:
 # Fields added beyond the spec, each for an issue's requirement (documented in the README).
 EXTENSIONS = {
     "SlurmComputeConfig": {"container_runtime", "exclusive_nodes"},
-    "JobConfig": {"deployment", "benchmarks_at_once", "export", "shards", "max_concurrent", "training_step"},
+    "JobConfig": {
+        "deployment",
+        "benchmarks_at_once",
+        "export",
+        "shards",
+        "max_concurrent",
+        "training_step",
+        "max_gpu_hours",
+    },
     # NeMo Gym 0.7.0's fields (ResumeConfig too; the vllm_pd classes are checked below), and our export.
     "BenchmarkRunConfig": {"resumable", "command", "export", "unchecked_keys", "shards"},
     "VllmServiceConfig": {"data_parallel_rpc_port"},

@@ -68,7 +68,7 @@ def test_a_failed_then_resumed_benchmark_lists_both_attempts_in_order_with_their
     record, successor = failed_then_resumed(base, tmp_path, conn, cluster)
     scripts_before = len(conn.plan.scripts)
     [run] = library.info([record], connect=conn.connect)
-    assert len(conn.plan.scripts) == scripts_before + 1  # one probe, as status
+    assert len(conn.plan.scripts) == scripts_before + 2  # one probe, as status, then one read of the files
     [bench] = run.benchmarks
     history = [(a.attempt.job_id, a.attempt.state, a.attempt.cause) for a in bench.attempts]
     assert history == [("100", "failed", "service-died"), (successor, "succeeded", None)]
@@ -210,6 +210,8 @@ def test_readme_example(base, tmp_path, conn, cluster) -> None:
     job_events(record, "math", successor, f"{t0 + 1900} job-start", f"{t0 + 3700} job-end 0")
     pairs = [(t, r) for t in range(16) for r in range(4)]
     samples(record, "math", pairs, pairs)
+    # What each job ran, as its nodes saw it (the job's lib.sh writes these lines).
+    job_file(record, "math", contract.PROVENANCE_FILE, "gym_version=NeMo Gym v0.7.0\nvllm_version.policy=0.32.0\n")
     cluster.set_state("101", "COMPLETED")
     job_wrote(record, "code", "101", "succeeded", "driver finished")
     job_events(record, "code", "101", f"{t0} job-start", f"{t0 + 2700} job-end 0")
@@ -218,3 +220,4 @@ def test_readme_example(base, tmp_path, conn, cluster) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     shown = text.replace(record.gym_job_id, "gym-job-20260101T095500Z-3f2a1c")
     assert shown in readme, shown
+    assert "ran:      gym_version NeMo Gym v0.7.0, vllm_version.policy 0.32.0" in shown

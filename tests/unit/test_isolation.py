@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import threading
@@ -113,7 +114,16 @@ class _Models(http.server.BaseHTTPRequestHandler):
     served: list[str] = []
     models_status = 200  # 401: a server run with --api-key
 
+    version: str | None = None  # what GET /version says, as vLLM's server does; None: 404
+
     def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        if self.path == "/version":
+            body = json.dumps({"version": self.version}).encode()
+            self.send_response(200 if self.version is not None else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         body = b"" if self.path == "/health" else json.dumps({"data": [{"id": n} for n in self.served]}).encode()
         self.send_response(200 if self.path == "/health" else self.models_status)
         self.send_header("Content-Length", str(len(body)))
@@ -168,6 +178,37 @@ def test_a_server_that_lists_this_jobs_alias_passes_the_health_check(tmp_path, b
     handler.served = ["tiny", "my-alias"]
     proc = _health_check(tmp_path, base, httpd.server_address[1], "my-alias")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def provenance_of(tmp_path: Path) -> dict[str, str]:
+    from nemo_gym.orchestration.facts import parse_provenance
+
+    path = tmp_path / "job" / contract.PROVENANCE_FILE
+    return parse_provenance(path.read_text()) if path.exists() else {}
+
+
+def test_a_healthy_vllm_server_has_its_version_recorded_as_the_node_saw_it(tmp_path, base, server) -> None:
+    httpd, handler = server
+    handler.served, handler.version = ["my-alias"], "0.32.0"
+    assert _health_check(tmp_path, base, httpd.server_address[1], "my-alias").returncode == 0
+    assert provenance_of(tmp_path) == {"vllm_version.policy": "0.32.0"}
+
+
+def test_a_server_without_a_version_leaves_no_line_and_still_passes(tmp_path, base, server) -> None:
+    httpd, handler = server
+    handler.served, handler.version = ["my-alias"], None
+    assert _health_check(tmp_path, base, httpd.server_address[1], "my-alias").returncode == 0
+    assert not (tmp_path / "job" / contract.PROVENANCE_FILE).exists()
+
+
+def test_what_gym_provenance_records_is_one_printable_line_cut_short(tmp_path, base) -> None:
+    lib = _library(tmp_path, base)
+    hostile = "NeMo Gym v0.7.0\x1b[31m\nsecond=line\n" + "x" * 500
+    proc = _bash(tmp_path, lib, f"gym_provenance gym_version {shlex.quote(hostile)}; gym_provenance empty ''")
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "job" / contract.PROVENANCE_FILE).read_text()
+    assert text.count("\n") == 1 and "second" not in text and "\x1b" not in text
+    assert provenance_of(tmp_path)["gym_version"].startswith("NeMo Gym v0.7.0[31m")
 
 
 def test_another_server_on_the_port_fails_the_health_check_at_once_named(tmp_path, base, server) -> None:

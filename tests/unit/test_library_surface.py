@@ -23,7 +23,7 @@ CLI_MAY_IMPORT = {
 }
 # Of what the library offers, what only Python callers use (the CLI reaches these through the
 # values the use cases return, or not at all).
-FOR_PYTHON_CALLERS = {"CancelReport", "Combination", "ExportResult", "Plan", "Remedy", "RunLog"}
+FOR_PYTHON_CALLERS = {"CancelReport", "Combination", "ExportResult", "GatePolicy", "Plan", "Remedy", "RunLog"}
 
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:

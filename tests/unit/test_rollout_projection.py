@@ -232,3 +232,20 @@ def test_one_call_serves_several_runs_each_after_its_marker(tmp_path: Path) -> N
     assert parse_rollouts(
         zlib.decompress(base64.b64decode(lines[3].split("\x1f")[-1])).decode().split("\n")
     ).rewards == {(1, 0): 1.0}
+
+
+@settings(max_examples=200)
+@given(st.lists(rollout_line(), max_size=8))
+def test_the_inputs_digest_is_the_same_from_projected_lines_as_from_the_rows(lines: list[str]) -> None:
+    from nemo_gym.orchestration.facts import inputs_digest
+
+    cut = [rollout_projection.project_line(line, "", digest=True) for line in lines]
+    assert inputs_digest(cut) == inputs_digest(lines)
+    assert parse_expected_or_why(cut) == parse_expected_or_why(lines)
+
+
+def parse_expected_or_why(lines: list[str]) -> object:
+    try:
+        return parse_expected(lines)
+    except ValueError as exc:
+        return str(exc)

@@ -700,9 +700,13 @@ class JobConfig(_StrictModel):
     # Extension beyond the spec: the training step of the checkpoint this run evaluates (gym eval
     # watch sets it from the checkpoint's name); exports log the metrics at this step.
     training_step: int | None = None
+    # Extension beyond the spec: refuse a submission whose estimated GPU-hours (earlier runs of the
+    # same benchmarks on the same footprint, from the local index) exceed this; None: no limit.
+    max_gpu_hours: float | None = None
 
     _check_output_path = field_validator("output_path")(rules.absolute_path)
     _check_max_concurrent = field_validator("max_concurrent")(rules.optional_positive)
+    _check_max_gpu_hours = field_validator("max_gpu_hours")(rules.optional_positive_number)
     _check_training_step = field_validator("training_step")(rules.optional_non_negative)
     _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
     _check_shards = field_validator("shards")(rules.optional_shards)

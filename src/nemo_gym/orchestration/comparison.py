@@ -7,7 +7,8 @@ and a verdict. A benchmark that is partial in either run is still compared on th
 and flagged. Benchmarks of one run only are listed, never dropped.
 
 The regression gate fails closed: a benchmark that cannot be compared (missing from either run,
-not started, not complete in either, no task scored in both) is ``uncomparable``, with why, and
+not started, not complete in either, no task scored in both, or inputs that differ unless that is
+allowed) is ``uncomparable``, with why, and
 ``gym eval compare --fail-on-regression`` fails on it with an exit code of its own.
 """
 
@@ -34,6 +35,7 @@ class Blocker(str, Enum):
     NOT_COMPLETE = "not complete"  # either side failed, incomplete, of unknown completeness or unscored rows
     NO_COMMON_TASKS = "no common tasks"  # no task scored in both runs
     NOTHING = "nothing to compare"  # neither run has a benchmark
+    INPUTS_DIFFER = "inputs differ"  # the two runs were not asked the same tasks
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,21 @@ class RunComparison:
         return json.dumps(self.as_dict(), indent=2)
 
 
-def compare_runs(base: RunResults, candidate: RunResults, metric: str, *, seed: int = 0) -> RunComparison:
+def compare_runs(
+    base: RunResults, candidate: RunResults, metric: str, *, seed: int = 0, allow_different_inputs: bool = False
+) -> RunComparison:
     base_by_name = {r.benchmark: r for r in base.benchmarks}
     candidate_by_name = {r.benchmark: r for r in candidate.benchmarks}
     common = [name for name in base_by_name if name in candidate_by_name]
     compared = tuple(
-        compare_benchmark(base_by_name[name], candidate_by_name[name], metric, seed=seed) for name in common
+        compare_benchmark(
+            base_by_name[name],
+            candidate_by_name[name],
+            metric,
+            seed=seed,
+            allow_different_inputs=allow_different_inputs,
+        )
+        for name in common
     )
     return RunComparison(
         base=base,
@@ -143,7 +154,12 @@ def compare_runs(base: RunResults, candidate: RunResults, metric: str, *, seed: 
 
 
 def compare_benchmark(
-    base: BenchmarkResult, candidate: BenchmarkResult, metric: str, *, seed: int = 0
+    base: BenchmarkResult,
+    candidate: BenchmarkResult,
+    metric: str,
+    *,
+    seed: int = 0,
+    allow_different_inputs: bool = False,
 ) -> BenchmarkComparison:
     paired = paired_comparison(base.task_means, candidate.task_means, seed=seed)
     flags = [*partial_flags(base, "base"), *partial_flags(candidate, "candidate")]
@@ -153,9 +169,24 @@ def compare_benchmark(
             f"{paired.only_in_candidate} only in candidate)"
         )
     blockers = (*side_blockers(base, "base"), *side_blockers(candidate, "candidate"))
+    differ = inputs_differ(base, candidate)
+    if differ:
+        flags.append(differ)
+        if not allow_different_inputs:
+            blockers += (Uncomparable(base.benchmark, Blocker.INPUTS_DIFFER, differ),)
     if paired.n == 0:
         blockers += (Uncomparable(base.benchmark, Blocker.NO_COMMON_TASKS, "no task is scored in both runs"),)
     return BenchmarkComparison(base.benchmark, metric, paired, tuple(flags), blockers)
+
+
+def inputs_differ(base: BenchmarkResult, candidate: BenchmarkResult) -> str | None:
+    """One line when both runs' materialized inputs are known and differ: apples and oranges."""
+    if base.inputs_digest is None or candidate.inputs_digest is None or base.inputs_digest == candidate.inputs_digest:
+        return None
+    return (
+        f"the runs were asked different tasks (inputs digest {base.inputs_digest[:12]} in base, "
+        f"{candidate.inputs_digest[:12]} in candidate)"
+    )
 
 
 def side_blockers(result: BenchmarkResult, role: str) -> tuple[Uncomparable, ...]:

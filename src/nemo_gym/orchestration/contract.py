@@ -118,6 +118,10 @@ CHAIN_FILE = ".gym/chain"
 # A job of a lane: the directory of the job it queues as it starts (``feeding``).
 LANE_NEXT_FILE = ".gym/lane-next"
 CHAIN_CANCELLED_FILE = ".gym/cancelled"
+# What the job really ran, as its nodes saw it: ``key=value`` lines (``gym_version``,
+# ``vllm_version.<service>``), appended by the job (lib.sh's gym_provenance), the last value of a
+# key the one that counts; read back bounded by results (``facts.parse_provenance``).
+PROVENANCE_FILE = ".gym/provenance"
 # Written by ``gym eval resubmit`` before it queues anything: every later job of the benchmark
 # continues from what is on disk (the driver adds its continue arguments), whatever it was told at submit.
 CONTINUE_FILE = ".gym/continue"
@@ -628,6 +632,7 @@ RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists alr
 PROBE_MARKER = "__GYM_PROBE:"  # status: a ProbeRecord kind, then its fields, \x1f-separated
 PROBE_RUN_MARKER = "__GYM_PROBE_RUN:"  # status of several runs in one script: <index>, before that run's records
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>
+PROVENANCE_MARKER = "__GYM_PROVENANCE:"  # results: <benchmark>\x1f<base64 of its provenance file's head>
 NO_LOGS_MARKER = "__GYM_NO_LOGS__"  # logs: none of the wanted files exist
 CANCEL_FAILED_MARKER = "__GYM_CANCEL_FAILED:"  # cancel: <benchmark> whose cancel the scheduler refused
 INPUTS_MARKER = "__GYM_INPUTS:"  # resubmit: <benchmark>:<rows of its attempt's inputs file>

@@ -257,6 +257,70 @@ def expected_pairs(lines: Any) -> frozenset:
     return frozenset(pairs)
 
 
+# Provenance of a benchmark's numbers: what it was asked (its inputs) and what it answered (its
+# scores), each as one digest that two runs can be compared on.
+#
+# The inputs digest is over the distinct (task, content) of the materialized inputs, each row's
+# content hashed with its rollout index left out: the same tasks at 4 or at 16 repeats are the same
+# inputs, and the same prompts in another file order too. Where the projection runs (the run's
+# host) each row is cut to its indices plus INPUT_DIGEST_KEY, the digest of its content.
+INPUT_DIGEST_KEY = "_ng_orch_input"
+
+
+def input_row_digest(row: dict) -> str:
+    """A materialized input row's content, its rollout index left out, as 16 hex digits."""
+    content = {k: v for k, v in row.items() if k not in (ROLLOUT_INDEX_KEY, INPUT_DIGEST_KEY)}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def inputs_digest(lines: Any) -> str | None:
+    """sha256 over the sorted distinct (task, row digest) of the materialized inputs' lines, whole
+    rows or projected ones; None when there is no readable row."""
+    seen = set()
+    for row in rows_of(lines):
+        if row.row is None or row.pair is None:
+            continue
+        given = row.row.get(INPUT_DIGEST_KEY)
+        digest = given if isinstance(given, str) and len(given) <= 64 else input_row_digest(row.row)
+        seen.add("%d:%s" % (row.pair[0], digest))
+    if not seen:
+        return None
+    return hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()
+
+
+def results_fingerprint(scores: Any) -> str | None:
+    """sha256 over the sorted (task, rollout, score) rows ``scores`` maps, a score written as
+    Python's shortest round-trip repr (so 1 and 1.0 agree); None without any."""
+    if not scores:
+        return None
+    rows = sorted("%d\t%d\t%r" % (task, rollout, float(value)) for (task, rollout), value in scores.items())
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+# A provenance file is a few short lines; what is read of one is bounded all the same.
+PROVENANCE_MAX_BYTES = 4096
+PROVENANCE_MAX_KEYS = 32
+PROVENANCE_VALUE_CHARS = 200
+_PROVENANCE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def parse_provenance(text: str) -> dict:
+    """The ``key=value`` lines of a job's provenance file (``contract.PROVENANCE_FILE``): keys of
+    letters, digits and ``_.-``, values printable and cut short, the last value of a key kept;
+    anything else skipped."""
+    found: dict = {}
+    for line in text[:PROVENANCE_MAX_BYTES].splitlines():
+        key, sep, value = line.partition("=")
+        value = "".join(ch for ch in value if ch.isprintable()).strip()[:PROVENANCE_VALUE_CHARS]
+        if not sep or not value or not _PROVENANCE_KEY.fullmatch(key):
+            continue
+        if key not in found and len(found) >= PROVENANCE_MAX_KEYS:
+            continue
+        found[key] = value
+    return found
+
+
 class Completeness(NamedTuple):
     """Whether a benchmark wrote every rollout it was meant to.
 

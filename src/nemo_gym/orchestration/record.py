@@ -15,21 +15,24 @@ from __future__ import annotations
 
 import getpass
 import json
+import math
 import os
 import posixpath
 import re
 import socket
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
 from nemo_gym.orchestration import __version__, contract, untrusted
 from nemo_gym.orchestration.checkpoints import WatchState
 from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.estimate import Spent
 from nemo_gym.orchestration.rules import BENCHMARK_NAME_RE
 from nemo_gym.orchestration.untrusted import Unreadable
 
@@ -296,10 +299,52 @@ SWEEP_INDEX_SUFFIX = ".sweep.json"
 OBSERVED_DIR = "observed"
 
 
-def write_observation(run_id: str, summary: str) -> None:
-    """What ``status`` last saw of a run (best effort), for ``list`` to show without asking."""
-    text = json.dumps({"state": summary, "at": now_utc()}) + "\n"
-    _write_index_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", text)
+def write_observation(run_id: str, summary: str, spent: list[Spent] | None = None) -> None:
+    """What ``status`` last saw of a run (best effort): its state for ``list`` to show without
+    asking, and what its successful jobs cost, for later submissions' estimates."""
+    document = {"state": summary, "at": now_utc(), "spent": [asdict(s) for s in spent or []]}
+    _write_index_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", json.dumps(document) + "\n")
+
+
+# Observations read for an estimate: the newest, each bounded like any index file.
+SPENT_RUNS_READ = 2000
+OBSERVATION_MAX_BYTES = 64 * 1024
+
+
+def spent_history(limit: int = SPENT_RUNS_READ) -> list[Spent]:
+    """What earlier runs' successful jobs cost, as their observations in the index say (the newest
+    ``limit`` runs'); an unreadable observation, or entry, is skipped."""
+    folder = index_dir() / OBSERVED_DIR
+    try:
+        files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
+    except OSError:
+        return []
+    found: list[Spent] = []
+    for path in files:
+        try:
+            data = untrusted.load_object_file(path, "observation", OBSERVATION_MAX_BYTES)
+        except (untrusted.Unreadable, OSError):
+            continue
+        entries = data.get("spent")
+        found += [s for s in map(_spent, entries if isinstance(entries, list) else []) if s is not None]
+    return found
+
+
+def _spent(entry: Any) -> Spent | None:
+    if not isinstance(entry, dict):
+        return None
+    benchmark, gpus, hours, wall = (entry.get(k) for k in ("benchmark", "gpus", "gpu_hours", "wall_seconds"))
+    if not isinstance(benchmark, str) or type(gpus) is not int or gpus < 0:
+        return None
+    if not isinstance(hours, (int, float)) or not _finite(hours) or hours < 0:
+        return None
+    if wall is not None and (not isinstance(wall, (int, float)) or not _finite(wall) or wall < 0):
+        return None
+    return Spent(benchmark, gpus, float(hours), None if wall is None else float(wall))
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def last_observed(run_id: str) -> tuple[str, str] | None:

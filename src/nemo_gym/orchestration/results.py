@@ -104,6 +104,9 @@ class BenchmarkResult:
     usage: Usage = NO_USAGE
     task_means: dict[int, float] = field(default_factory=dict)  # for compare; not in the JSON
     metric_names: list[str] = field(default_factory=list)  # numeric keys the rows carry
+    inputs_digest: str | None = None  # facts.inputs_digest of the materialized inputs; None without them
+    results_fingerprint: str | None = None  # facts.results_fingerprint of the rows' scores
+    provenance: dict[str, str] = field(default_factory=dict)  # what the job ran, as its nodes saw it
 
     @property
     def partial(self) -> bool:
@@ -139,6 +142,9 @@ class BenchmarkResult:
             "wall_seconds": _rounded(self.usage.wall_seconds, 1),
             "usage_source": self.usage.source,
             "usage_approximate": self.usage.approximate,
+            "inputs_digest": self.inputs_digest,
+            "results_fingerprint": self.results_fingerprint,
+            "provenance": dict(self.provenance),
         }
 
 
@@ -215,6 +221,7 @@ def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
         batches=_batches(runs),
         max_bytes=untrusted.MAX_DOCUMENT_BYTES,
         too_large=TOO_LARGE,
+        provenance_bytes=facts.PROVENANCE_MAX_BYTES,
     )
 
 
@@ -253,6 +260,7 @@ class _Found:
     rollout_lines: list[str] | None = None  # None: there is no rollouts file
     expected_lines: list[str] | None = None  # None: gym wrote no list of expected pairs
     metric_names: list[str] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
 
 
 def parse_results_output(out: str, benchmarks: list[str]) -> dict[str, _Found]:
@@ -263,6 +271,10 @@ def parse_results_output(out: str, benchmarks: list[str]) -> dict[str, _Found]:
             bench, _n, path, payload = (line[len(MARKER) :].split(sep) + [""] * 4)[:4]
             if bench in found and path and payload:
                 _add_metrics_file(found[bench], path, payload)
+        elif line.startswith(contract.PROVENANCE_MARKER):
+            bench, _, payload = line[len(contract.PROVENANCE_MARKER) :].partition(sep)
+            if bench in found:
+                found[bench].provenance = _provenance(payload)
         elif line.startswith(contract.ROLLOUTS_MARKER):
             bench, part, encoding, names, payload = (line[len(contract.ROLLOUTS_MARKER) :].split(sep) + [""] * 5)[:5]
             if bench not in found:
@@ -274,6 +286,14 @@ def parse_results_output(out: str, benchmarks: list[str]) -> dict[str, _Found]:
             elif part == contract.EXPECTED_PART:
                 found[bench].expected_lines = lines
     return found
+
+
+def _provenance(payload: str) -> dict[str, str]:
+    try:
+        data = base64.b64decode(payload[: facts.PROVENANCE_MAX_BYTES * 2])
+    except ValueError:  # damaged in transit: nothing known, never a guess
+        return {}
+    return facts.parse_provenance(data.decode("utf-8", errors="replace"))
 
 
 def _add_metrics_file(found: _Found, path: str, payload: str) -> None:
@@ -364,6 +384,9 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         task_means=means,
         metric_names=found.metric_names,
         unscoreable=unscoreable,
+        inputs_digest=facts.inputs_digest(found.expected_lines or []),
+        results_fingerprint=facts.results_fingerprint(rollouts.rewards),
+        provenance=found.provenance,
     )
     detail = status.detail if status is not None else ""
     result.complete, result.completeness_reason = _completeness(result, found, check, expected_problem, detail)

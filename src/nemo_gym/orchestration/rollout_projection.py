@@ -27,7 +27,15 @@ import sys
 import zlib
 
 if __package__:
-    from .facts import OVERSIZED, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, lines_of, parse_row
+    from .facts import (
+        INPUT_DIGEST_KEY,
+        OVERSIZED,
+        ROLLOUT_INDEX_KEY,
+        TASK_INDEX_KEY,
+        input_row_digest,
+        lines_of,
+        parse_row,
+    )
 # Else run as ``python3 -c`` with ``facts.py``'s source in front of this one
 # (``results.projection_source``): its names are defined above.
 
@@ -54,8 +62,9 @@ def metric_value(row, metric):
 _ABSENT = object()
 
 
-def project_line(line, metric):
-    """One line of ``rollouts.jsonl`` (or of the materialized inputs) reduced to its indices and metric."""
+def project_line(line, metric, digest=False):
+    """One line of ``rollouts.jsonl`` (or of the materialized inputs) reduced to its indices and
+    metric (or, ``digest``, the digest of the row's content: ``facts.inputs_digest`` reads it)."""
     if line is None:
         return OVERSIZED
     if not line.strip():
@@ -69,6 +78,8 @@ def project_line(line, metric):
         if value is not _ABSENT:
             scalar = isinstance(value, (bool, int, float))
             kept[metric] = value if scalar else None
+    if digest:
+        kept[INPUT_DIGEST_KEY] = input_row_digest(row)
     return json.dumps(kept)
 
 
@@ -79,7 +90,7 @@ def numeric_keys(line):
     return sorted(k for k, v in row.items() if isinstance(v, (bool, int, float)) and not k.startswith("_ng_"))
 
 
-def project_file(path, metric):
+def project_file(path, metric, digest=False):
     """(metric names of the first readable row, zlib of the projected lines joined by newlines)."""
     packer = zlib.compressobj(6)
     chunks = []
@@ -90,7 +101,7 @@ def project_file(path, metric):
             line = None if raw is None else raw.decode("utf-8", "replace")
             if names is None and line is not None and line.strip():
                 names = numeric_keys(line) or None
-            chunks.append(packer.compress((("" if first else "\n") + project_line(line, metric)).encode()))
+            chunks.append(packer.compress((("" if first else "\n") + project_line(line, metric, digest)).encode()))
             first = False
     chunks.append(packer.flush())
     return names or [], b"".join(chunks)
@@ -114,7 +125,7 @@ def main(argv):
             if not os.path.isfile(path):
                 continue
             try:
-                names, packed = project_file(path, part_metric)
+                names, packed = project_file(path, part_metric, digest=part == "expected")
             except OSError:
                 continue
             fields = [benchmark, part, "z", ",".join(names), base64.b64encode(packed).decode()]

@@ -6,6 +6,7 @@ pydantic adds the YAML path of the field, so the messages say only what is wrong
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Callable, Iterable
@@ -39,6 +40,12 @@ def positive(cls: Any, v: int) -> int:
 def optional_positive(cls: Any, v: int | None) -> int | None:
     if v is not None and (isinstance(v, bool) or v < 1):
         raise ValueError(f"must be a whole number >= 1 (or null: no limit), got {v!r}")
+    return v
+
+
+def optional_positive_number(cls: Any, v: float | None) -> float | None:
+    if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v <= 0):
+        raise ValueError(f"must be a number > 0 (or null: no limit), got {v!r}")
     return v
 
 

@@ -37,7 +37,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"exit {EXIT_REGRESSED} when any benchmark regressed significantly; else exit "
         f"{EXIT_UNCOMPARABLE} when any cannot be compared (missing from either run, not started, "
-        f"not complete in either, no task scored in both)",
+        f"not complete in either, no task scored in both, inputs that differ)",
+    )
+    p.add_argument(
+        "--allow-different-inputs",
+        action="store_true",
+        help="let a benchmark whose runs were asked different tasks (their materialized inputs' digests "
+        "differ) decide the gate; it is flagged either way",
     )
     p.set_defaults(handler=run_compare)
 
@@ -48,7 +54,12 @@ def run_compare(args: argparse.Namespace) -> int:
 
     if (args.candidate is None) != args.last:
         raise UserError("compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last")
-    outcome = compare(select_run(args.base), select_run(args.candidate, last=args.last), args.metric)
+    outcome = compare(
+        select_run(args.base),
+        select_run(args.candidate, last=args.last),
+        args.metric,
+        allow_different_inputs=args.allow_different_inputs,
+    )
     echo(outcome.to_json() if args.json else comparison_text(outcome))
     if not args.fail_on_regression:
         return 0

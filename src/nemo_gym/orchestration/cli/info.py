@@ -64,6 +64,7 @@ def benchmark_lines(bench: BenchmarkInfo) -> list[str]:
         lines += attempt_lines(n, attempt)
     lines.append(f"    samples:  {samples_text(bench)}")
     lines.append(f"    exports:  {exports_text(job.exports)}")
+    lines += made_from_lines(bench)
     lines.append(f"    resubmit would: {terminal(bench.plan.text)}")
     return lines
 
@@ -84,6 +85,17 @@ def attempt_lines(n: int, info: AttemptInfo) -> list[str]:
         f"         step logs:  {', '.join(terminal(p) for p in info.logs.step_logs)}",
     ]
     return lines
+
+
+def made_from_lines(bench: BenchmarkInfo) -> list[str]:
+    """The versions the job saw, and the two digests (12 hex digits; --json has them whole)."""
+    made = bench.made_from
+    versions = ", ".join(f"{terminal(k)} {terminal(v)}" for k, v in sorted(made.versions.items()))
+    return [
+        f"    ran:      {versions or 'not recorded'}",
+        f"    inputs:   sha256 {made.inputs_digest[:12] if made.inputs_digest else '- (no materialized inputs)'}",
+        f"    results:  fingerprint {made.results_fingerprint[:12] if made.results_fingerprint else '- (no scored rows)'}",
+    ]
 
 
 def _when(epoch: float | None) -> str:

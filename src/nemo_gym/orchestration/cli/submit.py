@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     """Every combination composed and validated first (a bad value in one stops everything), then
     printed (a sweep's once prepared), or prepared (decided and rendered) and dry-run or submitted."""
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import compose, prepare, submit
+    from nemo_gym.orchestration.library import compose, estimate_text, prepare, submit
 
     if args.stage_dir and not args.dry_run:
         raise UserError("--stage-dir writes what --dry-run renders; add --dry-run")
@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     warn(prepared.warnings)
     for note in prepared.notes:
         print(f"note: {note}", file=sys.stderr)
+    if not args.resolve_only:
+        for line in estimate_text(prepared.estimates):
+            print(f"estimate: {line}", file=sys.stderr)
     if args.resolve_only:
         print_resolved(composition, args.json)
         return 0

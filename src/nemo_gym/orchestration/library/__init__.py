@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nemo_gym.orchestration.gate import GateOutcome, GatePolicy
 from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
 from nemo_gym.orchestration.library.describing import AttemptInfo, BenchmarkInfo, RunInfo, info, info_json
 from nemo_gym.orchestration.library.exporting import ExportResult, export
+from nemo_gym.orchestration.library.gating import gate, read_policy
 from nemo_gym.orchestration.library.observing import (
     RunStatus,
     compare,
@@ -32,6 +34,7 @@ from nemo_gym.orchestration.library.present import (
     DEFAULT_METRIC,
     SOURCE_NONE,
     UNSCOREABLE_LISTED,
+    estimate_text,
     headline,
     hours_text,
     last_observed,
@@ -103,6 +106,10 @@ __all__ = [
     "SweepRecord",
     "Usage",
     "compare",
+    "gate",
+    "read_policy",
+    "GateOutcome",
+    "GatePolicy",
     "list_runs",
     "list_sweeps",
     "report",
@@ -147,6 +154,7 @@ __all__ = [
     # showing what they return
     "DEFAULT_METRIC",
     "SOURCE_NONE",
+    "estimate_text",
     "UNSCOREABLE_LISTED",
     "headline",
     "hours_text",

@@ -1,9 +1,11 @@
 """Everything about a run's benchmarks in one place (``gym eval info``): per benchmark its
 attempts (jobs, states, causes, times, GPU-hours), where its directory and logs are, its samples,
-its exports, and what ``gym eval resubmit`` would do (``recovery.plan``).
+its exports, what it was made from (the gym and vLLM its job ran, its inputs digest, its results
+fingerprint), and what ``gym eval resubmit`` would do (``recovery.plan``).
 
-All of it comes from one status probe (``status``: one connection per host, one script); the
-paths are the contract's; the plan is the pure planner's over what the probe found.
+It comes from one status probe (``status``: one connection per host, one script) and one read of
+the results' files over the probe's states (``results.collect_results``); the paths are the
+contract's; the plan is the pure planner's over what the probe found.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from dataclasses import dataclass
 from nemo_gym.orchestration import contract, recovery
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, connect
-from nemo_gym.orchestration.library.observing import status
+from nemo_gym.orchestration.library.hosts import over_their_hosts
+from nemo_gym.orchestration.library.observing import RunStatus, status
 from nemo_gym.orchestration.manage import select_jobs
 from nemo_gym.orchestration.observe import Attempt, JobStatus, SampleCheck
 from nemo_gym.orchestration.plan import DRIVER_STEP
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import PAIRS_NAMED, Plan
+from nemo_gym.orchestration.results import BenchmarkResult, collect_results
 
 # The version of ``info_json``'s document: fields are only ever added.
 INFO_SCHEMA = 1
@@ -41,10 +45,33 @@ class AttemptInfo:
 
 
 @dataclass(frozen=True)
+class MadeFrom:
+    """What a benchmark's numbers were made from, and a fingerprint of them (issue: provenance)."""
+
+    versions: dict[str, str]  # as the job's nodes saw them: gym_version, vllm_version.<service>
+    inputs_digest: str | None
+    results_fingerprint: str | None
+
+    @classmethod
+    def of(cls, result: BenchmarkResult | None) -> MadeFrom:
+        if result is None:
+            return cls({}, None, None)
+        return cls(dict(result.provenance), result.inputs_digest, result.results_fingerprint)
+
+    def as_dict(self) -> dict:
+        return {
+            "versions": self.versions,
+            "inputs_digest": self.inputs_digest,
+            "results_fingerprint": self.results_fingerprint,
+        }
+
+
+@dataclass(frozen=True)
 class BenchmarkInfo:
     status: JobStatus
     attempts: list[AttemptInfo]
     plan: Plan
+    made_from: MadeFrom = MadeFrom({}, None, None)
 
     @property
     def samples(self) -> SampleCheck | None:
@@ -68,17 +95,29 @@ def info(
     host. A benchmark a run does not have is refused before anything is connected to."""
     wanted = [[job.benchmark for job in select_jobs(record, list(benchmarks or []))] for record in records]
     runs = status(records, connect=connect, missing_named=PAIRS_NAMED)
+    found = files_read(runs, connect)
     return [
         RunInfo(
             run.record,
             [
-                benchmark_info(run.record, unit, max_attempts)
+                benchmark_info(run.record, unit, max_attempts, by_name.get(contract.split_unit(unit.benchmark)[0]))
                 for unit in job_units(run.jobs)
                 if unit.benchmark in names or contract.split_unit(unit.benchmark)[0] in names
             ],
         )
-        for run, names in zip(runs, wanted)
+        for run, names, by_name in zip(runs, wanted, found)
     ]
+
+
+def files_read(runs: list[RunStatus], connect: Connect) -> list[dict[str, BenchmarkResult]]:
+    """Each run's benchmarks as their files say, by name, over the states the probe found."""
+
+    def batch(conn, indices: list[int]) -> list[dict[str, BenchmarkResult]]:
+        chosen = [runs[i] for i in indices]
+        read = collect_results([r.record for r in chosen], [r.jobs for r in chosen], conn)
+        return [{b.benchmark: b for b in benchmarks} for benchmarks in read]
+
+    return over_their_hosts([r.record for r in runs], connect, batch)
 
 
 def job_units(statuses: list[JobStatus]) -> list[JobStatus]:
@@ -87,10 +126,12 @@ def job_units(statuses: list[JobStatus]) -> list[JobStatus]:
     return [unit for job in statuses for unit in (job.shards or [job])]
 
 
-def benchmark_info(record: SubmissionRecord, job: JobStatus, max_attempts: int) -> BenchmarkInfo:
+def benchmark_info(
+    record: SubmissionRecord, job: JobStatus, max_attempts: int, result: BenchmarkResult | None = None
+) -> BenchmarkInfo:
     logs_dir = _logs_dir(record, job)
     attempts = [AttemptInfo(a, _logs_of(job.job_dir, logs_dir, a.job_id)) for a in job.history]
-    return BenchmarkInfo(job, attempts, recovery.plan(evidence(record, job, max_attempts)))
+    return BenchmarkInfo(job, attempts, recovery.plan(evidence(record, job, max_attempts)), MadeFrom.of(result))
 
 
 def evidence(
@@ -184,6 +225,7 @@ def _benchmark_document(bench: BenchmarkInfo) -> dict:
         "samples": _samples_document(bench.samples),
         "exports": job.exports,
         "gpu_hours": None if job.usage.gpu_hours is None else round(job.usage.gpu_hours, 4),
+        "made_from": bench.made_from.as_dict(),
         "resubmit": {
             "remedy": bench.plan.remedy,
             "plan": bench.plan.text,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.contract import Status
+from nemo_gym.orchestration.estimate import Spent
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.observe import MISSING_NAMED, JobStatus, SampleCheck, probe_runs, run_usage, was_queued
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, all_records, all_sweeps, write_observation
@@ -95,9 +96,19 @@ def watch(records: list[SubmissionRecord], interval: float, *, connect: Connect 
 
 
 def _observed(run: RunStatus) -> RunStatus:
-    """``run``, remembered in the index as last observed (``gym eval list`` shows it)."""
-    write_observation(run.record.gym_job_id, run.summary)
+    """``run``, remembered in the index as last observed (``gym eval list`` shows it), with what
+    its successful jobs cost (the estimates of later submissions read it)."""
+    write_observation(run.record.gym_job_id, run.summary, spent_of(run))
     return run
+
+
+def spent_of(run: RunStatus) -> list[Spent]:
+    """What each benchmark that succeeded cost, on the GPUs its allocation held."""
+    return [
+        Spent(job.benchmark, job.usage.gpus, job.usage.gpu_hours, job.usage.wall_seconds)
+        for job in run.jobs
+        if job.state == Status.SUCCEEDED and job.usage.gpu_hours is not None and job.usage.gpus is not None
+    ]
 
 
 def _known_checks(previous: RunStatus) -> dict[str, SampleCheck]:
@@ -125,13 +136,19 @@ def results(
 
 
 def compare(
-    base: SubmissionRecord, candidate: SubmissionRecord, metric: str | None = None, *, connect: Connect = connect
+    base: SubmissionRecord,
+    candidate: SubmissionRecord,
+    metric: str | None = None,
+    *,
+    allow_different_inputs: bool = False,
+    connect: Connect = connect,
 ) -> RunComparison:
-    """BASE against CANDIDATE, per benchmark, on the tasks both runs have."""
+    """BASE against CANDIDATE, per benchmark, on the tasks both runs have. A benchmark whose runs
+    were asked different tasks is flagged, and cannot decide a gate unless ``allow_different_inputs``."""
     from nemo_gym.orchestration.comparison import compare_runs
 
     runs = results([base, candidate], metric, connect=connect)
-    return compare_runs(runs[0], runs[1], metric or DEFAULT_METRIC)
+    return compare_runs(runs[0], runs[1], metric or DEFAULT_METRIC, allow_different_inputs=allow_different_inputs)
 
 
 def report(records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect) -> str:

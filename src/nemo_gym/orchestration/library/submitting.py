@@ -20,6 +20,7 @@ from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.compose import SharedComposition, compose_config
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
+from nemo_gym.orchestration.estimate import RunEstimate, estimate_run, over_budget
 from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
 from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.exporters.spec import destinations
@@ -32,6 +33,7 @@ from nemo_gym.orchestration.record import (
     SweepRun,
     current_user,
     now_utc,
+    spent_history,
     submission_origin,
     values_label,
     write_local_index,
@@ -163,6 +165,7 @@ class Prepared:
     config_path: str | None = None
     notes: tuple[str, ...] = ()  # what the sweep's runs share, or could (``share_deployments``)
     joining: SweepRecord | None = None  # the sweep its runs join (``submit``'s ``joining``)
+    estimates: tuple[RunEstimate, ...] = ()  # each run's, from the index's earlier runs
 
     @property
     def swept(self) -> list[str]:
@@ -199,7 +202,23 @@ def prepare(what: SubmitConfig | Composition) -> Prepared:
         for c, plan in zip(combinations, plans)
     ]
     _refuse_mixed(runs)
-    return Prepared(runs, composition.sweep_id, composition.config_path, tuple(_sharing_notes(plans)))
+    estimates = _estimates(runs)
+    return Prepared(runs, composition.sweep_id, composition.config_path, tuple(_sharing_notes(plans)), None, estimates)
+
+
+def _estimates(runs: list[PreparedRun]) -> tuple[RunEstimate, ...]:
+    """Each run's cost estimated from what earlier runs in the index cost on the same footprint;
+    a run over its ``job.max_gpu_hours`` is refused (naming the run of a sweep) before anything."""
+    history = spent_history()
+    estimates = tuple(estimate_run(backend_named(r.plan.backend).allocated_gpus(r.plan), history) for r in runs)
+    problems = []
+    for run, estimate in zip(runs, estimates):
+        problem = over_budget(estimate, run.config.job.max_gpu_hours)
+        if problem:
+            problems.append(f"{run.label()}: {problem}" if len(runs) > 1 else problem)
+    if problems:
+        raise UserError(problems)
+    return estimates
 
 
 def _planned(combination: Combination, sweep_id: str | None) -> RunPlan:

@@ -34,4 +34,6 @@ if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then
     run_cmd+=(++resume_from_cache=true)
 fi
 gym_log "driver: ${run_cmd[*]}"
+# The gym this job really runs, as its own command says (its first line: "NeMo Gym v0.7.0").
+gym_provenance gym_version "$(timeout 60 "${run_cmd[0]}" --version 2>/dev/null | head -n 1)"
 gym_step_run "${run_cmd[@]}"

@@ -243,6 +243,8 @@ gym_wait_http() {
                 elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
                 gym_log "$service is healthy after ${elapsed}s"
                 gym_event "healthy $service"
+                # A server proven ours (its alias) is a vLLM server: record which vLLM it is.
+                [ -z "$identity" ] || gym_provenance "vllm_version.$service" "$(gym_vllm_version "$url")"
                 return 0
             fi
         fi
@@ -260,6 +262,25 @@ gym_wait_http() {
         sleep "$delay"
         delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>1) d=1; print d}')
     done
+}
+
+# What this job really ran, as this node sees it: KEY=VALUE appended to the benchmark's provenance
+# file (gym eval info and results show it), the value's first line, printable, cut short. Never
+# fails the job: an unknown version is a missing line.
+gym_provenance() {
+    local key=$1 value=$2 file="$GYM_JOB_DIR/.gym/provenance"
+    value=$(printf '%s' "$value" | head -n 1 | tr -cd '[:print:]' | cut -c 1-200)
+    [ -n "$value" ] || return 0
+    mkdir -p "${file%/*}" && printf '%s=%s\n' "$key" "$value" >>"$file"
+    return 0
+}
+
+# The version a vLLM server at URL (its health URL) says it is (GET /version), or nothing.
+gym_vllm_version() {
+    local url=$1 base
+    base=${url#*://}
+    base=${url%%://*}://${base%%/*}
+    curl -sf --max-time 5 "$base/version" 2>/dev/null | head -c 4096 | grep -o '"version": *"[^"]*"' | head -n 1 | sed 's/^"version": *"//; s/"$//'
 }
 
 # Whether the server answering at URL (its health URL) is this job's: 0 when it lists IDENTITY

@@ -1,0 +1,128 @@
+"""``gym eval gate``: GO / NO-GO for a candidate against a base over a suite of benchmarks, from a
+policy file (tiers, tolerated drops, a minimum of paired tasks)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from nemo_gym.orchestration.cli.common import add_json_flag, table
+from nemo_gym.orchestration.display import echo
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.library import GateOutcome
+
+# gate.EXIT_CODES, for --help: registering a verb imports nothing of the library (a test holds
+# them equal). 2: the gate could not run (a bad policy, a run not found).
+EXIT_CODES_SHOWN = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 3, "MISSING": 4}
+EXIT_CANNOT_RUN = 2
+# A policy file is a few dozen lines; anything far larger is not one.
+POLICY_MAX_BYTES = 1 << 20
+
+POLICY_HELP = (
+    """\
+policy file (YAML):
+  metric: reward                 # the per-rollout metric (default reward)
+  min_paired: 10                 # paired tasks a benchmark needs (default 10)
+  supporting_breaches_allowed: 0 # supporting breaches tolerated before NO-GO (default 0)
+  benchmarks:
+    math:   {tier: critical, max_drop: 0.02}            # absolute drop tolerated
+    code:   {tier: supporting, max_relative_drop: 0.05} # a fraction of the base value
+    chat:   {tier: advisory}                            # reported, never decides
+    errors: {tier: critical, direction: lower, metric: error_rate, min_paired: 30}
+
+Per benchmark: pass (within its tolerated drop: the tighter of max_drop and max_relative_drop, 0
+without either), breach (beyond it, and the paired test calls the drop significant), insufficient
+evidence (fewer paired tasks than min_paired, or a drop beyond tolerance that is not significant),
+missing (not in both sides, or not complete). Verdict: NO-GO if a critical benchmark breaches (or
+too many supporting ones), else MISSING if a critical or supporting one is missing, else
+INCONCLUSIVE if one lacks evidence, else GO.
+
+exit codes: """
+    + ", ".join(f"{code} {verdict}" for verdict, code in EXIT_CODES_SHOWN.items())
+    + (f", {EXIT_CANNOT_RUN} the gate could not run")
+)
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "gate",
+        help="GO / NO-GO for a candidate against a base over a suite of benchmarks, from a policy file",
+        description="Each benchmark the policy names is compared as gym eval compare does (tasks paired by "
+        "index, a paired-bootstrap 95%% CI, an exact test) and judged by its tier and tolerated drop.",
+        epilog=POLICY_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("base", metavar="BASE", help="a run or a sweep (id or a unique part, or a run directory)")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the same, for the candidate")
+    p.add_argument("--policy", required=True, metavar="FILE.yaml", help="the gate's policy (see below)")
+    add_json_flag(p, "the verdict and every benchmark's finding")
+    p.set_defaults(handler=run_gate)
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.cli.main import _print_problems
+    from nemo_gym.orchestration.errors import UserError
+
+    try:
+        outcome = decide(args)
+    except UserError as exc:
+        # Not 1: that is NO-GO, and a gate that could not run must not read as a decision.
+        _print_problems(exc.problems)
+        return EXIT_CANNOT_RUN
+    echo(outcome.to_json() if args.json else gate_text(outcome, args))
+    return outcome.exit_code
+
+
+def decide(args: argparse.Namespace) -> GateOutcome:
+    from nemo_gym.orchestration.library import gate, read_policy, select
+
+    policy = read_policy(args.policy, POLICY_MAX_BYTES)
+    return gate(select([args.base]).records, select([args.candidate]).records, policy)
+
+
+def number(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def gate_text(outcome: GateOutcome, args: argparse.Namespace) -> str:
+    rows = []
+    for b in outcome.benchmarks:
+        p = b.comparison.paired if b.comparison else None
+        ci = f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]" if p and p.ci else "-"
+        rows.append(
+            [
+                b.benchmark,
+                b.tier.value,
+                b.metric,
+                str(p.n) if p else "0",
+                number(p.base_mean if p else None),
+                number(p.candidate_mean if p else None),
+                number(p.delta if p else None, signed=True),
+                ci,
+                "-" if p is None or p.p_value is None else f"{p.p_value:.3g}",
+                number(b.tolerated_drop),
+                b.finding.value,
+            ]
+        )
+    headers = [
+        "BENCHMARK",
+        "TIER",
+        "METRIC",
+        "TASKS",
+        "BASE",
+        "CANDIDATE",
+        "DELTA",
+        "95% CI",
+        "P",
+        "TOLERATED",
+        "FINDING",
+    ]
+    lines = [f"Gate: {args.candidate} against {args.base}, policy {args.policy}", table(headers, rows)]
+    lines += [f"  {b.benchmark}: {b.why}" for b in outcome.benchmarks]
+    if outcome.not_in_policy:
+        lines.append(f"Not in the policy (not gated): {', '.join(outcome.not_in_policy)}")
+    lines.append(f"Verdict: {outcome.verdict.value} ({outcome.why}); exit {outcome.exit_code}")
+    return "\n".join(lines)

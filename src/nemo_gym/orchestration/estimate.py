@@ -1,0 +1,97 @@
+"""What a run will cost, before it is queued, from what earlier runs of the same benchmarks cost.
+Pure rules, no I/O: the history is read from the local index by ``record.spent_history``.
+
+A benchmark's estimate is the median GPU-hours and wall time of its earlier successful jobs on the
+same GPU footprint (the GPUs its allocation holds, as ``Backend.allocated_gpus`` says at submit):
+another footprint is another cost, and is never scaled to this one. The median, because a few
+runs are all there is at first and one slow node should not move the figure much. A run's
+estimate is the sum over its benchmarks, known only when every benchmark has one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What one successful job of an earlier run cost (its record in the index's observation)."""
+
+    benchmark: str
+    gpus: int
+    gpu_hours: float
+    wall_seconds: float | None
+
+
+@dataclass(frozen=True)
+class BenchmarkEstimate:
+    benchmark: str
+    gpus: int
+    runs: int  # earlier jobs it is based on; 0: no estimate
+    gpu_hours: float | None
+    wall_seconds: float | None
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    benchmarks: tuple[BenchmarkEstimate, ...]
+
+    @property
+    def gpu_hours(self) -> float | None:
+        """The run's GPU-hours, when every benchmark has an estimate."""
+        if not self.benchmarks or any(b.gpu_hours is None for b in self.benchmarks):
+            return None
+        return sum(b.gpu_hours or 0.0 for b in self.benchmarks)
+
+    @property
+    def unknown(self) -> list[str]:
+        return [b.benchmark for b in self.benchmarks if b.gpu_hours is None]
+
+
+def estimate_benchmark(benchmark: str, gpus: int, history: list[Spent]) -> BenchmarkEstimate:
+    same = [s for s in history if s.benchmark == benchmark and s.gpus == gpus]
+    if not same:
+        return BenchmarkEstimate(benchmark, gpus, 0, None, None)
+    walls = [s.wall_seconds for s in same if s.wall_seconds is not None]
+    return BenchmarkEstimate(
+        benchmark,
+        gpus,
+        len(same),
+        statistics.median(s.gpu_hours for s in same),
+        statistics.median(walls) if walls else None,
+    )
+
+
+def estimate_run(footprints: dict[str, int], history: list[Spent]) -> RunEstimate:
+    """Each benchmark's estimate (benchmark -> the GPUs its job will hold), in the run's order."""
+    return RunEstimate(tuple(estimate_benchmark(b, gpus, history) for b, gpus in footprints.items()))
+
+
+def over_budget(estimate: RunEstimate, max_gpu_hours: float | None) -> str | None:
+    """Why the run is refused under ``job.max_gpu_hours`` (one line), or None."""
+    total = estimate.gpu_hours
+    if max_gpu_hours is None or total is None or total <= max_gpu_hours:
+        return None
+    parts = ", ".join(f"{b.benchmark} {b.gpu_hours:.2f} ({runs_text(b)})" for b in estimate.benchmarks)
+    return (
+        f"job.max_gpu_hours: this run is estimated at {total:.2f} GPU-hours ({parts}), over the "
+        f"{max_gpu_hours:g} allowed; raise job.max_gpu_hours, or evaluate fewer benchmarks or repeats"
+    )
+
+
+def runs_text(b: BenchmarkEstimate) -> str:
+    return f"median of {b.runs} earlier run{'s' if b.runs != 1 else ''} on {b.gpus} GPU{'s' if b.gpus != 1 else ''}"
+
+
+def estimate_lines(estimate: RunEstimate, wall_text: Callable[[float], str]) -> list[str]:
+    """One line per benchmark: its estimate and what it is based on, or that nothing is known."""
+    lines = []
+    for b in estimate.benchmarks:
+        if b.gpu_hours is None:
+            lines.append(f"{b.benchmark}: no earlier run on {b.gpus} GPU(s) in the local index to estimate from")
+            continue
+        wall = wall_text(b.wall_seconds) if b.wall_seconds is not None else "?"
+        lines.append(f"{b.benchmark}: ~{b.gpu_hours:.2f} GPU-hours, ~{wall} wall ({runs_text(b)})")
+    return lines

@@ -1,0 +1,239 @@
+"""A release gate over a suite of benchmarks, from a policy file. Pure rules, no I/O.
+
+A policy names the benchmarks that matter and how much: each has a tier (critical, supporting,
+advisory), the drop it tolerates (absolute ``max_drop``, relative ``max_relative_drop``, or none:
+any significant drop), the direction that is better, and the paired tasks it needs before it can
+say anything. Each benchmark of the policy gets one finding from the paired comparison
+``comparison.compare_benchmark`` already makes (tasks paired by index, paired-bootstrap CI, exact
+test):
+
+- ``missing``: not in both sides, or not comparable (not complete, not started, no common task).
+  A benchmark nobody measured is not certified.
+- ``insufficient evidence``: fewer paired tasks than the policy asks; or a drop beyond the
+  tolerance that the paired test does not call significant (more tasks or repeats would tell).
+- ``breach``: a drop beyond the tolerance that the paired test calls significant.
+- ``pass``: within the tolerance.
+
+The verdict, strongest finding first: NO-GO when a critical benchmark breaches, or more supporting
+ones than ``supporting_breaches_allowed``; else MISSING when a critical or supporting one is
+missing; else INCONCLUSIVE when one of them lacks evidence; else GO. Advisory benchmarks are
+reported and never move the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from nemo_gym.orchestration.errors import UserError, describe_validation_error
+from nemo_gym.orchestration.results import DEFAULT_METRIC
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.comparison import BenchmarkComparison
+
+
+class Tier(str, Enum):
+    CRITICAL = "critical"
+    SUPPORTING = "supporting"
+    ADVISORY = "advisory"
+
+
+class Direction(str, Enum):
+    """Which way the metric is better."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+class Finding(str, Enum):
+    PASS = "pass"
+    BREACH = "breach"
+    INSUFFICIENT = "insufficient evidence"
+    MISSING = "missing"
+
+
+class Verdict(str, Enum):
+    GO = "GO"
+    NO_GO = "NO-GO"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    MISSING = "MISSING"
+
+
+# The command's exit code per verdict (2 is the CLI's own: the gate could not run).
+EXIT_CODES = {Verdict.GO: 0, Verdict.NO_GO: 1, Verdict.INCONCLUSIVE: 3, Verdict.MISSING: 4}
+
+# Paired tasks a benchmark needs by default before it can pass or breach (nel's minimum too).
+DEFAULT_MIN_PAIRED = 10
+
+
+class BenchmarkPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tier: Tier = Tier.CRITICAL
+    metric: str | None = Field(default=None, min_length=1, description="default: the policy's metric")
+    direction: Direction = Direction.HIGHER
+    max_drop: float | None = Field(default=None, ge=0, description="the largest tolerated drop, in the metric's units")
+    max_relative_drop: float | None = Field(
+        default=None, ge=0, le=1, description="the largest tolerated drop, as a fraction of the base value"
+    )
+    min_paired: int | None = Field(default=None, ge=1, description="default: the policy's min_paired")
+
+
+class GatePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = Field(default=DEFAULT_METRIC, min_length=1)
+    min_paired: int = Field(default=DEFAULT_MIN_PAIRED, ge=1)
+    supporting_breaches_allowed: int = Field(default=0, ge=0)
+    benchmarks: dict[str, BenchmarkPolicy]
+
+    @model_validator(mode="after")
+    def _names_benchmarks(self) -> GatePolicy:
+        if not self.benchmarks:
+            raise ValueError("benchmarks: the policy names no benchmark; add at least one (name: {tier: critical})")
+        return self
+
+    def metric_of(self, name: str) -> str:
+        return self.benchmarks[name].metric or self.metric
+
+    def min_paired_of(self, name: str) -> int:
+        return self.benchmarks[name].min_paired or self.min_paired
+
+
+def load_policy(data: Any, source: str) -> GatePolicy:
+    """The policy a file holds (parsed YAML), or a ``UserError`` naming the file and the field."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: a gate policy is a mapping with a 'benchmarks' key; see gym eval gate --help")
+    try:
+        return GatePolicy.model_validate(data)
+    except ValidationError as exc:
+        raise UserError([f"{source}: {line}" for line in describe_validation_error(exc, GatePolicy)]) from None
+
+
+@dataclass(frozen=True)
+class BenchmarkGate:
+    benchmark: str
+    tier: Tier
+    metric: str
+    finding: Finding
+    why: str  # one line
+    tolerated_drop: float | None  # None when missing (no base value to scale a relative drop)
+    comparison: BenchmarkComparison | None
+
+    def as_dict(self) -> dict[str, Any]:
+        paired = self.comparison.paired if self.comparison else None
+        return {
+            "benchmark": self.benchmark,
+            "tier": self.tier.value,
+            "metric": self.metric,
+            "finding": self.finding.value,
+            "why": self.why,
+            "tolerated_drop": self.tolerated_drop,
+            "paired_tasks": paired.n if paired else 0,
+            "base": paired.base_mean if paired else None,
+            "candidate": paired.candidate_mean if paired else None,
+            "delta": paired.delta if paired else None,
+            "ci95": list(paired.ci) if paired and paired.ci else None,
+            "p_value": paired.p_value if paired else None,
+        }
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    verdict: Verdict
+    why: str  # one line: what decided the verdict
+    benchmarks: tuple[BenchmarkGate, ...]
+    not_in_policy: tuple[str, ...]  # measured, not gated
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "exit_code": self.exit_code,
+            "why": self.why,
+            "benchmarks": [b.as_dict() for b in self.benchmarks],
+            "not_in_policy": list(self.not_in_policy),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
+
+
+def tolerated_drop(rule: BenchmarkPolicy, base_mean: float) -> float:
+    """The drop the rule tolerates at this base value: the tighter of its limits, 0 without one."""
+    limits = []
+    if rule.max_drop is not None:
+        limits.append(rule.max_drop)
+    if rule.max_relative_drop is not None:
+        limits.append(rule.max_relative_drop * abs(base_mean))
+    return min(limits) if limits else 0.0
+
+
+def judge_benchmark(
+    name: str, policy: GatePolicy, comparison: BenchmarkComparison | None, missing: str | None
+) -> BenchmarkGate:
+    """One benchmark's finding. ``missing`` says why there is no comparison, or why it cannot
+    decide (not complete, not started); ``comparison`` is None when a side lacks the benchmark."""
+    from nemo_gym.orchestration.stats import IMPROVED, REGRESSED  # numpy: only when a gate runs
+
+    rule = policy.benchmarks[name]
+    metric = policy.metric_of(name)
+
+    def found(finding: Finding, why: str, tolerance: float | None = None) -> BenchmarkGate:
+        return BenchmarkGate(name, rule.tier, metric, finding, why, tolerance, comparison)
+
+    if comparison is None or missing:
+        return found(Finding.MISSING, missing or "not measured in both runs")
+    paired = comparison.paired
+    needed = policy.min_paired_of(name)
+    if paired.n < needed or paired.delta is None or paired.base_mean is None:
+        return found(Finding.INSUFFICIENT, f"{paired.n} paired task(s); the policy asks at least {needed}")
+    tolerance = tolerated_drop(rule, paired.base_mean)
+    drop = -paired.delta if rule.direction is Direction.HIGHER else paired.delta
+    worse_verdict = REGRESSED if rule.direction is Direction.HIGHER else IMPROVED
+    shown = f"{metric} {paired.base_mean:.4f} -> {paired.candidate_mean:.4f} ({paired.delta:+.4f})"
+    if drop <= tolerance:
+        return found(Finding.PASS, f"{shown}, within the tolerated drop of {tolerance:.4f}", tolerance)
+    p_value = "-" if paired.p_value is None else f"{paired.p_value:.3g}"
+    if paired.verdict == worse_verdict:
+        return found(
+            Finding.BREACH, f"{shown}, beyond the tolerated {tolerance:.4f}, significant (p={p_value})", tolerance
+        )
+    return found(
+        Finding.INSUFFICIENT,
+        f"{shown}, beyond the tolerated {tolerance:.4f} but not significant (p={p_value}): more tasks or repeats would tell",
+        tolerance,
+    )
+
+
+def decide(policy: GatePolicy, judged: list[BenchmarkGate], not_in_policy: list[str]) -> GateOutcome:
+    """The verdict over the judged benchmarks, by the rule in this module's docstring."""
+
+    def named(tiers: tuple[Tier, ...], finding: Finding) -> list[str]:
+        return [b.benchmark for b in judged if b.tier in tiers and b.finding is finding]
+
+    gating = (Tier.CRITICAL, Tier.SUPPORTING)
+    critical_breaches = named((Tier.CRITICAL,), Finding.BREACH)
+    supporting_breaches = named((Tier.SUPPORTING,), Finding.BREACH)
+    if critical_breaches:
+        verdict, why = Verdict.NO_GO, f"critical benchmark(s) breached: {', '.join(critical_breaches)}"
+    elif len(supporting_breaches) > policy.supporting_breaches_allowed:
+        verdict, why = (
+            Verdict.NO_GO,
+            f"{len(supporting_breaches)} supporting benchmark(s) breached ({', '.join(supporting_breaches)}); "
+            f"the policy allows {policy.supporting_breaches_allowed}",
+        )
+    elif missing := named(gating, Finding.MISSING):
+        verdict, why = Verdict.MISSING, f"not certified: no comparable result for {', '.join(missing)}"
+    elif unsure := named(gating, Finding.INSUFFICIENT):
+        verdict, why = Verdict.INCONCLUSIVE, f"not enough evidence for {', '.join(unsure)}"
+    else:
+        verdict, why = Verdict.GO, "every critical and supporting benchmark within its tolerance"
+    return GateOutcome(verdict, why, tuple(judged), tuple(not_in_policy))
