@@ -114,7 +114,7 @@ def test_a_three_checkpoint_sweep_over_two_benchmarks_runs_as_one_sweep(cluster_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"Sweep {sweep_id}: 3 runs"
-    assert lines[2].split() == ["services.policy.model", "math", "code", "GPU-HOURS", "WALL"]
+    assert lines[2].split() == ["model", "math", "code", "GPU-HOURS", "WALL"]
     table = [line.split()[:3] for line in lines[3:6]]
     assert table == [[m, f"{a:.4f}", f"{a - 0.25:.4f}"] for m, a in zip(models, ACCURACY.values())]
     # report SWEEP: one file, opened in a real Chromium.
