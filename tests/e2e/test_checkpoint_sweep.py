@@ -59,6 +59,7 @@ def test_the_checkpoint_sweep_rises_and_its_last_checkpoint_is_significantly_bet
     [bench] = comparison.benchmarks
     paired = bench.paired
     assert paired.verdict == "improved" and paired.p_value is not None and paired.p_value < 0.05, bench.as_dict()
+    assert not bench.uncomparable and not bench.flags, bench.as_dict()  # the same tasks, complete
     # The script's own words: the comparison passed, the report written, the view named.
     assert "improved" in out and f"gym eval view {sweep_id}" in out
     report = tmp_path / "runs" / f"{sweep_id}.html"

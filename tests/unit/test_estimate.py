@@ -117,3 +117,17 @@ def test_status_records_what_succeeded_jobs_cost_and_hostile_observations_are_sk
     assert library.estimate_text([estimate_run({"math": 8}, history)]) == [
         "math: ~2.00 GPU-hours, ~15m00s wall (median of 1 earlier run on 8 GPUs)"
     ]
+
+
+def test_what_is_known_over_the_limit_refuses_whatever_the_rest_adds() -> None:
+    run = estimate_run({"math": 8, "code": 8}, [Spent("math", 8, 3.0, 100.0)])
+    said = over_budget(run, 2.0)
+    assert said is not None and "estimated at at least 3.00 GPU-hours (math 3.00" in said
+    assert over_budget(run, 4.0) is None  # code's cost is unknown: no refusal on a guess
+
+
+def test_a_sharded_benchmark_is_estimated_as_one_on_its_shards_gpus(config_file) -> None:  # noqa: F811
+    from nemo_gym.orchestration.library.submitting import footprints
+
+    plan = prepared(config_file, MODEL, GPUS, "++driver.benchmarks.math.shards=3").runs[0].plan
+    assert footprints(plan) == {"math": 24, "code": 8}

@@ -23,9 +23,9 @@ def scores(passed: int, tasks: int = TASKS) -> dict[int, list[float]]:
     return {t: [1.0 if t < passed else 0.0] for t in range(tasks)}
 
 
-def policy_file(tmp_path: Path, policy: dict) -> str:
+def policy_file(tmp_path: Path, policy: dict | list | str) -> str:
     path = tmp_path / "gate.yaml"
-    path.write_text(json.dumps(policy))  # JSON is YAML
+    path.write_text(policy if isinstance(policy, str) else json.dumps(policy))  # JSON is YAML
     return str(path)
 
 
@@ -77,8 +77,31 @@ def test_fewer_paired_tasks_than_the_minimum_is_inconclusive(tmp_path, capsys) -
 def test_a_drop_beyond_tolerance_that_is_not_significant_is_inconclusive(tmp_path, capsys) -> None:
     base = generated_run(tmp_path, "base", {"math": scores(20)})
     candidate = generated_run(tmp_path, "cand", {"math": scores(17)})  # 3 flips: p = 0.25
-    code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, {"benchmarks": {"math": {}}}))
-    assert code == 3 and "not significant" in out, out
+    limited = {"benchmarks": {"math": {"max_drop": 0.01}}}
+    code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, limited))
+    assert code == 3 and "the evidence does not establish it (p=0.25" in out, out
+
+
+def test_without_a_limit_only_a_significant_drop_counts(tmp_path, capsys) -> None:
+    base = generated_run(tmp_path, "base", {"math": scores(20)})
+    noise = generated_run(tmp_path, "noise", {"math": scores(17)})  # p = 0.25
+    worse = generated_run(tmp_path, "worse", {"math": scores(8)})  # 12 flips: p < 0.001
+    policy = policy_file(tmp_path, {"benchmarks": {"math": None}})  # a bare name: every default
+    code, out, _ = run_gate(capsys, base, noise, policy)
+    assert code == 0 and "no significant drop (p=0.25)" in out, out
+    code, out, _ = run_gate(capsys, base, worse, policy)
+    assert code == 1 and "breach" in out, out
+
+
+def test_a_breach_needs_the_whole_interval_past_the_tolerance(tmp_path, capsys) -> None:
+    base = generated_run(tmp_path, "base", {"math": scores(40)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(33)})  # -0.175, significant
+    near = {"benchmarks": {"math": {"max_drop": 0.15}}}  # the CI reaches back within 0.15
+    far = {"benchmarks": {"math": {"max_drop": 0.02}}}
+    code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, near))
+    assert code == 3 and "the 95 % CI allows a drop of only" in out, out
+    code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, far))
+    assert code == 1 and "the 95 % CI puts the drop at" in out, out
 
 
 def test_a_policy_benchmark_no_run_measured_is_missing_and_extra_ones_are_listed(tmp_path, capsys) -> None:
@@ -87,7 +110,7 @@ def test_a_policy_benchmark_no_run_measured_is_missing_and_extra_ones_are_listed
     policy = policy_file(tmp_path, {"benchmarks": {"math": {}, "science": {"tier": "supporting"}}})
     code, out, _ = run_gate(capsys, base, candidate, policy)
     assert code == 4, out
-    assert "science: not in BASE or CANDIDATE" in out
+    assert "science: in neither BASE nor CANDIDATE" in out
     assert "Not in the policy (not gated): code" in out
 
 
@@ -135,6 +158,7 @@ def test_a_lower_is_better_metric_breaches_when_it_rises(tmp_path, capsys) -> No
         ({"benchmarks": {"math": {"max_relative_drop": 2}}}, "benchmarks.math.max_relative_drop"),
         ({"benchmarks": {}}, "names no benchmark"),
         (["math"], "a gate policy is a mapping"),
+        ("benchmarks: {math: [", "not YAML"),
     ],
 )
 def test_a_bad_policy_is_one_line_naming_the_field_and_exit_2_never_no_go(tmp_path, capsys, policy, said) -> None:
@@ -174,6 +198,9 @@ def test_the_rules_alone() -> None:
     assert judged(same, worse, {}) is Finding.BREACH
     assert judged(same, worse, {"max_drop": 0.5}) is Finding.PASS
     assert judged(same, worse, {}, min_paired=30) is Finding.INSUFFICIENT
+    slightly = {t: (0.0 if t < 2 else 1.0) for t in range(20)}  # 2 flips: not significant
+    assert judged(same, slightly, {}) is Finding.PASS
+    assert judged(same, slightly, {"max_drop": 0.05}) is Finding.INSUFFICIENT
     assert judged(worse, same, {"direction": "lower"}) is Finding.BREACH
     policy = load_policy({"benchmarks": {"b": {"tier": "advisory"}}}, "p.yaml")
     assert judge_benchmark("b", policy, None, "not in BASE").finding is Finding.MISSING
@@ -201,3 +228,16 @@ def test_the_verdict_order_no_go_then_missing_then_inconclusive() -> None:
     assert gate_of(Finding.INSUFFICIENT, Finding.MISSING, Finding.PASS) is Verdict.MISSING
     assert gate_of(Finding.INSUFFICIENT, Finding.PASS, Finding.MISSING) is Verdict.INCONCLUSIVE
     assert gate_of(Finding.PASS, Finding.PASS, Finding.BREACH) is Verdict.GO
+
+
+def test_the_readme_example_is_what_the_gate_prints(tmp_path, capsys, monkeypatch) -> None:
+    generated_run(tmp_path, "base", {"math": scores(30), "chat": scores(30), "code": scores(20)})
+    generated_run(tmp_path, "cand", {"math": scores(15), "chat": scores(30), "code": scores(20)})
+    (tmp_path / "gate.yaml").write_text(
+        "benchmarks:\n  math: {tier: critical, max_drop: 0.05}\n  chat: {tier: advisory}\n  science: {tier: supporting}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code = main(["eval", "gate", "base/", "cand/", "--policy", "gate.yaml"])
+    out = capsys.readouterr().out
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert code == 1 and f"$ gym eval gate base/ cand/ --policy gate.yaml\n{out}```" in readme, out

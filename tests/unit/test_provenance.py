@@ -112,8 +112,8 @@ def test_results_read_what_the_job_recorded_it_ran_bounded(tmp_path) -> None:
     (run_dir / BENCH / ".gym").mkdir(exist_ok=True)
     junk = "".join(f"key{i}=v{i}\n" for i in range(100))
     (run_dir / BENCH / contract.PROVENANCE_FILE).write_text(
-        "gym_version=NeMo Gym v0.7.0\nvllm_version.policy=0.32.0\nbad key=x\n=novalue\nnoequals\n"
-        "vllm_version.policy=0.32.1\n" + junk + "x" * 10_000
+        "x" * 10_000 + "\ngym_version=NeMo Gym v0.7.0\nvllm_version.policy=0.32.0\nbad key=x\n=novalue\nnoequals\n"
+        "vllm_version.policy=0.32.1\n" + junk
     )
     provenance = result_of(run_dir).provenance
     assert provenance["gym_version"] == "NeMo Gym v0.7.0"
@@ -129,3 +129,20 @@ def test_any_provenance_text_gives_short_printable_entries(text: str) -> None:
     for key, value in found.items():
         assert re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", key)
         assert value and value.isprintable() and len(value) <= facts.PROVENANCE_VALUE_CHARS
+
+
+def test_past_its_bound_the_newest_lines_of_the_provenance_file_count(tmp_path) -> None:
+    run_dir = copy_of_the_real_run(tmp_path, "run")
+    (run_dir / BENCH / ".gym").mkdir(exist_ok=True)
+    lines = "".join(f"gym_version=NeMo Gym v0.7.{i} (attempt {i})\n" for i in range(200))  # appended per job
+    (run_dir / BENCH / contract.PROVENANCE_FILE).write_text(lines)
+    assert len(lines) > facts.PROVENANCE_MAX_BYTES
+    assert result_of(run_dir).provenance == {"gym_version": "NeMo Gym v0.7.199 (attempt 199)"}
+
+
+def test_a_sharded_benchmark_shows_what_its_shards_ran(tmp_path) -> None:
+    run_dir = copy_of_the_real_run(tmp_path, "run")
+    shard = Path(contract.shard_dir(str(run_dir / BENCH), 2))
+    (shard / ".gym").mkdir(parents=True)
+    (shard / contract.PROVENANCE_FILE).write_text("gym_version=NeMo Gym v0.7.0\n")
+    assert result_of(run_dir).provenance == {"gym_version": "NeMo Gym v0.7.0"}

@@ -49,6 +49,11 @@ class RunEstimate:
     def unknown(self) -> list[str]:
         return [b.benchmark for b in self.benchmarks if b.gpu_hours is None]
 
+    @property
+    def known_gpu_hours(self) -> float:
+        """The GPU-hours of the benchmarks that have an estimate: the run's at least."""
+        return sum(b.gpu_hours for b in self.benchmarks if b.gpu_hours is not None)
+
 
 def estimate_benchmark(benchmark: str, gpus: int, history: list[Spent]) -> BenchmarkEstimate:
     same = [s for s in history if s.benchmark == benchmark and s.gpus == gpus]
@@ -70,13 +75,17 @@ def estimate_run(footprints: dict[str, int], history: list[Spent]) -> RunEstimat
 
 
 def over_budget(estimate: RunEstimate, max_gpu_hours: float | None) -> str | None:
-    """Why the run is refused under ``job.max_gpu_hours`` (one line), or None."""
-    total = estimate.gpu_hours
-    if max_gpu_hours is None or total is None or total <= max_gpu_hours:
+    """Why the run is refused under ``job.max_gpu_hours`` (one line), or None: refused when what
+    is known of it is over, whatever the benchmarks without an estimate add."""
+    known = estimate.known_gpu_hours
+    if max_gpu_hours is None or known <= max_gpu_hours:
         return None
-    parts = ", ".join(f"{b.benchmark} {b.gpu_hours:.2f} ({runs_text(b)})" for b in estimate.benchmarks)
+    parts = ", ".join(
+        f"{b.benchmark} {b.gpu_hours:.2f} ({runs_text(b)})" for b in estimate.benchmarks if b.gpu_hours is not None
+    )
+    at = f"{known:.2f}" if not estimate.unknown else f"at least {known:.2f}"
     return (
-        f"job.max_gpu_hours: this run is estimated at {total:.2f} GPU-hours ({parts}), over the "
+        f"job.max_gpu_hours: this run is estimated at {at} GPU-hours ({parts}), over the "
         f"{max_gpu_hours:g} allowed; raise job.max_gpu_hours, or evaluate fewer benchmarks or repeats"
     )
 

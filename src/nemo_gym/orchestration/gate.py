@@ -10,9 +10,10 @@ test):
 - ``missing``: not in both sides, or not comparable (not complete, not started, no common task).
   A benchmark nobody measured is not certified.
 - ``insufficient evidence``: fewer paired tasks than the policy asks; or a drop beyond the
-  tolerance that the paired test does not call significant (more tasks or repeats would tell).
-- ``breach``: a drop beyond the tolerance that the paired test calls significant.
-- ``pass``: within the tolerance.
+  tolerance that the evidence does not establish (more tasks or repeats would tell).
+- ``breach``: a drop the evidence puts beyond the tolerance: the paired test calls it significant
+  and the whole 95 % CI of the delta lies past the tolerated drop.
+- ``pass``: the drop is within the tolerance; without any limit, no significant drop.
 
 The verdict, strongest finding first: NO-GO when a critical benchmark breaches, or more supporting
 ones than ``supporting_breaches_allowed``; else MISSING when a critical or supporting one is
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nemo_gym.orchestration.errors import UserError, describe_validation_error
 from nemo_gym.orchestration.results import DEFAULT_METRIC
@@ -90,6 +91,14 @@ class GatePolicy(BaseModel):
     min_paired: int = Field(default=DEFAULT_MIN_PAIRED, ge=1)
     supporting_breaches_allowed: int = Field(default=0, ge=0)
     benchmarks: dict[str, BenchmarkPolicy]
+
+    @field_validator("benchmarks", mode="before")
+    @classmethod
+    def _bare_names_take_the_defaults(cls, value: Any) -> Any:
+        """``math:`` with nothing after it is a benchmark with every default."""
+        if isinstance(value, dict):
+            return {name: ({} if rule is None else rule) for name, rule in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _names_benchmarks(self) -> GatePolicy:
@@ -166,6 +175,10 @@ class GateOutcome:
         return json.dumps(self.as_dict(), indent=2)
 
 
+def has_limit(rule: BenchmarkPolicy) -> bool:
+    return rule.max_drop is not None or rule.max_relative_drop is not None
+
+
 def tolerated_drop(rule: BenchmarkPolicy, base_mean: float) -> float:
     """The drop the rule tolerates at this base value: the tighter of its limits, 0 without one."""
     limits = []
@@ -196,19 +209,29 @@ def judge_benchmark(
     if paired.n < needed or paired.delta is None or paired.base_mean is None:
         return found(Finding.INSUFFICIENT, f"{paired.n} paired task(s); the policy asks at least {needed}")
     tolerance = tolerated_drop(rule, paired.base_mean)
-    drop = -paired.delta if rule.direction is Direction.HIGHER else paired.delta
-    worse_verdict = REGRESSED if rule.direction is Direction.HIGHER else IMPROVED
+    higher = rule.direction is Direction.HIGHER
+    drop = -paired.delta if higher else paired.delta
+    significant = paired.verdict == (REGRESSED if higher else IMPROVED)
+    # The smallest drop the 95 % CI allows: beyond the tolerance, so is all of it.
+    least_drop = None if paired.ci is None else (-paired.ci[1] if higher else paired.ci[0])
     shown = f"{metric} {paired.base_mean:.4f} -> {paired.candidate_mean:.4f} ({paired.delta:+.4f})"
+    p_value = "-" if paired.p_value is None else f"{paired.p_value:.3g}"
     if drop <= tolerance:
         return found(Finding.PASS, f"{shown}, within the tolerated drop of {tolerance:.4f}", tolerance)
-    p_value = "-" if paired.p_value is None else f"{paired.p_value:.3g}"
-    if paired.verdict == worse_verdict:
+    if not has_limit(rule) and not significant:
+        return found(Finding.PASS, f"{shown}, no significant drop (p={p_value})", tolerance)
+    if significant and least_drop is not None and least_drop > tolerance:
         return found(
-            Finding.BREACH, f"{shown}, beyond the tolerated {tolerance:.4f}, significant (p={p_value})", tolerance
+            Finding.BREACH,
+            f"{shown}, beyond the tolerated {tolerance:.4f}: significant (p={p_value}), and the 95 % CI "
+            f"puts the drop at {least_drop:.4f} or more",
+            tolerance,
         )
+    allowed = 0.0 if least_drop is None else max(least_drop, 0.0)
     return found(
         Finding.INSUFFICIENT,
-        f"{shown}, beyond the tolerated {tolerance:.4f} but not significant (p={p_value}): more tasks or repeats would tell",
+        f"{shown}, beyond the tolerated {tolerance:.4f}, but the evidence does not establish it (p={p_value}; "
+        f"the 95 % CI allows a drop of only {allowed:.4f}): more tasks or repeats would tell",
         tolerance,
     )
 

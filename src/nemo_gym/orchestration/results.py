@@ -293,7 +293,10 @@ def _provenance(payload: str) -> dict[str, str]:
         data = base64.b64decode(payload[: facts.PROVENANCE_MAX_BYTES * 2])
     except ValueError:  # damaged in transit: nothing known, never a guess
         return {}
-    return facts.parse_provenance(data.decode("utf-8", errors="replace"))
+    text = data.decode("utf-8", errors="replace")
+    if len(data) >= facts.PROVENANCE_MAX_BYTES:
+        text = text.partition("\n")[2]  # the file's tail: its first line may be cut
+    return facts.parse_provenance(text)
 
 
 def _add_metrics_file(found: _Found, path: str, payload: str) -> None:

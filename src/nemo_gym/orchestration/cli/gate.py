@@ -31,10 +31,11 @@ policy file (YAML):
     chat:   {tier: advisory}                            # reported, never decides
     errors: {tier: critical, direction: lower, metric: error_rate, min_paired: 30}
 
-Per benchmark: pass (within its tolerated drop: the tighter of max_drop and max_relative_drop, 0
-without either), breach (beyond it, and the paired test calls the drop significant), insufficient
-evidence (fewer paired tasks than min_paired, or a drop beyond tolerance that is not significant),
-missing (not in both sides, or not complete). Verdict: NO-GO if a critical benchmark breaches (or
+Per benchmark: pass (within its tolerated drop: the tighter of max_drop and max_relative_drop;
+without either, no significant drop), breach (significant, and the whole 95% CI of the delta past
+the tolerated drop), insufficient evidence (fewer paired tasks than min_paired, or a drop past the
+tolerance that the evidence does not establish), missing (not in both sides, not complete, or
+asked different tasks). Verdict: NO-GO if a critical benchmark breaches (or
 too many supporting ones), else MISSING if a critical or supporting one is missing, else
 INCONCLUSIVE if one lacks evidence, else GO.
 
@@ -49,7 +50,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "gate",
         help="GO / NO-GO for a candidate against a base over a suite of benchmarks, from a policy file",
         description="Each benchmark the policy names is compared as gym eval compare does (tasks paired by "
-        "index, a paired-bootstrap 95%% CI, an exact test) and judged by its tier and tolerated drop.",
+        "index, a paired-bootstrap 95% CI, an exact test) and judged by its tier and tolerated drop.",
         epilog=POLICY_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -64,11 +65,14 @@ def run_gate(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.cli.main import _print_problems
     from nemo_gym.orchestration.errors import UserError
 
+    # Not 1 for what goes wrong: that is NO-GO, and a gate that could not run must not read as a decision.
     try:
         outcome = decide(args)
     except UserError as exc:
-        # Not 1: that is NO-GO, and a gate that could not run must not read as a decision.
         _print_problems(exc.problems)
+        return EXIT_CANNOT_RUN
+    except Exception as exc:  # noqa: BLE001 - whatever it is, it is no verdict
+        _print_problems([f"the gate could not run: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"])
         return EXIT_CANNOT_RUN
     echo(outcome.to_json() if args.json else gate_text(outcome, args))
     return outcome.exit_code

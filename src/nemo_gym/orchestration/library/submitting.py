@@ -206,11 +206,21 @@ def prepare(what: SubmitConfig | Composition) -> Prepared:
     return Prepared(runs, composition.sweep_id, composition.config_path, tuple(_sharing_notes(plans)), None, estimates)
 
 
+def footprints(plan: RunPlan) -> dict[str, int]:
+    """Benchmark -> the GPUs its jobs will hold: a sharded benchmark's, its shards' together (what
+    status records of it is the benchmark's, as one)."""
+    found: dict[str, int] = {}
+    for unit, gpus in backend_named(plan.backend).allocated_gpus(plan).items():
+        benchmark = contract.split_unit(unit)[0]
+        found[benchmark] = found.get(benchmark, 0) + gpus
+    return found
+
+
 def _estimates(runs: list[PreparedRun]) -> tuple[RunEstimate, ...]:
     """Each run's cost estimated from what earlier runs in the index cost on the same footprint;
     a run over its ``job.max_gpu_hours`` is refused (naming the run of a sweep) before anything."""
     history = spent_history()
-    estimates = tuple(estimate_run(backend_named(r.plan.backend).allocated_gpus(r.plan), history) for r in runs)
+    estimates = tuple(estimate_run(footprints(r.plan), history) for r in runs)
     problems = []
     for run, estimate in zip(runs, estimates):
         problem = over_budget(estimate, run.config.job.max_gpu_hours)

@@ -8,8 +8,8 @@ if ! { command -v python3 >/dev/null 2>&1 && python3 -c "$gym_projection" __GYM_
   [ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/artifacts/rollouts_materialized_inputs.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: second expected; base64 -w0 </tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/artifacts/rollouts_materialized_inputs.jsonl; echo; }
 fi
 printf '%s\n' __GYM_RUN:0
-[ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/provenance ] && printf '%s%s\x1f%s\n' __GYM_PROVENANCE: first "$(head -c 4096 /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/provenance | base64 -w0)"
+p="$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/.gym/provenance /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/shards/*/.gym/provenance 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: first "$p"
 for f in /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first/artifacts/*aggregate_metrics*.json; do [ -f "$f" ] || continue; if [ "$(wc -c <"$f")" -gt 16777216 ]; then p='!too-large'; else p="$(base64 -w0 <"$f")"; fi; printf '%s%s\x1f\x1f%s\x1f%s\n' __GYM_RESULT: first "$f" "$p"; done
-[ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/provenance ] && printf '%s%s\x1f%s\n' __GYM_PROVENANCE: second "$(head -c 4096 /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/provenance | base64 -w0)"
+p="$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/.gym/provenance /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/shards/*/.gym/provenance 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: second "$p"
 for f in /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second/artifacts/*aggregate_metrics*.json; do [ -f "$f" ] || continue; if [ "$(wc -c <"$f")" -gt 16777216 ]; then p='!too-large'; else p="$(base64 -w0 <"$f")"; fi; printf '%s%s\x1f\x1f%s\x1f%s\n' __GYM_RESULT: second "$f" "$p"; done
 true
