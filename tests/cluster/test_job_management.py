@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import STANDIN_PATH
 
+from nemo_gym.orchestration import contract
+
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
@@ -170,5 +172,8 @@ def test_a_requeued_job_starts_clean_and_succeeds(cluster_run) -> None:
     time.sleep(1)
     final = cluster_run.wait_for("bench", {"succeeded", "failed"}, timeout=300)  # Slurm holds a requeue for cred_expire
     assert final["state"] == "succeeded", final
-    attempts = sorted(p.name for p in (Path(job["job_dir"]) / ".gym").iterdir())
+    attempts = sorted(p.name for p in (Path(job["job_dir"]) / ".gym").iterdir() if p.is_dir())
     assert attempts == [job["job_id"], f"{job['job_id']}.attempt-1"]
+    # Each attempt recorded what it ran (the stand-ins' versions), the last one's line last.
+    made = (Path(job["job_dir"]) / contract.PROVENANCE_FILE).read_text().splitlines()
+    assert made[-2:] == ["vllm_version.policy=0.0.0+standin", "gym_version=NeMo Gym stand-in v0.0.0"], made
