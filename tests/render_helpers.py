@@ -110,6 +110,7 @@ def golden_requeue(record: SubmissionRecord) -> RequeuedRun:
             Remedy.GENERATE_MISSING if i == 0 else Remedy.REQUEUE,
             job.job_id or "",
             backend.requeued_id(job.job_id or "", 2),
+            queued_as=dict(job.queued_as),
         )
         for i, job in enumerate(record.benchmarks)
     ]

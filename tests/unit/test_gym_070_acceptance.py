@@ -273,6 +273,15 @@ AT_PATH_RULES: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
         "driver.benchmarks.answer-judge.run.limit",
         lambda: _set("driver.benchmarks.answer-judge", {"run": {"limit": "all"}, "shards": 2}),
     ),
+    "what one Kubernetes pod cannot run": (
+        "services.policy.use_ray_serve",
+        "services.policy.use_ray_serve",
+        lambda: _set(
+            "services.policy.use_ray_serve",
+            True,
+            lambda: _set("compute", {"k8s": {"type": "kubernetes", "pvc_name": "results"}}),
+        ),
+    ),
     "shards under a glob's output path": (
         "job.output_path",
         "job.output_path",

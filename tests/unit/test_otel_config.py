@@ -92,7 +92,8 @@ CONFIGS = [
     "examples/single-node.yaml",
     "examples/quickstart.yaml",
     "examples/quickstart-slurm.yaml",
-    *sorted(str(p.relative_to(REPO)) for p in (REPO / "tests/golden/configs").glob("*.yaml")),
+    # Not Kubernetes': it refuses otel (the collector's token cannot reach a pod yet).
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "tests/golden/configs").glob("*.yaml") if p.stem != "kubernetes"),
 ]
 
 

@@ -92,6 +92,32 @@ def test_the_scan_names_a_slurm_word_by_file_and_line(tmp_path: Path) -> None:
     assert slurm_words_in([copy], root=tmp_path) == ["observe.py:3: sbatch"]
 
 
+# Kubernetes' client and the keys of its objects: only its backend's files speak them.
+KUBERNETES_WORDS = re.compile(
+    r"kubectl|initContainers|batch/v1|nvidia\.com/gpu|KubernetesBackend|KubernetesComputeConfig"
+)
+# Where they may stand besides: the compute model (api.py, the config spec) and the registry's one line.
+KUBERNETES_ALLOWED = {"api.py": {"KubernetesComputeConfig"}, "backends/__init__.py": {"KubernetesBackend"}}
+
+
+def test_no_kubernetes_word_outside_the_kubernetes_backend() -> None:
+    """No `if kubernetes` elsewhere: outside backends/kubernetes*.py and its template, the compute
+    model in api.py and the registry line are the only places that name it."""
+    found = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.j2")]):
+        rel = str(path.relative_to(PACKAGE))
+        if rel.startswith(("backends/kubernetes", "templates/backend-kubernetes")):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            for match in KUBERNETES_WORDS.finditer(line):
+                if match.group() not in KUBERNETES_ALLOWED.get(rel, set()):
+                    found.append(f"{rel}:{number}: {match.group()}")
+    assert not found, "Kubernetes words outside its backend:\n" + "\n".join(found)
+    # The scan sees its words where they are.
+    backend = (PACKAGE / "backends" / "kubernetes.py").read_text()
+    assert {"kubectl", "initContainers", "batch/v1", "nvidia.com/gpu"} <= set(KUBERNETES_WORDS.findall(backend))
+
+
 # -- a third backend is a module, its template and one registry line ---------------------------------
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from nemo_gym.orchestration import contract, rules
-from nemo_gym.orchestration.backends import backend_named, slurm_rules
+from nemo_gym.orchestration.backends import backend_named, kubernetes_rules, slurm_rules
 from nemo_gym.orchestration.errors import error_at
 from nemo_gym.orchestration.exporters.spec import SECRETS as CREDENTIAL_SECRETS
 
@@ -43,6 +43,7 @@ __all__ = [
     "GymInstallConfig",
     "HealthCheckConfig",
     "JobConfig",
+    "KubernetesComputeConfig",
     "LocalComputeConfig",
     "NodePool",
     "OtelConfig",
@@ -546,12 +547,58 @@ class LocalComputeConfig(BaseComputeConfig):
         return "none"
 
 
+class KubernetesComputeConfig(BaseComputeConfig):
+    """Extension beyond the spec: one Job per benchmark on a Kubernetes cluster, the
+    shape of upstream's ``KubernetesComputeConfig`` (main branch, v1): field names, types and
+    defaults are its own.
+
+    One pod per job (single node): the model services run as native sidecars, the driver as the
+    pod's one container, every container mounting ``pvc_name`` at ``job.output_path``.
+    """
+
+    type: Literal["kubernetes"]
+    context: str | None = None  # the kubeconfig context; None: its current one
+    namespace: str = "default"
+    gpus_per_node: int | None = None  # the most GPUs one pod may ask for; None: not checked
+    node_selector: dict[str, str] = {}
+    service_account: str | None = None
+    pvc_name: str  # mounted at job.output_path in every container; the submit host sees it there too
+    memory_per_gpu: str = "32Gi"  # requested per GPU, so that a GPU pod is not BestEffort
+    extra_args: dict[str, dict[str, str]] = {}  # labels and annotations for the Job and its pod
+    ttl_seconds_after_finished: int | None = 86400
+    active_deadline_seconds: int | None = None
+
+    _check_context = field_validator("context")(kubernetes_rules.optional_context)
+    _check_names = field_validator("namespace", "pvc_name")(kubernetes_rules.dns_label)
+    _check_account = field_validator("service_account")(kubernetes_rules.optional_dns_label)
+    _check_gpus = field_validator("gpus_per_node")(rules.optional_gpus)
+    _check_selector = field_validator("node_selector")(kubernetes_rules.node_selector)
+    _check_memory = field_validator("memory_per_gpu")(kubernetes_rules.quantity)
+    _check_extra_args = field_validator("extra_args")(kubernetes_rules.extra_args)
+    _check_ttl = field_validator("ttl_seconds_after_finished")(rules.optional_non_negative)
+    _check_deadline = field_validator("active_deadline_seconds")(rules.optional_positive)
+
+    @property
+    def node_pools(self) -> dict[str, NodePool]:
+        return {}  # one implicit pool: the pod's node
+
+    @property
+    def hostname(self) -> None:
+        return None  # its client runs where gym does, with the user's kubeconfig
+
+    @property
+    def container_runtime(self) -> Literal["none"]:
+        return "none"  # each step already runs in its own container of the pod
+
+
 ComputeConfig = Annotated[
-    Annotated[SlurmComputeConfig, Tag("slurm")] | Annotated[LocalComputeConfig, Tag("local")],
+    Annotated[SlurmComputeConfig, Tag("slurm")]
+    | Annotated[LocalComputeConfig, Tag("local")]
+    | Annotated[KubernetesComputeConfig, Tag("kubernetes")],
     Discriminator("type"),
 ]
 # What a validated ``ComputeConfig`` is: the type where the config meets its backend.
-AnyComputeConfig: TypeAlias = SlurmComputeConfig | LocalComputeConfig
+AnyComputeConfig: TypeAlias = SlurmComputeConfig | LocalComputeConfig | KubernetesComputeConfig
 
 
 # --------------------------------------------------------------------------------------------
@@ -800,6 +847,10 @@ class SubmitConfig(_StrictModel):
     @model_validator(mode="after")
     def _resolve_and_validate_placements(self) -> SubmitConfig:
         compute_name, compute = self._sole_compute()
+        # What its backend cannot run at all is said first, before rules about what it could.
+        problem = backend_named(compute.type).config_problem(self, compute_name)
+        if problem is not None:
+            raise error_at(*problem)
         node_pools = compute.node_pools
         total_nodes = sum(pool.nodes for pool in node_pools.values())
         self._check_tier_names_are_free()

@@ -19,6 +19,7 @@ A run directory::
       shared-deployment/        (job.deployment: shared) the one job's own directory
       <benchmark>/              a job directory:
         job.sh                  the batch script
+        job.yaml                (Kubernetes backend) the Job's manifest, as applied
         slurm-<id>.out          the job's own log
         steps/                  step scripts, lib.sh, the driver, helpers
         logs/<step>-<id>[-<node>].log
@@ -103,6 +104,7 @@ def split_unit(unit: str) -> tuple[str, int | None]:
 # -- job directory (paths relative to it) ---------------------------------------------------------
 
 JOB_SCRIPT = "job.sh"
+JOB_MANIFEST = "job.yaml"  # a Kubernetes Job's manifest, beside its job script
 STEPS_DIR = "steps"
 LOGS_DIR = "logs"
 ARTIFACTS_DIR = "artifacts"

@@ -124,7 +124,7 @@ def runs_cancel_script(scripts: list[str], backends: list[Backend]) -> str:
     )
 
 
-def _cancelled_job(job: BenchmarkJob) -> dict[str, str]:
+def _cancelled_job(job: BenchmarkJob) -> dict[str, object]:
     """What a backend's ``cancel_job`` macro is given of one benchmark's job."""
     # A lane's job not queued yet has no state directory: the chain's marker stops its lane's feed.
     state_dir = f"{job.job_dir}/{contract.state_dir(job.job_id)}" if job.job_id else ""
@@ -135,6 +135,7 @@ def _cancelled_job(job: BenchmarkJob) -> dict[str, str]:
         "state_dir": state_dir,
         "chain": f"{job.job_dir}/{contract.CHAIN_FILE}",
         "pid_file": f"{state_dir}/{contract.PID_FILE}" if state_dir else "",
+        "queued_as": dict(job.queued_as),  # where its scheduler keeps it (a Kubernetes namespace)
     }
 
 

@@ -717,17 +717,24 @@ def runs_probe_script(
     a sweep's runs share one); runs of several backends each get their own functions."""
     backends = [backend_named(record.executor) for record in records]
     if len({backend.name for backend in backends}) == 1:
-        context = {**backend_context(backends[0]), "functions": probe_functions(backends[0], missing_named)}
-    else:
-        context = {"backend_template": ""}
-        scripts = [(i, probe_functions(b, missing_named) + "\n" + script) for (i, script), b in zip(scripts, backends)]
-    jobs = [
-        (job.job_id or "", f"{job.job_dir}/{contract.CHAIN_FILE}")
-        for record in records
-        for job in record.units
-        if job.queued
+        functions = probe_functions(backends[0], missing_named)
+        return render_template(
+            "probe-runs.sh.j2", functions=functions, snapshot=snapshot_script(backends[0], records), runs=scripts
+        )
+    scripts = [
+        (i, "\n".join([probe_functions(b, missing_named), snapshot_script(b, [record]), script]))
+        for (i, script), b, record in zip(scripts, backends, records)
     ]
-    return render_template("probe-runs.sh.j2", **context, jobs=jobs, runs=scripts)
+    return render_template("probe-runs.sh.j2", functions="", snapshot="", runs=scripts)
+
+
+def snapshot_script(backend: Backend, records: list[SubmissionRecord]) -> str:
+    """What the scheduler says of every job ``records`` name, asked once (``templates/probe-snapshot.sh.j2``):
+    given what their jobs were queued under, each once, and their ids (resume chains whole)."""
+    units = [job for record in records for job in record.units if job.queued]
+    queued = list({json.dumps(job.queued_as, sort_keys=True): job.queued_as for job in units}.values())
+    jobs = [(job.job_id or "", f"{job.job_dir}/{contract.CHAIN_FILE}") for job in units]
+    return render_template("probe-snapshot.sh.j2", **backend_context(backend), queued=queued, jobs=jobs)
 
 
 def was_queued(record: SubmissionRecord) -> bool:

@@ -60,6 +60,14 @@ class StagedRun:
     def job_script(self, benchmark: str) -> str:
         return self.files[f"{benchmark}/{contract.JOB_SCRIPT}"].content
 
+    def job_documents(self, benchmark: str) -> list[tuple[str, str]]:
+        """(name, text) of what queues a job as its scheduler is given it: the job script, and the
+        manifest where its backend writes one."""
+        names = (contract.JOB_SCRIPT, contract.JOB_MANIFEST)
+        return [
+            (name, self.files[f"{benchmark}/{name}"].content) for name in names if f"{benchmark}/{name}" in self.files
+        ]
+
 
 def _export_env(var: EnvVar, host_variable: str | None = None) -> str:
     if var.kind == "lit":

@@ -1,4 +1,4 @@
-"""Backends: what runs a plan's jobs (Slurm, this machine). Each one is a module here with a
+"""Backends: what runs a plan's jobs (Slurm, Kubernetes, this machine). Each one is a module here with a
 ``Backend`` subclass, registered below by the compute ``type`` it runs.
 
 Adding one means a module, its template of shell fragments ``templates/backend-<name>.sh.j2`` (the
@@ -22,6 +22,7 @@ __all__ = ["Backend", "SchedulerView", "backend_for", "backend_named", "backend_
 _REGISTRY = {
     "slurm": "nemo_gym.orchestration.backends.slurm:SlurmBackend",
     "local": "nemo_gym.orchestration.backends.local:LocalBackend",
+    "kubernetes": "nemo_gym.orchestration.backends.kubernetes:KubernetesBackend",
 }
 _LOADED: dict[str, Backend] = {}
 

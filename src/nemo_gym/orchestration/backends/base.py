@@ -12,7 +12,7 @@ import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
@@ -20,7 +20,7 @@ from nemo_gym.orchestration.contract import Cause, Phase, StateFile, Status
 from nemo_gym.orchestration.recovery import Remedy
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.api import AnyComputeConfig
+    from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
     from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
     from nemo_gym.orchestration.record import SubmissionRecord
 
@@ -137,6 +137,11 @@ class Backend(ABC):
     @property
     def supports_resume(self) -> bool:
         return self.node_scheduler is not None
+
+    def config_problem(self, config: SubmitConfig, compute_name: str) -> tuple[str, str] | None:
+        """What of a validated config this backend cannot run: (its YAML path, why and the fix),
+        or None. Asked by ``api.SubmitConfig``'s validation, so a refusal is one line at the key."""
+        return None
 
     # -- planning ---------------------------------------------------------------------------------
 
@@ -291,6 +296,7 @@ class RequeuedJob:
     remedy: Remedy
     after: str  # the job it follows (the latest of the attempt before)
     local_id: str = ""  # the id given in advance (``Backend.requeued_id``), if its scheduler gives none
+    queued_as: Mapping[str, str] = field(default_factory=dict)  # what it was submitted under (the record's)
 
     @property
     def attempt_dir(self) -> str:
@@ -304,3 +310,16 @@ class RequeuedJob:
 def run_marker_line(plan: RunPlan) -> str:
     """Bash: the line that opens a run's part of a submission's output."""
     return f"printf '%s\\n' {shlex.quote(contract.RUN_MARKER + plan.run_id)}"
+
+
+def job_answer_lines(plan: RunPlan, unit: str) -> list[str]:
+    """Bash: a queued job's answer, ``contract.JOB_MARKER<unit>:$rc:$out`` with ``$out`` made one
+    line in place, kept in the run's submitted log as it happens (a lost connection is recovered
+    from it) and printed."""
+    log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
+    return [
+        f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(unit)} "
+        '"$rc" "${out//$\'\\n\'/ }"',
+        f"printf '%s\\n' \"$line\" >>{log}",
+        "printf '%s\\n' \"$line\"",
+    ]

@@ -17,6 +17,7 @@ from nemo_gym.orchestration.backends.base import (
     JobState,
     QueueDemand,
     SchedulerView,
+    job_answer_lines,
     recorded_outcome,
     run_marker_line,
     running_state,
@@ -177,7 +178,6 @@ class SlurmBackend(Backend):
         return self._job_lines(plan, fed, {})
 
     def _job_lines(self, plan: RunPlan, fed: Mapping[str, str], tasks: Mapping[str, tuple[int, int]]) -> list[str]:
-        log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
         # Builtins where they do (a sweep of 300 runs is 600 of these): one mkdir for the run,
         # sbatch's answer made one line in place.
         # The markers directory too, where a cancel marks the job before it starts.
@@ -201,13 +201,7 @@ class SlurmBackend(Backend):
                 lines.append(
                     f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?"
                 )
-            lines += [
-                f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.unit)} "
-                '"$rc" "${out//$\'\\n\'/ }"',
-                # Also kept on the cluster as it happens, so a lost connection can be recovered from.
-                f"printf '%s\\n' \"$line\" >>{log}",
-                "printf '%s\\n' \"$line\"",
-            ]
+            lines += job_answer_lines(plan, job.unit)
         return lines
 
     # -- site limits ------------------------------------------------------------------------------

@@ -125,10 +125,11 @@ def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
         print(f"[dry-run] staged run directory written to {root}")
         return 0
     for job in plan.submitted_jobs:
-        print("=" * 72)
-        print(f"[dry-run] {job.benchmark}: {job.job_dir}/job.sh")
-        print("=" * 72)
-        sys.stdout.write(run.staged.job_script(job.benchmark))
+        for name, text in run.staged.job_documents(job.benchmark):
+            print("=" * 72)
+            print(f"[dry-run] {job.benchmark}: {job.job_dir}/{name}")
+            print("=" * 72)
+            sys.stdout.write(text)
     return 0
 
 

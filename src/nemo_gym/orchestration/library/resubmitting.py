@@ -137,6 +137,7 @@ def _requeued_jobs(record: SubmissionRecord, infos: list[BenchmarkInfo]) -> list
                 remedy=info.plan.remedy,
                 after=job.job_id,
                 local_id=backend.requeued_id(own.job_id or "", attempt),
+                queued_as=dict(own.queued_as),
             )
         )
     return jobs

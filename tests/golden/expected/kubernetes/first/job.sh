@@ -1,0 +1,135 @@
+#!/bin/bash
+# gym orchestration: benchmark first of run gym-job-20260101T000000Z-000000, kubernetes backend, container runtime none.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/mnt/gym-results/gym-job-20260101T000000Z-000000/first
+# The Job's name (its manifest gives the pod's job-name label as GYM_JOB_ID); one pod, one node.
+GYM_JOB_ID=${GYM_JOB_ID:?the Job manifest sets GYM_JOB_ID}
+GYM_NODES=$(hostname)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_requeued=0
+if [ -e "$(gym_state_dir)/pid" ]; then
+    # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
+    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
+    gym_attempt=1
+    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+    gym_requeued=$gym_attempt
+fi
+GYM_ATTEMPT=$gym_requeued
+
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
+if [ -e "$GYM_JOB_DIR/.gym/cancelled" ]; then
+    # Cancelled before it started (a lane's job queued as gym eval cancel ran): nothing to run.
+    gym_phase cancelled "cancelled before it started"
+    exit 0
+fi
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+)
+
+# Why this job is being ended: a cancel can be told (gym eval cancel's marker comes before its
+# kubectl delete); a deadline, a drained node and a deleted Job all arrive as the same TERM.
+gym_ending_cause() {
+    if [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+    fi
+}
+
+# Ends the job. A failure also records its cause, which a resumable job's successor reads when the
+# scheduler has forgotten the job:
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short.
+gym_finish() {
+    local rc=$1 detail=$2 cause=${3:-} ending
+    trap - TERM INT
+    case "$cause" in
+        startup-failed | service-died | driver-failed | driver-killed)
+            # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_ending_cause)
+            cause=${ending:-$cause}
+            ;;
+    esac
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
+    gym_stop_collector
+    gym_stop_steps
+    [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+# shellcheck disable=SC2317  # run by the TERM trap
+gym_on_term() {
+    if [ "$(gym_ending_cause)" = cancelled ]; then
+        gym_finish 143 "cancelled (SIGTERM)" cancelled
+    fi
+    gym_finish 143 "stopped by a signal (SIGTERM)" signal
+}
+trap gym_on_term TERM
+trap 'gym_finish 130 "interrupted" signal' INT
+gym_phase starting "launching services"
+
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):18000/v1"
+export GYM_SERVICE_URL_POLICY
+
+# service policy, step policy: one process, nodes 0..0
+gym_await_sidecar policy &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+gym_wait_http policy "http://localhost:18000/health" 60 gym-job-20260101T000000Z-000000-first-policy || gym_finish 1 "service policy did not start" startup-failed
+
+# Driver: gym eval run, watched together with the services.
+gym_phase running "driver"
+setsid bash /mnt/gym-results/gym-job-20260101T000000Z-000000/first/steps/driver.sh >"logs/driver-$GYM_JOB_ID.log" 2>&1 &
+GYM_DRIVER_PID=$!
+# Stopped with the steps when the job ends early (a local driver is a process group of its own).
+GYM_STEP_PID[driver]=$GYM_DRIVER_PID
+gym_event "driver-start"
+while kill -0 "$GYM_DRIVER_PID" 2>/dev/null; do
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            kill -TERM "$GYM_DRIVER_PID" 2>/dev/null
+            wait "$GYM_DRIVER_PID" 2>/dev/null
+            gym_finish 1 "service $service died while the driver ran" service-died
+        fi
+    done
+    sleep 1
+done
+wait "$GYM_DRIVER_PID"
+driver_rc=$?
+gym_event "driver-end $driver_rc"
+# A service that died between two looks of the watch still makes the results suspect (the driver
+# may have talked to something else on that port): check every service once more.
+for service in "${!GYM_SERVICE_STEPS[@]}"; do
+    gym_check_alive "$service" || gym_finish 1 "service $service died while the driver ran" service-died
+done
+if [ "$driver_rc" -ne 0 ]; then
+    gym_log "ERROR: the driver failed with exit status $driver_rc; last lines of its log:"
+    tail -n 20 "logs/driver-$GYM_JOB_ID.log" 2>/dev/null | sed 's/^/    /'
+    if [ "$driver_rc" -gt 128 ]; then
+        # Killed by a signal (the OOM killer's KILL, a node going down): not its own failure.
+        gym_finish "$driver_rc" "the driver was killed by signal $((driver_rc - 128))" driver-killed
+    fi
+    gym_finish "$driver_rc" "driver failed with exit status $driver_rc" driver-failed
+fi
+gym_finish 0 "driver finished"

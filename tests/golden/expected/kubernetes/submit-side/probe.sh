@@ -1,0 +1,211 @@
+# What Kubernetes says of Job $1, into gym_answer: its fields and its pod's, from the snapshot
+# (describe_snapshot); empty when Kubernetes does not know it, ? when kubectl could not be asked.
+gym_describe_job() {
+    local job=${gym_k8s_job_of[$1]-} pod=${gym_k8s_pod_of[$1]-}
+    if [ -z "$job" ] && [ "${gym_k8s_unanswered:-0}" = 1 ]; then
+        gym_answer='?'
+        return 0
+    fi
+    [ -n "$job" ] || pod=''
+    job=${job//$'\t'/$'\x1f'}
+    pod=${pod//$'\t'/$'\x1f'}
+    printf -v gym_answer '%s\x1f%s' "${job:-$'\x1f\x1f\x1f\x1f\x1f'}" "$pod"
+}
+
+# Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
+# read cost more than all the rest. gym_slurp VAR FILE [MAX]: the file's text (at most MAX
+# characters), nothing when it is missing. (bash variables hold no NUL byte: one is dropped).
+gym_slurp() { IFS= read -r -N "${3:-1048576}" "$1" 2>/dev/null <"$2" || true; }
+# gym_chain_of FIRST CHAIN_TEXT: the job ids the chain names (started or queued), FIRST first,
+# each once, in gym_chain_ids; gym_chain_joined VAR puts them in VAR as a comma list.
+gym_chain_of() {
+    local line kind id rest
+    local -A seen=()
+    gym_chain_ids=()
+    [ -n "$1" ] && { seen[$1]=1; gym_chain_ids+=("$1"); }
+    # Split at each tab, as the chain's reader does (read would merge empty fields).
+    while IFS= read -r line; do
+        case $line in *$'\t'*) ;; *) continue ;; esac
+        kind=${line%%$'\t'*}
+        rest=${line#*$'\t'}
+        id=${rest%%$'\t'*}
+        case $kind in
+            fed | start | successor | resubmit)
+                [ -n "$id" ] && [ -z "${seen[$id]+set}" ] && { seen[$id]=1; gym_chain_ids+=("$id"); } ;;
+        esac
+    done <<<"$2"
+}
+gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
+# The last job-end event's value in an events file: read in bash when it is small (as it is),
+# else by one awk.
+gym_job_end_of() {
+    local text t kind value rest
+    gym_end=''
+    [ -f "$1" ] || return 0
+    text=''; gym_slurp text "$1" 65536
+    if [ "${#text}" -ge 65536 ]; then
+        gym_end=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$1" 2>/dev/null)
+        return 0
+    fi
+    while read -r t kind value rest; do
+        [ "$kind" = job-end ] && gym_end=$value
+    done <<<"$text"
+}
+gym_probe() {
+    local b=$1 d=$2 first=$3 check=$4 out ch chain again id st cs answer n latest line every cancelled
+    local -a recent
+    gym_slurp chain "$d/.gym/chain"
+    for _ in 1 2 3; do
+        gym_chain_of "$first" "$chain"
+        out=""
+        latest=""
+        # The last four jobs of the chain: those status speaks of.
+        recent=(${gym_chain_ids[@]+"${gym_chain_ids[@]:$((${#gym_chain_ids[@]} > 4 ? ${#gym_chain_ids[@]} - 4 : 0))}"})
+        for id in ${recent[@]+"${recent[@]}"}; do
+            st=''; gym_slurp st "$d/.gym/$id/state" 65536
+            st=${st//$'\n'/$'\t'}
+            # The newest job that wrote a state (a resume job Slurm dropped unrun never does).
+            [ -n "$st" ] && latest=$st
+            gym_job_end_of "$d/.gym/$id/events"
+            [ -n "$gym_end" ] && st="$st"$'\t'"job_end=$gym_end"
+            # Why it failed, as it recorded (one word; bounded: the file is the job's, untrusted).
+            cs=''; gym_slurp cs "$d/.gym/$id/cause" 64
+            cs=${cs//[$'\t\r\n']/}
+            [ -n "$cs" ] && st="$st"$'\t'"cause=$cs"
+            { [ -e "$d/.gym/$id/cancelled" ] || [ -e "$d/.gym/cancelled" ]; } && st="$st"$'\t'cancelled_by_user=1
+            gym_describe_job "$id"
+            answer=$gym_answer
+            printf -v line '__GYM_PROBE:J\x1f%s\x1f%s\x1f%s\x1f%s' "$b" "$id" "$st" "$answer"
+            out+=$line$'\n'
+        done
+        # Read again after the scheduler was asked: unchanged, the answers explain the chain.
+        again=''; gym_slurp again "$d/.gym/chain"
+        [ "$again" = "$chain" ] && break
+        chain=$again
+    done
+    ch=''; [ -n "$chain" ] && ch=$(printf '%s' "$chain" | base64 -w0)
+    n=0; [ -f "$d/artifacts/rollouts.jsonl" ] && n=$(wc -l <"$d/artifacts/rollouts.jsonl")
+    printf '%s' "$out"
+    cancelled=0; [ -e "$d/.gym/cancelled" ] && cancelled=1
+    printf '__GYM_PROBE:B\x1f%s\x1f%s\x1f%s\x1f%s\n' "$b" "$n" "$ch" "$cancelled"
+    gym_exports "$b" "$d"
+    gym_usage "$b" "$d"
+    gym_chain_joined every
+    gym_all_ids+=",$every"
+    # The samples are counted once the latest job has ended: its files are final then.
+    if [ "$check" = 1 ]; then
+        case $latest in phase=succeeded*|phase=failed*|phase=cancelled*) gym_check_samples "$b" "$d" ;; esac
+    fi
+}
+# The export receipts of benchmark $1 in directory $2.
+gym_exports() {
+    local f
+    for f in "$2/.gym/exports/"*.json; do
+        [ -f "$f" ] && printf '__GYM_PROBE:X\x1f%s\x1f%s\x1f%s\n' "$1" "$(basename "$f" .json)" "$(base64 -w0 "$f")"
+    done
+    return 0
+}
+# A sharded benchmark's own directory (its shards are probed as jobs): whether its shards were
+# merged and the rollouts merged, its exports, and the merged samples once they were.
+gym_probe_merged() {
+    local b=$1 d=$2 check=$3 n=-1
+    if [ -e "$d/.gym/shards/merged" ]; then
+        n=0; [ -f "$d/artifacts/rollouts.jsonl" ] && n=$(wc -l <"$d/artifacts/rollouts.jsonl")
+    fi
+    printf '__GYM_PROBE:G\x1f%s\x1f%s\n' "$b" "$n"
+    gym_exports "$b" "$d"
+    [ "$check" = 1 ] && [ "$n" -ge 0 ] && gym_check_samples "$b" "$d"
+    return 0
+}
+# Per run of a job (a state directory): its job-start, its job-end and its last event; and the
+# times its state, heartbeat and log files were last written (its last signs of life).
+gym_usage() {
+    local b=$1 d=$2 files
+    files=("$d"/.gym/*/events)
+    [ -e "${files[0]}" ] || return 0
+    awk -v m='__GYM_PROBE:' -v b="$b" '
+        function out(  n, parts) { n = split(f, parts, "/"); printf "%sE\037%s\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], s, e, l }
+        FNR == 1 { if (f != "") out(); f = FILENAME; s = ""; e = ""; l = "" }
+        $2 == "job-start" && s == "" { s = $1 }
+        $2 == "job-end" { e = $1 }
+        { l = $1 }
+        END { if (f != "") out() }' "${files[@]}"
+    stat -c '%Y %n' "$d"/.gym/*/state "$d"/.gym/*/heartbeat "$d"/slurm-*.out 2>/dev/null |
+        awk -v m='__GYM_PROBE:' -v b="$b" '{ p = $0; sub(/^[0-9]+ /, "", p); n = split(p, parts, "/"); printf "%sM\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], parts[n], $1 }'
+}
+
+
+# The awk that reads rows: gawk where the host has it. mawk (Debian's and Ubuntu's awk) reads a
+# line in time quadratic in its length: 5 s for a 32 MB row, 20 s for one at max_row.
+gym_row_awk() {
+    gym_awk="awk"
+    if command -v gawk >/dev/null 2>&1; then gym_awk=gawk; fi
+}
+gym_check_samples() {
+    local b=$1 expected="$2/artifacts/rollouts_materialized_inputs.jsonl" written="$2/artifacts/rollouts.jsonl"
+    [ -f "$expected" ] || return 0
+    [ -f "$written" ] || written=/dev/null
+    gym_row_awk
+    # shellcheck disable=SC2016  # the program is awk's: its $ are not the shell's
+    LC_ALL=C "$gym_awk" -v m='__GYM_PROBE:' -v b="$b" -v named=5 -v max=67108864 -v window=4096 '
+        function near_ends(line,  n) {
+            n = length(line)
+            return n <= 2 * window ? line : substr(line, 1, window) "\n" substr(line, n - window + 1)
+        }
+        function index_of(w, key,  v) {
+            if (!match(w, "\"" key "\"[ \t\r]*:[ \t\r]*-?[0-9]+[ \t\r]*[,}]")) return ""
+            v = substr(w, RSTART, RLENGTH); sub(/^.*:[ \t\r]*/, "", v); sub(/[ \t\r]*[,}]$/, "", v)
+            return v == "-0" ? "0" : v
+        }
+        function pair(line,  w, t, r) {
+            if (length(line) > max) return ""
+            w = near_ends(line)
+            if (w !~ /^[ \t\r]*[{]/ || w !~ /[}][ \t\r]*$/) return ""
+            t = index_of(w, "_ng_task_index"); r = index_of(w, "_ng_rollout_index")
+            return t == "" || r == "" ? "" : t ":" r
+        }
+        function blank(line) { return length(line) <= max && line ~ /^[ \t\r]*$/ }
+        FILENAME == ARGV[1] {
+            if (blank($0)) next
+            p = pair($0); if (p == "") untrusted = 1; else if (!(p in want)) { want[p] = 1; order[++n] = p }
+            next
+        }
+        blank($0) { next }
+        { p = pair($0); if (p == "") { bad++; next }; if (p in got) { dup++; next }; got[p] = 1; if (p in want) done++; else extra++ }
+        END {
+            if (untrusted) exit
+            for (i = 1; i <= n; i++) if (!(order[i] in got)) { k++; if (k <= named) shown = shown (shown == "" ? "" : " ") order[i] }
+            printf "%sC\037%s\037%d\037%d\037%d\037%d\037%d\037%s\037%d\n", m, b, n, done + extra, dup, extra, k, shown, bad
+        }' <(LC_ALL=C cut -b "1-67108865" "$expected") <(LC_ALL=C cut -b "1-67108865" "$written")
+}
+
+gym_describe_snapshot() {
+    local name rest answer
+    declare -gA gym_k8s_job_of=() gym_k8s_pod_of=()
+    gym_k8s_unanswered=0
+    if answer=$(kubectl --context=gpu-cluster --namespace=gym-evals --request-timeout=30s get jobs -l app.kubernetes.io/managed-by=gym-orchestration -o jsonpath=$'{range .items[*]}{.metadata.name}{"\\t"}{.spec.suspend}{"\\t"}{.status.active}{"\\t"}{.status.ready}{"\\t"}{.status.startTime}{"\\t"}{.status.conditions[?(@.status=="True")].type}{"\\t"}{.status.conditions[?(@.status=="True")].reason}{"\\n"}{end}' 2>/dev/null); then
+        while IFS=$'\t' read -r name rest; do
+            [ -n "$name" ] && gym_k8s_job_of[$name]=$rest
+        done <<<"$answer"
+    else
+        gym_k8s_unanswered=1
+    fi
+    if answer=$(kubectl --context=gpu-cluster --namespace=gym-evals --request-timeout=30s get pods -l app.kubernetes.io/managed-by=gym-orchestration -o jsonpath=$'{range .items[*]}{.metadata.labels.job-name}{"\\t"}{.status.phase}{"\\t"}{.status.initContainerStatuses[*].state.waiting.reason} {.status.containerStatuses[*].state.waiting.reason}{"\\t"}{.status.conditions[?(@.type=="PodScheduled")].reason}{"\\n"}{end}' 2>/dev/null); then
+        while IFS=$'\t' read -r name rest; do
+            [ -n "$name" ] && gym_k8s_pod_of[$name]=$rest
+        done <<<"$answer"
+    fi
+}
+gym_snapshot_of=''
+gym_chain_text=''; gym_ids_text=''; gym_slurp gym_chain_text /mnt/gym-results/gym-job-20260101T000000Z-000000/first/.gym/chain; gym_chain_of 4000 "$gym_chain_text"; gym_chain_joined gym_ids_text; gym_snapshot_of+=",$gym_ids_text"
+gym_chain_text=''; gym_ids_text=''; gym_slurp gym_chain_text /mnt/gym-results/gym-job-20260101T000000Z-000000/second/.gym/chain; gym_chain_of 4001 "$gym_chain_text"; gym_chain_joined gym_ids_text; gym_snapshot_of+=",$gym_ids_text"
+gym_describe_snapshot "${gym_snapshot_of#,}"
+printf '%s\n' __GYM_PROBE_RUN:0
+(
+gym_all_ids=''
+printf '%sT\x1f%(%s)T\n' __GYM_PROBE: -1
+gym_probe first /mnt/gym-results/gym-job-20260101T000000Z-000000/first 4000 1
+gym_probe second /mnt/gym-results/gym-job-20260101T000000Z-000000/second 4001 1
+[ -d /mnt/gym-results/gym-job-20260101T000000Z-000000/shared-deployment ] && gym_usage '' /mnt/gym-results/gym-job-20260101T000000Z-000000/shared-deployment
+gym_all_ids=${gym_all_ids#,}
+) </dev/null
