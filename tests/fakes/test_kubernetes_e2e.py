@@ -38,7 +38,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(tmp_path: Path, benchmarks: dict, driver_env: dict | None = None) -> Path:
+def write_config(tmp_path: Path, benchmarks: dict, driver_env: dict | None = None, **compute) -> Path:
     config = {
         "services": {
             "policy": {
@@ -50,7 +50,7 @@ def write_config(tmp_path: Path, benchmarks: dict, driver_env: dict | None = Non
                 "env": {"PATH": PATH},
             }
         },
-        "compute": {"k8s": {"type": "kubernetes", "namespace": "evals", "pvc_name": "gym-results"}},
+        "compute": {"k8s": {"type": "kubernetes", "namespace": "evals", "pvc_name": "gym-results", **compute}},
         "driver": {
             "container": "nemo-gym:test",
             "policy_model": "policy",
@@ -183,6 +183,20 @@ def test_cancel_deletes_the_job_and_its_processes(tmp_path) -> None:
         assert not any(_alive(pid) for pid in pids.values())
         state = Path(run["benchmarks"][0]["job_dir"], ".gym", name, "cause").read_text().strip()
         assert state == "cancelled"
+
+
+def test_a_job_past_its_deadline_is_timed_out_and_says_walltime(tmp_path) -> None:
+    """active_deadline_seconds is the Job's walltime: Kubernetes ends it (DeadlineExceeded), the job
+    script tells its TERM was the deadline's, and status says timed out."""
+    with running_fake_kube(tmp_path / "kube", minor="33", grace=20) as fk:
+        config = write_config(tmp_path, {"a": {}}, {"STANDIN_DRIVER_SECONDS": "lit:300"}, active_deadline_seconds=4)
+        [run] = (lambda r: r.get("runs", [r]))(
+            json.loads(gym(fk, tmp_path, "submit", "-c", str(config), "--json").stdout)
+        )
+        final = wait_for(fk, tmp_path, run["gym_job_id"], ended, timeout=60)
+        assert final["a"][0] == "timed out", final
+        job = run["benchmarks"][0]
+        assert Path(job["job_dir"], ".gym", job["job_id"], "cause").read_text().strip() == "walltime"
 
 
 def test_a_benchmark_the_cluster_refuses_is_recorded_while_the_others_run(tmp_path) -> None:

@@ -554,3 +554,11 @@ def test_service_port_clashes_with_collector(base) -> None:
 def test_slurm_walltimes_accepted(base, walltime) -> None:
     base["compute"]["cluster"]["walltime"] = walltime
     validate_quietly(base)
+
+
+@pytest.mark.parametrize("field", ["model", "served_model_name"])
+def test_a_vllm_argument_that_reads_as_an_option_is_refused(base, field) -> None:
+    base["services"]["policy"][field] = "--"
+    text = errors_of(base)
+    assert f"services.policy.vllm.{field}" in text or f"services.policy.{field}" in text
+    assert "starts with '-', which vLLM would read as an option" in text

@@ -20,7 +20,7 @@ from render_helpers import GOLDEN_DIR, stage
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
-from nemo_gym.orchestration.backends.base import JobProbe
+from nemo_gym.orchestration.backends.base import JobProbe, JobState
 from nemo_gym.orchestration.backends.kubernetes import (
     describe_answer,
     job_command,
@@ -185,6 +185,94 @@ def test_a_sidecar_command_really_runs_its_step_into_its_log(tmp_path) -> None:
         assert (tmp_path / contract.state_dir("job-x") / sub).is_dir()
 
 
+def test_a_sidecar_started_again_after_a_kill_leaves_the_death_the_job_reads(tmp_path) -> None:
+    """A KILL (the OOM killer) leaves no exit status; the kubelet starts the sidecar again: that
+    start does not serve again but writes 137 and why, which the job reads as the service's death."""
+    from nemo_gym.orchestration.plan import Launch, NodeSlice
+
+    script = tmp_path / "steps" / "svc.sh"
+    script.parent.mkdir()
+    script.write_text("echo serving >>served.txt; exit 0\n")
+    launch = Launch("svc", str(tmp_path), NodeSlice(0, 1), "img", (), False)
+    env = {"PATH": "/usr/bin:/bin", "GYM_JOB_ID": "job-x", "GYM_JOB_DIR": str(tmp_path)}
+    run = lambda: subprocess.run(["bash", "-c", sidecar_command(launch), "gym-sidecar"], cwd=tmp_path, env=env)  # noqa: E731
+    assert run().returncode == 0  # served once; its own exit status is the step's to write (lib.sh)
+    node = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+    state = tmp_path / contract.state_dir("job-x")
+    assert (state / contract.STARTED_DIR / f"svc@{node}").exists()
+    assert run().returncode == 137  # started again, with no exit status written: killed
+    assert (state / contract.EXITED_DIR / f"svc@{node}").read_text().strip() == "137"
+    assert "killed" in (state / contract.WHY_DIR / f"svc@{node}").read_text()
+    assert (tmp_path / "served.txt").read_text() == "serving\n"  # never served a second time
+    (state / contract.EXITED_DIR / f"svc@{node}").write_text("3\n")
+    assert run().returncode == 3  # a step that ended says so again, and is not run again
+
+
+def _snapshot_answers(tmp_path, jobs_out: str, pods_out: str, ok: bool = True) -> dict[str, list[str]]:
+    """What the real probe's bash makes of kubectl's answer (a stand-in kubectl prints it), per job,
+    as the probe hands it to ``describe``."""
+    from nemo_gym.orchestration.observe import probe_functions, snapshot_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "jobs.txt").write_text(jobs_out)
+    (tmp_path / "pods.txt").write_text(pods_out)
+    fake = bin_dir / "kubectl"
+    fake.write_text(
+        "#!/bin/bash\n"
+        + ("" if ok else "exit 1\n")
+        + f'case " $* " in *" get jobs "*) cat {tmp_path}/jobs.txt ;; *" get pods "*) cat {tmp_path}/pods.txt ;; esac\n'
+    )
+    fake.chmod(0o755)
+    staged = stage(CONFIG)
+    from render_helpers import golden_record
+
+    record = golden_record(staged)
+    backend = backend_named("kubernetes")
+    names = [b.job_id for b in record.benchmarks]
+    script = "\n".join(
+        [
+            probe_functions(backend),
+            snapshot_script(backend, [record]),
+            *(f'gym_describe_job {n}; printf "%s=%s\\n" {n} "$gym_answer"' for n in names),
+        ]
+    )
+    out = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    ).stdout
+    return {line.split("=", 1)[0]: line.split("=", 1)[1].split("\x1f") for line in out.splitlines() if "=" in line}
+
+
+def test_the_probe_keeps_every_field_of_kubectls_answer_in_its_place(tmp_path) -> None:
+    """A running Job has no True condition: its last fields are empty, and its pod's must not slide
+    into them (bash's read merges empty tab-separated fields)."""
+    staged = stage(CONFIG)
+    from render_helpers import golden_record
+
+    first, second = (b.job_id for b in golden_record(staged).benchmarks)
+    jobs = f"{first}\tfalse\t1\t0\t{STARTED}\t\t\n{second}\tfalse\t\t0\t{STARTED}\tFailed\tDeadlineExceeded\n"
+    pods = f"{first}\tPending\t ImagePullBackOff\t\n"
+    answers = _snapshot_answers(tmp_path, jobs, pods)
+    assert answers[first] == ["false", "1", "0", STARTED, "", "", "Pending", " ImagePullBackOff", ""]
+    view = describe_answer(answers[first])
+    assert view.running and view.reason == "ImagePullBackOff"
+    probe = JobProbe(own=StateFile.from_fields({}), scheduler=view)
+    assert job_state(first, probe, 0) == JobState(Status.STARTING, "pod waiting: ImagePullBackOff")
+    timed_out = JobProbe(
+        own=StateFile.from_fields({"phase": "failed", "detail": "stopped by a signal (SIGTERM)"}),
+        scheduler=describe_answer(answers[second]),
+    )
+    assert job_state(second, timed_out, 0).status == Status.TIMED_OUT
+
+
+def test_an_unreachable_cluster_is_said_so(tmp_path) -> None:
+    answers = _snapshot_answers(tmp_path, "", "", ok=False)
+    (name, answer), *_ = answers.items()
+    probe = JobProbe(own=StateFile.from_fields({"phase": "running"}), scheduler=describe_answer(answer))
+    state = job_state(name, probe, 0)
+    assert state.status == Status.UNKNOWN and "could not reach" in state.detail
+
+
 # -- refusals ---------------------------------------------------------------------------------------
 
 
@@ -229,6 +317,22 @@ def _pd(data: dict) -> None:
         (lambda d: d["compute"]["cluster"].update(memory_per_gpu="lots"), "compute.cluster.memory_per_gpu"),
         (lambda d: d["compute"]["cluster"].update(extra_args={"env": {"A": "b"}}), "compute.cluster.extra_args"),
         (lambda d: d["compute"]["cluster"].pop("pvc_name"), "compute.cluster.pvc_name"),
+        (
+            lambda d: d["services"].update(
+                judge={"type": "vllm", "container": "vllm:1", "model": "/j", "port": 18001, "tensor_parallel_size": 8}
+            ),
+            "compute.cluster.gpus_per_node: is 8, but each job's pod runs every service and asks 10 GPUs",
+        ),
+        (
+            lambda d: d["services"].update(
+                driver={"type": "vllm", "container": "vllm:1", "model": "/j", "port": 18001}
+            ),
+            "services.driver: is named 'driver' as a container of the pod, as the driver is",
+        ),
+        (
+            lambda d: d["driver"]["benchmarks"].update({"First": {}}),
+            "would be the same Kubernetes Job name as benchmark",
+        ),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
 )
@@ -342,4 +446,7 @@ def test_the_backend_is_registered_by_its_type() -> None:
     assert backend.is_job_id("gym-job-20260101t000000z-000000-first-a2")
     assert not backend.is_job_id("Bad_Name") and not backend.is_job_id("a;rm -rf /")
     assert backend.requeued_id("j", 3) == "j-a3"
+    # Read back from a record: made a name again, and always within 63 with its suffix.
+    assert backend.is_job_id(backend.requeued_id("x" * 63, 100))
+    assert backend.is_job_id(backend.requeued_id("a/b&c", 2))
     assert re.fullmatch(backend.job_id_pattern, object_name("R", "b", room=4))

@@ -216,6 +216,7 @@ class BaseModelServiceConfig(BaseServiceConfig):
 
     _check_port = field_validator("port")(rules.port)
     _check_model = field_validator("model")(rules.single_line_nonempty)
+    _check_not_options = field_validator("model", "served_model_name")(rules.not_an_option)
 
 
 class VllmServiceConfig(BaseModelServiceConfig):
@@ -965,8 +966,8 @@ class SubmitConfig(_StrictModel):
         names = ", ".join(f"driver.benchmarks.{name}.resumable" for name in resumable)
         if not backend_named(compute.type).supports_resume:
             raise ValueError(
-                f"{names}: compute '{compute_name}' is {compute.type}, which has no walltime, preemption or node "
-                f"failure to resume from; drop resumable or submit to a Slurm compute"
+                f"{names}: compute '{compute_name}' is {compute.type}, whose jobs are not resumed (only Slurm's "
+                f"queue their successors as they near their walltime); drop resumable or submit to a Slurm compute"
             )
         if self.job.deployment == "shared":
             raise ValueError(

@@ -196,6 +196,9 @@ STOP_COLLECTOR_FILE = "stop-collector"
 EXITED_DIR = "exit"  # exit/<step>@<node>: the exit status of a step's process on a node
 READY_DIR = "ready"  # ready/<step>@<node>: a step without an HTTP probe says it is ready
 WHY_DIR = "why"  # why/<step>@<node>: a step that refused to start says why, in one line
+# started/<step>@<node>: a step its own container runs (a Kubernetes sidecar) has begun; found again
+# as it starts, it was restarted after a death that left no exit status (a KILL, the OOM killer).
+STARTED_DIR = "started"
 MERGED_FILE = "merged"  # a shard's job merged its benchmark's shards (its job then exports them)
 ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a requeued job
 

@@ -86,6 +86,14 @@ def single_line_nonempty(cls: Any, v: str) -> str:
     return v
 
 
+def not_an_option(cls: Any, v: str | None) -> str | None:
+    """A value passed as a command's argument (vLLM's model, its served name): one that starts with
+    '-' would be read as an option instead."""
+    if v is not None and v.startswith("-"):
+        raise ValueError(f"{v!r} starts with '-', which vLLM would read as an option; write it without the dash")
+    return v
+
+
 def shell_words(cls: Any, v: str) -> str:
     """Extra arguments are split like a shell command line, then passed as separate arguments."""
     try:

@@ -22,6 +22,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
@@ -61,8 +62,13 @@ RESUBMIT_SUFFIX_ROOM = 4
 READINESS_PERIOD_SECONDS = 5
 # The Job's conditions that end it; the others (SuccessCriteriaMet, FailureTarget: 1.31 on) do not.
 FINAL_CONDITIONS = ("Complete", "Failed")
+FAILING_CONDITION = "FailureTarget"  # 1.31 on: failed, its pod still being ended
 # The Job's Failed reason when activeDeadlineSeconds ended it: its walltime.
 DEADLINE_REASON = "DeadlineExceeded"
+DEADLINE_ENV = "GYM_ACTIVE_DEADLINE_SECONDS"  # the driver container's copy of it
+# A TERM this close to the deadline (seconds, counted from the job script's start, which comes a
+# little after the Job's) is taken as the deadline's.
+DEADLINE_MARGIN_SECONDS = 120
 # What kubectl answers of the jobs (one line each, tab-separated), and of their pods.
 JOB_FIELDS = (
     "{.metadata.name}",
@@ -212,7 +218,9 @@ class KubernetesBackend(Backend):
     # -- resubmit ---------------------------------------------------------------------------------
 
     def requeued_id(self, first_id: str, attempt: int) -> str:
-        return f"{first_id}-a{attempt}"
+        # The first id is read back from a record: made a name again, cut so that the suffix fits.
+        suffix = f"-a{attempt}"
+        return object_name(first_id, room=len(suffix)) + suffix
 
     # -- status -----------------------------------------------------------------------------------
 
@@ -229,6 +237,8 @@ class KubernetesBackend(Backend):
             "managed_by": "=".join(MANAGED_BY),
             "request_timeout": REQUEST_TIMEOUT,
             "unanswered": UNANSWERED,
+            "deadline_env": DEADLINE_ENV,
+            "deadline_margin": DEADLINE_MARGIN_SECONDS,
             "job_id_ere": self.job_id_pattern,
         }
 
@@ -258,9 +268,8 @@ def times_quantity(quantity: str, n: int) -> str:
     """``n`` times a memory quantity (validated: a number and an optional unit), as one."""
     match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(.*)", quantity)
     assert match is not None, quantity
-    number = float(match.group(1)) * n
-    text = str(int(number)) if number.is_integer() else f"{number:g}"
-    return text + match.group(2)
+    number = Decimal(match.group(1)) * n
+    return f"{number.normalize():f}" + match.group(2)
 
 
 def manifest(plan: RunPlan, job: JobPlan) -> dict[str, Any]:
@@ -284,7 +293,7 @@ def manifest(plan: RunPlan, job: JobPlan) -> dict[str, Any]:
         pod["nodeSelector"] = dict(settings.node_selector)
     if sidecars:
         pod["initContainers"] = sidecars
-    pod["containers"] = [_driver_container(job, output_path)]
+    pod["containers"] = [_driver_container(job, settings, output_path)]
     volumes: list[dict[str, Any]] = [{"name": OUTPUT_VOLUME, "persistentVolumeClaim": {"claimName": settings.pvc}}]
     if any("resources" in sidecar for sidecar in sidecars):
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})
@@ -309,6 +318,15 @@ class _PlainDumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _literal_when_multiline(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    # A container's script written as it reads (a block), not as one escaped line.
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_PlainDumper.add_representer(str, _literal_when_multiline)
 
 
 def manifest_text(plan: RunPlan, job: JobPlan) -> str:
@@ -358,13 +376,17 @@ def _sidecar(plan: RunPlan, job: JobPlan, step: Any, settings: Settings, output_
     return container
 
 
-def _driver_container(job: JobPlan, output_path: str) -> dict[str, Any]:
+def _driver_container(job: JobPlan, settings: Settings, output_path: str) -> dict[str, Any]:
+    env = _job_env()
+    if settings.active_deadline_seconds is not None:
+        # A TERM near it is the deadline's: the job records walltime (its template's ending_cause).
+        env.append({"name": DEADLINE_ENV, "value": str(settings.active_deadline_seconds)})
     return {
         "name": DRIVER_CONTAINER,
         "image": job.driver.launch.container,
         "command": ["bash", "-c", job_command(job), "gym-job"],
         "workingDir": job.job_dir,
-        "env": _job_env(),
+        "env": env,
         "volumeMounts": _mounts(output_path, 0),
     }
 
@@ -379,15 +401,31 @@ def sidecar_command(launch: Launch) -> str:
     """What a sidecar runs: the step's script, its output in its log (where gym eval logs reads it)
     and on the container's stdout (``kubectl logs -c``). exec: the kubelet's TERM reaches the step;
     the tee ignores it, so that what the step says as it stops still has somewhere to go (a TERM to
-    the whole container would otherwise leave it writing into a closed pipe)."""
-    state = contract.state_dir("$GYM_JOB_ID")
-    dirs = " ".join(
-        _split_on_id(f"{state}/{sub}") for sub in (contract.EXITED_DIR, contract.READY_DIR, contract.WHY_DIR)
-    )
+    the whole container would otherwise leave it writing into a closed pipe).
+
+    The kubelet restarts a sidecar that ends (``restartPolicy: Always``). A step that ended wrote
+    its exit status, which the job has seen; one killed outright (KILL, the OOM killer) wrote none.
+    Either way a second start is not run again: it leaves the exit status the job reads as the
+    service's death (137 and why, when there was none)."""
+    state = _split_on_id(contract.state_dir("$GYM_JOB_ID"))
+    me = f'{shlex.quote(launch.step)}@"$GYM_NODES"'
+    subs = (contract.EXITED_DIR, contract.READY_DIR, contract.WHY_DIR, contract.STARTED_DIR)
     log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
-    return "; ".join(
+    started, exited, why = (
+        f"{state}/{sub}/{me}" for sub in (contract.STARTED_DIR, contract.EXITED_DIR, contract.WHY_DIR)
+    )
+    died = f"{launch.step}: its container was restarted after dying without an exit status (killed: out of memory?)"
+    return "\n".join(
         [
-            f"mkdir -p {shlex.quote(posixpath.dirname(log) or '.')} {dirs}",
+            "GYM_NODES=$(hostname)",
+            "export GYM_NODES",
+            f"mkdir -p {shlex.quote(posixpath.dirname(log) or '.')} {' '.join(f'{state}/{sub}' for sub in subs)}",
+            f"if [ -e {started} ]; then",
+            f"    [ -e {exited} ] || {{ echo {shlex.quote(died)} >{why}; echo 137 >{exited}; }}",
+            f"    rc=$(head -c 16 {exited} | tr -cd '0-9')",
+            '    exit "${rc:-1}"',
+            "fi",
+            f": >{started}",
             f"exec > >(trap '' TERM; exec tee -a {_split_on_id(log)}) 2>&1",
             f"exec bash {shlex.quote(launch.script)}",
         ]
@@ -426,21 +464,28 @@ def describe_answer(answer: list[str]) -> SchedulerView:
     suspend, active, ready, started, types, reasons, pod_phase, waiting, unscheduled = fields
     if not any(fields):
         return SchedulerView()  # Kubernetes does not know it (deleted, or removed after its ttl)
-    conditions = types.split()
+    conditions, said = types.split(), reasons.split()
+    # A condition without a reason would shift the others': then none is trusted.
+    reason_of = dict(zip(conditions, said)) if len(said) == len(conditions) else {}
     final = next((c for c in conditions if c in FINAL_CONDITIONS), "")
-    reason_words = reasons.split()
-    reason = reason_words[conditions.index(final)] if final and len(reason_words) == len(conditions) else ""
     waiting_reason = " ".join(dict.fromkeys(waiting.split()))
     if final:
-        return SchedulerView(word=final, reason=reason, cancelled=False)
+        return SchedulerView(word=final, reason=reason_of.get(final, ""))
+    if FAILING_CONDITION in conditions:
+        # 1.31 on: the failure is decided, the pod is being ended.
+        return SchedulerView(word=FAILING_CONDITION, running=True, reason=reason_of.get(FAILING_CONDITION, ""))
     if suspend == "true":
         return SchedulerView(word="Suspended", waiting=True, reason="suspended")
-    if not started or pod_phase in ("", "Pending") and unscheduled == "Unschedulable":
+    if not started or (pod_phase in ("", "Pending") and unscheduled == "Unschedulable"):
         return SchedulerView(word="Pending", waiting=True, reason=unscheduled or "waiting for a node")
-    if _count(active) > 0:
+    if _count(active) > 0 and pod_phase:
         word = "Running" if _count(ready) > 0 else "Starting"
         return SchedulerView(word=word, running=True, reason=waiting_reason)
-    return SchedulerView(word=pod_phase or "Pending", waiting=True, reason=waiting_reason)
+    return SchedulerView(
+        word=pod_phase or "Pending",
+        waiting=True,
+        reason=waiting_reason or "Kubernetes has made no pod for it yet (kubectl describe job says why)",
+    )
 
 
 def _count(text: str) -> int:
@@ -451,14 +496,15 @@ def job_state(job_id: str, probe: JobProbe, rollouts: int) -> JobState:
     view = probe.scheduler
     if probe.cancelled_by_user and probe.phase != Phase.SUCCEEDED and not view.running:
         return CANCELLED_BY_USER
+    if view.reason == DEADLINE_REASON and probe.phase != Phase.SUCCEEDED:
+        # Its TERM may have come before the job could tell it was the deadline's.
+        return JobState(Status.TIMED_OUT, "active_deadline_seconds reached (Kubernetes ended the Job)")
     recorded = recorded_outcome(probe)
     if recorded is not None:
         return recorded
     if view.word == "unanswered":
         return JobState(Status.UNKNOWN, f"{view.reason}; job {job_id} recorded no outcome yet")
     if view.word in FINAL_CONDITIONS:
-        if view.reason == DEADLINE_REASON:
-            return JobState(Status.TIMED_OUT, "active_deadline_seconds reached (Kubernetes ended the Job)")
         said = f"{view.word}{f' ({view.reason})' if view.reason else ''}"
         return JobState(Status.FAILED, f"Kubernetes says the Job is {said}, and the job recorded no outcome")
     if view.waiting:
@@ -515,8 +561,8 @@ def unsupported(config: SubmitConfig, compute_name: str) -> tuple[str, str] | No
             if gpus_per_node is not None and footprint > gpus_per_node:
                 return (
                     f"{at}.{'number_of_instances' if service.number_of_instances > 1 else 'tensor_parallel_size'}",
-                    f"with tensor_parallel_size x pipeline_parallel_size asks {footprint} GPUs in one pod, but "
-                    f"{compute}.gpus_per_node is {gpus_per_node}; ask for fewer, {elsewhere}",
+                    f"asks {footprint} GPUs in one pod (number_of_instances x tensor_parallel_size x "
+                    f"pipeline_parallel_size), but {compute}.gpus_per_node is {gpus_per_node}; ask for fewer, {elsewhere}",
                 )
         problem = _not_carried(at, service.mounts, env_sources_of(service), compute)
         if problem:
@@ -524,6 +570,46 @@ def unsupported(config: SubmitConfig, compute_name: str) -> tuple[str, str] | No
     problem = _not_carried("driver", config.driver.mounts, env_sources_of(config.driver), compute)
     if problem:
         return problem
+    return _too_big_or_ambiguous(config, compute, gpus_per_node) or _otel(config, compute)
+
+
+def _too_big_or_ambiguous(config: SubmitConfig, compute: str, gpus_per_node: int | None) -> tuple[str, str] | None:
+    """A pod that asks more GPUs than a node has, and names that would be one name once made
+    Kubernetes names (containers of one pod, Jobs of one run)."""
+    from nemo_gym.orchestration.api import VllmServiceConfig
+
+    asked = {
+        name: s.tensor_parallel_size * s.pipeline_parallel_size * s.number_of_instances
+        for name, s in config.services.items()
+        if isinstance(s, VllmServiceConfig)
+    }
+    if gpus_per_node is not None and sum(asked.values()) > gpus_per_node:
+        each = ", ".join(f"{name} {n}" for name, n in asked.items())
+        return (
+            f"{compute}.gpus_per_node",
+            f"is {gpus_per_node}, but each job's pod runs every service and asks {sum(asked.values())} GPUs "
+            f"({each}); ask for fewer, or raise it if the cluster's nodes have more",
+        )
+    containers: dict[str, str] = {object_name(DRIVER_CONTAINER): "the driver"}
+    for name in config.services:
+        other = containers.setdefault(object_name(name), f"service {name}")
+        if other != f"service {name}":
+            return (
+                f"services.{name}",
+                f"is named {object_name(name)!r} as a container of the pod, as {other} is; rename one of them",
+            )
+    jobs: dict[str, str] = {}
+    for name in config.driver.benchmarks:
+        other = jobs.setdefault(object_name(name), name)
+        if other != name:
+            return (
+                f"driver.benchmarks.{name}",
+                f"would be the same Kubernetes Job name as benchmark {other} ({object_name(name)!r}); rename one",
+            )
+    return None
+
+
+def _otel(config: SubmitConfig, compute: str) -> tuple[str, str] | None:
     if config.otel.enabled:
         return (
             "otel.enabled",

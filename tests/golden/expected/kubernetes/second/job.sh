@@ -42,11 +42,15 @@ declare -A GYM_SERVICE_STEPS=(
     [policy]=policy
 )
 
-# Why this job is being ended: a cancel can be told (gym eval cancel's marker comes before its
-# kubectl delete); a deadline, a drained node and a deleted Job all arrive as the same TERM.
+# Why this job is being ended: a cancel (gym eval cancel's marker comes before its kubectl delete),
+# or the Job's deadline (activeDeadlineSeconds, which the manifest also gives the job as
+# $GYM_ACTIVE_DEADLINE_SECONDS: a TERM within 120s of it, counted from this script's start, is
+# the deadline's); a drained node and a deleted Job arrive as the same TERM, untold.
 gym_ending_cause() {
     if [ -e "$(gym_state_dir)/cancelled" ]; then
         printf 'cancelled'
+    elif [ -n "${GYM_ACTIVE_DEADLINE_SECONDS:-}" ] && ((SECONDS + 120 >= GYM_ACTIVE_DEADLINE_SECONDS)); then
+        printf 'walltime'
     fi
 }
 
@@ -78,10 +82,11 @@ gym_finish() {
 }
 # shellcheck disable=SC2317  # run by the TERM trap
 gym_on_term() {
-    if [ "$(gym_ending_cause)" = cancelled ]; then
-        gym_finish 143 "cancelled (SIGTERM)" cancelled
-    fi
-    gym_finish 143 "stopped by a signal (SIGTERM)" signal
+    case "$(gym_ending_cause)" in
+        cancelled) gym_finish 143 "cancelled (SIGTERM)" cancelled ;;
+        walltime) gym_finish 143 "stopped by its deadline, active_deadline_seconds (SIGTERM)" walltime ;;
+        *) gym_finish 143 "stopped by a signal (SIGTERM)" signal ;;
+    esac
 }
 trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT

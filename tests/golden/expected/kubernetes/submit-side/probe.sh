@@ -180,19 +180,23 @@ gym_check_samples() {
 }
 
 gym_describe_snapshot() {
-    local name rest answer
+    local name line answer
     declare -gA gym_k8s_job_of=() gym_k8s_pod_of=()
     gym_k8s_unanswered=0
     if answer=$(kubectl --context=gpu-cluster --namespace=gym-evals --request-timeout=30s get jobs -l app.kubernetes.io/managed-by=gym-orchestration -o jsonpath=$'{range .items[*]}{.metadata.name}{"\\t"}{.spec.suspend}{"\\t"}{.status.active}{"\\t"}{.status.ready}{"\\t"}{.status.startTime}{"\\t"}{.status.conditions[?(@.status=="True")].type}{"\\t"}{.status.conditions[?(@.status=="True")].reason}{"\\n"}{end}' 2>/dev/null); then
-        while IFS=$'\t' read -r name rest; do
-            [ -n "$name" ] && gym_k8s_job_of[$name]=$rest
+        # Split at the first tab by hand: read would merge the empty fields a Job without
+        # conditions has (a tab in IFS is whitespace to it).
+        while IFS= read -r line; do
+            name=${line%%$'\t'*}
+            [ -n "$name" ] && [ "$name" != "$line" ] && gym_k8s_job_of[$name]=${line#*$'\t'}
         done <<<"$answer"
     else
         gym_k8s_unanswered=1
     fi
     if answer=$(kubectl --context=gpu-cluster --namespace=gym-evals --request-timeout=30s get pods -l app.kubernetes.io/managed-by=gym-orchestration -o jsonpath=$'{range .items[*]}{.metadata.labels.job-name}{"\\t"}{.status.phase}{"\\t"}{.status.initContainerStatuses[*].state.waiting.reason} {.status.containerStatuses[*].state.waiting.reason}{"\\t"}{.status.conditions[?(@.type=="PodScheduled")].reason}{"\\n"}{end}' 2>/dev/null); then
-        while IFS=$'\t' read -r name rest; do
-            [ -n "$name" ] && gym_k8s_pod_of[$name]=$rest
+        while IFS= read -r line; do
+            name=${line%%$'\t'*}
+            [ -n "$name" ] && [ "$name" != "$line" ] && gym_k8s_pod_of[$name]=${line#*$'\t'}
         done <<<"$answer"
     fi
 }
