@@ -450,3 +450,20 @@ def test_the_backend_is_registered_by_its_type() -> None:
     assert backend.is_job_id(backend.requeued_id("x" * 63, 100))
     assert backend.is_job_id(backend.requeued_id("a/b&c", 2))
     assert re.fullmatch(backend.job_id_pattern, object_name("R", "b", room=4))
+
+
+def test_exporter_credentials_this_shell_has_are_said_to_stay_behind(tmp_path) -> None:
+    """MLflow's token reaches a Slurm job with its submission, but not a pod: --dry-run and submit
+    say so (one warning line), and say nothing when this shell has none."""
+    from nemo_gym.orchestration.compose import compose_config
+    from nemo_gym.orchestration.preflight import staging_warnings
+
+    data = yaml.safe_load(CONFIG.read_text())
+    data["job"]["export"] = {"mlflow": {"tracking_uri": "http://mlflow.example:5000", "experiment": "evals"}}
+    path = tmp_path / "k8s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config, _ = validate_config(compose_config(path, []))
+    assert staging_warnings(config, {}) == []
+    [warning] = staging_warnings(config, {"MLFLOW_TRACKING_TOKEN": "t"})
+    assert warning.startswith("job.export: MLFLOW_TRACKING_TOKEN is set in this shell, but a pod of compute.cluster")
+    assert "gym eval export RUN" in warning and "\n" not in warning

@@ -543,7 +543,7 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
         benchmarks_at_once=config.job.benchmarks_at_once,
         otel_token_env=config.otel.token_env if config.otel.enabled else None,
         mount_sources=_mount_sources(config),
-        carried_env=_export_credentials(config),
+        carried_env=export_carried_env(config),
         sweep_id=sweep_id,
         model=policy_model_path(config),
     )
@@ -604,7 +604,7 @@ def policy_model_path(config: SubmitConfig) -> str | None:
 EXPORT_CREDENTIALS = CREDENTIALS
 
 
-def _export_credentials(config: SubmitConfig) -> tuple[str, ...]:
+def export_carried_env(config: SubmitConfig) -> tuple[str, ...]:
     """The exporters' credentials, and MLFLOW_TRACKING_URI where an mlflow exporter has no
     tracking_uri of its own (the job's then comes from the submitting shell, like a credential)."""
     exports = [config.exports_of(bench) for bench in config.driver.benchmarks]

@@ -5,11 +5,13 @@ what the spec and NeMo Gym 0.7.0 accept; these are about the run that would be s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
 from nemo_gym.orchestration.api import BenchmarkRunConfig, SubmitConfig
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.errors import UserError, closest_name, describe_value
 from nemo_gym.orchestration.gym_eval_keys import PREPARE_KEYS, RESPONSES_CREATE_PARAMS_KEYS, RUN_KEYS, GymKey, Kind
 
@@ -22,9 +24,11 @@ PREPARE_COMMAND = "gym eval prepare"
 NESTED_KEYS = {"responses_create_params": RESPONSES_CREATE_PARAMS_KEYS}
 
 
-def staging_warnings(config: SubmitConfig) -> list[str]:
-    """One line each, for the CLI's ``warning:`` lines."""
-    return [w for w in (_gym_telemetry_uninstalled(config),) if w]
+def staging_warnings(config: SubmitConfig, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """One line each, for the CLI's ``warning:`` lines: gym's, then what the compute's backend says."""
+    compute_name, compute = next(iter(config.compute.items()))
+    backend = backend_named(compute.type).config_warnings(config, compute_name, environ)
+    return [w for w in (_gym_telemetry_uninstalled(config),) if w] + backend
 
 
 def check_gym_keys(config: SubmitConfig) -> None:

@@ -143,6 +143,11 @@ class Backend(ABC):
         or None. Asked by ``api.SubmitConfig``'s validation, so a refusal is one line at the key."""
         return None
 
+    def config_warnings(self, config: SubmitConfig, compute_name: str, environ: Mapping[str, str]) -> list[str]:
+        """What it runs otherwise than the user may expect, one line each (``preflight``'s
+        warnings: --dry-run and submit), given the submitting shell's environment."""
+        return []
+
     # -- planning ---------------------------------------------------------------------------------
 
     def directives(

@@ -147,6 +147,9 @@ class KubernetesBackend(Backend):
     def config_problem(self, config: SubmitConfig, compute_name: str) -> tuple[str, str] | None:
         return unsupported(config, compute_name)
 
+    def config_warnings(self, config: SubmitConfig, compute_name: str, environ: Mapping[str, str]) -> list[str]:
+        return credentials_left_behind(config, compute_name, environ)
+
     # -- planning ---------------------------------------------------------------------------------
 
     def directives(
@@ -635,3 +638,18 @@ def _not_carried(at: str, mounts: list[str], sources: Mapping[str, Any], compute
                 f"not inherit (Kubernetes Secrets for it are to come); write a literal or runtime: value",
             )
     return None
+
+
+def credentials_left_behind(config: SubmitConfig, compute_name: str, environ: Mapping[str, str]) -> list[str]:
+    """The exporters' variables this shell has (credentials, MLflow's tracking URI), which reach a
+    Slurm job with its submission but not a pod: its own export runs without them."""
+    from nemo_gym.orchestration.plan import export_carried_env
+
+    here = [name for name in export_carried_env(config) if environ.get(name)]
+    if not here:
+        return []
+    return [
+        f"job.export: {', '.join(here)} {'is' if len(here) == 1 else 'are'} set in this shell, but a pod of "
+        f"compute.{compute_name} does not inherit the submitting shell's environment: each job's own export "
+        f"runs without {'it' if len(here) == 1 else 'them'}; `gym eval export RUN` sends from here once the run has ended"
+    ]
