@@ -10,9 +10,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.backends.base import Backend, JobProbe, JobState, SchedulerView, recorded_outcome
+from nemo_gym.orchestration.backends.base import (
+    Backend,
+    JobProbe,
+    JobState,
+    SchedulerView,
+    own_process_group_line,
+    recorded_outcome,
+)
 from nemo_gym.orchestration.contract import Status
-from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
@@ -33,8 +39,7 @@ class ToyBackend(Backend):
         return ((("name", f"gym-{benchmark}"), ("dir", job_dir)),)
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
-        log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
-        return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
+        return own_process_group_line(launch)
 
     def node_host(self, node: int) -> str:
         return "localhost"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.contract import Cause, Phase, StateFile, Status
 from nemo_gym.orchestration.recovery import Remedy
+from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
@@ -310,6 +311,14 @@ class RequeuedJob:
     @property
     def generates_missing(self) -> bool:
         return self.remedy == Remedy.GENERATE_MISSING
+
+
+def own_process_group_line(launch: Launch) -> str:
+    """Bash: a step's script started beside the job script (this machine; the job's own
+    container), as a process group of its own so that the job can stop everything it started,
+    its output in its log."""
+    log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
+    return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
 
 
 def run_marker_line(plan: RunPlan) -> str:

@@ -35,12 +35,12 @@ from nemo_gym.orchestration.backends.base import (
     JobState,
     SchedulerView,
     job_answer_lines,
+    own_process_group_line,
     recorded_outcome,
     running_state,
 )
 from nemo_gym.orchestration.backends.kubernetes_rules import label_value, object_name
 from nemo_gym.orchestration.contract import Phase, Status
-from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
@@ -103,7 +103,6 @@ class Settings:
     context: str | None = None
     service_account: str | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
-    gpus_per_node: int | None = None
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     labels: tuple[tuple[str, str], ...] = ()
@@ -121,7 +120,6 @@ class Settings:
             context=options.get("context"),
             service_account=options.get("service_account"),
             node_selector=pairs("node_selector"),
-            gpus_per_node=whole("gpus_per_node"),
             ttl_seconds_after_finished=whole("ttl_seconds_after_finished"),
             active_deadline_seconds=whole("active_deadline_seconds"),
             labels=pairs("labels"),
@@ -157,7 +155,7 @@ class KubernetesBackend(Backend):
     ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
         settings = compute.model_dump()
         extra = settings.get("extra_args") or {}
-        counted = ("gpus_per_node", "ttl_seconds_after_finished", "active_deadline_seconds")
+        counted = ("ttl_seconds_after_finished", "active_deadline_seconds")
         options: list[tuple[str, str | None]] = [
             ("namespace", settings["namespace"]),
             ("pvc", settings["pvc_name"]),
@@ -180,9 +178,7 @@ class KubernetesBackend(Backend):
         from nemo_gym.orchestration.plan import DRIVER_STEP
 
         if launch.step == DRIVER_STEP:
-            # In the job's own container, as a process group of its own (the job stops it).
-            log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
-            return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
+            return own_process_group_line(launch)  # in the job's own container
         # Its sidecar container runs it; here it stands as the wait for its exit marker.
         return f"gym_await_sidecar {shlex.quote(launch.step)}"
 
@@ -238,7 +234,7 @@ class KubernetesBackend(Backend):
             "job_fields": jsonpath(JOB_FIELDS),
             "pod_fields": jsonpath(POD_FIELDS),
             "managed_by": "=".join(MANAGED_BY),
-            "request_timeout": REQUEST_TIMEOUT,
+            "kubectl_flags": lambda where: " ".join(kubectl_flags(where)),
             "unanswered": UNANSWERED,
             "deadline_env": DEADLINE_ENV,
             "deadline_margin": DEADLINE_MARGIN_SECONDS,
@@ -256,14 +252,19 @@ def job_name(plan: RunPlan, job: JobPlan) -> str:
 
 
 def step_gpus(plan: RunPlan, service: str) -> int:
-    """The GPUs a service's sidecar asks for: a vLLM service's instances x TP x PP."""
-    config = plan.resolved_config.get("services", {}).get(service) or {}
-    if config.get("type") != "vllm":
+    """The GPUs a service's sidecar asks for, from the plan's resolved config."""
+    return service_gpus(plan.resolved_config.get("services", {}).get(service) or {})
+
+
+def service_gpus(service: Mapping[str, Any]) -> int:
+    """The GPUs a service asks for in its pod (its config's fields): a vLLM service's instances x
+    TP x PP, none for anything else."""
+    if service.get("type") != "vllm":
         return 0
     return (
-        int(config.get("tensor_parallel_size") or 1)
-        * int(config.get("pipeline_parallel_size") or 1)
-        * int(config.get("number_of_instances") or 1)
+        int(service.get("tensor_parallel_size") or 1)
+        * int(service.get("pipeline_parallel_size") or 1)
+        * int(service.get("number_of_instances") or 1)
     )
 
 
@@ -538,7 +539,6 @@ def unsupported(config: SubmitConfig, compute_name: str) -> tuple[str, str] | No
 
     compute = f"compute.{compute_name}"
     elsewhere = "or submit to a Slurm compute"
-    gpus_per_node = getattr(config.compute[compute_name], "gpus_per_node", None)
     for name, service in config.services.items():
         at = f"services.{name}"
         if isinstance(service, VllmPDServiceConfig):
@@ -553,46 +553,49 @@ def unsupported(config: SubmitConfig, compute_name: str) -> tuple[str, str] | No
                 f"is ray, a Ray cluster across nodes, but {compute} runs each job as one Kubernetes pod; submit "
                 f"to a Slurm compute",
             )
-        if isinstance(service, VllmServiceConfig):
-            if service.use_ray_serve:
-                return (
-                    f"{at}.use_ray_serve",
-                    f"is true, but {compute} runs one pod per job, without Ray; drop use_ray_serve (vLLM's own "
-                    f"data parallelism serves number_of_instances in the pod), {elsewhere}",
-                )
-            footprint = service.tensor_parallel_size * service.pipeline_parallel_size * service.number_of_instances
-            if gpus_per_node is not None and footprint > gpus_per_node:
-                return (
-                    f"{at}.{'number_of_instances' if service.number_of_instances > 1 else 'tensor_parallel_size'}",
-                    f"asks {footprint} GPUs in one pod (number_of_instances x tensor_parallel_size x "
-                    f"pipeline_parallel_size), but {compute}.gpus_per_node is {gpus_per_node}; ask for fewer, {elsewhere}",
-                )
+        if isinstance(service, VllmServiceConfig) and service.use_ray_serve:
+            return (
+                f"{at}.use_ray_serve",
+                f"is true, but {compute} runs one pod per job, without Ray; drop use_ray_serve (vLLM's own "
+                f"data parallelism serves number_of_instances in the pod), {elsewhere}",
+            )
         problem = _not_carried(at, service.mounts, env_sources_of(service), compute)
         if problem:
             return problem
     problem = _not_carried("driver", config.driver.mounts, env_sources_of(config.driver), compute)
     if problem:
         return problem
-    return _too_big_or_ambiguous(config, compute, gpus_per_node) or _otel(config, compute)
+    gpus_per_node = getattr(config.compute[compute_name], "gpus_per_node", None)
+    return _too_big(config, compute, gpus_per_node) or _ambiguous(config) or _otel(config, compute)
 
 
-def _too_big_or_ambiguous(config: SubmitConfig, compute: str, gpus_per_node: int | None) -> tuple[str, str] | None:
-    """A pod that asks more GPUs than a node has, and names that would be one name once made
-    Kubernetes names (containers of one pod, Jobs of one run)."""
-    from nemo_gym.orchestration.api import VllmServiceConfig
-
-    asked = {
-        name: s.tensor_parallel_size * s.pipeline_parallel_size * s.number_of_instances
-        for name, s in config.services.items()
-        if isinstance(s, VllmServiceConfig)
-    }
-    if gpus_per_node is not None and sum(asked.values()) > gpus_per_node:
+def _too_big(config: SubmitConfig, compute: str, gpus_per_node: int | None) -> tuple[str, str] | None:
+    """A pod that asks more GPUs than a node has: one service alone, or all of them together."""
+    asked = {name: service_gpus(s.model_dump()) for name, s in config.services.items()}
+    asked = {name: n for name, n in asked.items() if n}
+    if gpus_per_node is None:
+        return None
+    for name, n in asked.items():
+        if n > gpus_per_node:
+            service = config.services[name]
+            field = "number_of_instances" if getattr(service, "number_of_instances", 1) > 1 else "tensor_parallel_size"
+            return (
+                f"services.{name}.{field}",
+                f"asks {n} GPUs in one pod (number_of_instances x tensor_parallel_size x pipeline_parallel_size), "
+                f"but {compute}.gpus_per_node is {gpus_per_node}; ask for fewer, or submit to a Slurm compute",
+            )
+    if sum(asked.values()) > gpus_per_node:
         each = ", ".join(f"{name} {n}" for name, n in asked.items())
         return (
             f"{compute}.gpus_per_node",
             f"is {gpus_per_node}, but each job's pod runs every service and asks {sum(asked.values())} GPUs "
             f"({each}); ask for fewer, or raise it if the cluster's nodes have more",
         )
+    return None
+
+
+def _ambiguous(config: SubmitConfig) -> tuple[str, str] | None:
+    """Names that would be one name once made Kubernetes names (containers of one pod, Jobs of one run)."""
     containers: dict[str, str] = {object_name(DRIVER_CONTAINER): "the driver"}
     for name in config.services:
         other = containers.setdefault(object_name(name), f"service {name}")

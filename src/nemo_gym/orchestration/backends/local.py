@@ -17,12 +17,12 @@ from nemo_gym.orchestration.backends.base import (
     JobProbe,
     JobState,
     RequeuedJob,
+    own_process_group_line,
     recorded_outcome,
     run_marker_line,
     running_state,
 )
 from nemo_gym.orchestration.contract import Phase, Status
-from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.plan import Launch, RunPlan
@@ -44,9 +44,7 @@ class LocalBackend(Backend):
     scheduler_name: ClassVar[str] = "the local runner"
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
-        # Its own process group, so the job can stop everything the step started.
-        log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
-        return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
+        return own_process_group_line(launch)
 
     def node_host(self, node: int) -> str:
         return "localhost"
