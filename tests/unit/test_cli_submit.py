@@ -277,7 +277,9 @@ def test_duplicate_keys_are_refused_with_the_line(capsys, write_config) -> None:
     path = write_config("services: {}\njob: {output_path: /a}\njob: {output_path: /b}\n")
     code, _, err = run_cli(capsys, "-c", str(path), "--resolve-only")
     assert code == 1
-    assert error_lines(err) == [f"error: {path}:3: the key 'job' appears twice in the same mapping; keep one"]
+    assert error_lines(err) == [
+        f"error: {path}:3: the key 'job' appears twice in the same mapping (lines 2 and 3); keep one"
+    ]
 
 
 def test_fast_path_composes_like_hydra(monkeypatch) -> None:

@@ -4,6 +4,8 @@ independent computation with scipy.stats (ties, all-equal runs, single-task benc
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
 import random
@@ -134,7 +136,7 @@ def generated_run(root: Path, name: str, scores: dict[str, dict[int, list[float]
     completion order) and the materialized inputs; the job succeeded."""
     run_dir = root / name
     record = {
-        "gym_job_id": f"gym-job-{name}",
+        "gym_job_id": f"gym-job-20260101T000000Z-{hashlib.sha256(name.encode()).hexdigest()[:6]}",
         "submitted_at": "2026-01-01T00:00:00Z",
         "run_dir": "/elsewhere",
         "cluster": "c",
@@ -174,19 +176,21 @@ def independent(base: dict[int, list[float]], candidate: dict[int, list[float]])
     c = np.array([np.mean(candidate[t]) for t in tasks])
     d = c - b
     up, down = int((d > 0).sum()), int((d < 0).sum())
-    p = scipy_stats.binomtest(min(up, down), up + down, 0.5).pvalue if up + down else 1.0
-    if np.all(d == d[0]):
+    binary = all(v in (0.0, 1.0) for v in [*b, *c])
+    constant = bool(np.all(d == d[0]))
+    if binary:
+        p = scipy_stats.binomtest(min(up, down), up + down, 0.5).pvalue if up + down else 1.0
+    elif len(d) < 30:  # every sign pattern, by itertools
+        observed = abs(d.sum())
+        flips = [abs(sum(s * x for s, x in zip(signs, d))) for signs in itertools.product((1, -1), repeat=len(d))]
+        p = sum(f >= observed - 1e-12 for f in flips) / len(flips)
+    else:
+        p = 1.0 if constant and d[0] == 0 else float(scipy_stats.ttest_rel(c, b).pvalue)
+    if constant:
         ci = (float(d[0]), float(d[0]))
     else:
-        boot = scipy_stats.bootstrap(
-            (d,),
-            np.mean,
-            confidence_level=0.95,
-            n_resamples=20_000,
-            method="percentile",
-            random_state=np.random.default_rng(1),
-        )
-        ci = (float(boot.confidence_interval.low), float(boot.confidence_interval.high))
+        interval = scipy_stats.ttest_rel(c, b).confidence_interval(0.95)
+        ci = (float(interval.low), float(interval.high))
     return {
         "base": float(b.mean()),
         "candidate": float(c.mean()),
@@ -245,8 +249,7 @@ def test_the_statistics_agree_with_scipy_on_generated_runs(tmp_path, seed: int) 
         assert p.delta == pytest.approx(ref["delta"], abs=1e-12)
         assert list(p.improved_tasks) == ref["improved"] and list(p.regressed_tasks) == ref["regressed"]
         assert p.p_value == pytest.approx(ref["p"], rel=1e-9), b.benchmark
-        # Two independent Monte Carlo bootstraps: the bounds agree to a fraction of the standard error.
-        tolerance = 0.15 * ref["se"] + 1e-12
+        tolerance = 1e-9
         assert p.ci[0] == pytest.approx(ref["ci"][0], abs=tolerance), b.benchmark
         assert p.ci[1] == pytest.approx(ref["ci"][1], abs=tolerance), b.benchmark
         clearly_up = ref["p"] < 0.01 and ref["ci"][0] > tolerance and len(ref["improved"]) > len(ref["regressed"])
@@ -256,6 +259,8 @@ def test_the_statistics_agree_with_scipy_on_generated_runs(tmp_path, seed: int) 
             verdicts.append(p.verdict)
         elif ref["p"] >= 0.05 or ref["ci"][0] <= 0 <= ref["ci"][1]:
             assert p.verdict == NO_SIGNIFICANT_CHANGE, b.benchmark
+        # The comparison's verdict is read off the p adjusted over the six benchmarks (Holm's).
+        assert b.correction.value == "holm" and b.family == 6 and b.p_for_verdict >= p.p_value
     by_name = {b.benchmark: b.paired for b in result.benchmarks}
     assert by_name["all-equal"].ci == (0.0, 0.0) and by_name["all-equal"].p_value == 1.0
     assert by_name["all-equal"].verdict == NO_SIGNIFICANT_CHANGE
@@ -264,7 +269,8 @@ def test_the_statistics_agree_with_scipy_on_generated_runs(tmp_path, seed: int) 
     assert by_name["single-task"].p_value == 1.0 and by_name["single-task"].verdict == NO_SIGNIFICANT_CHANGE
     assert by_name["single-task-tie"].delta == 0.0 and by_name["single-task-tie"].unchanged == 1
     assert by_name["continuous"].only_in_base == 1 and by_name["continuous"].only_in_candidate == 1
-    assert by_name["binary"].test == "mcnemar-exact" and by_name["repeats"].test == "sign"
+    assert by_name["binary"].test == "mcnemar-exact" and by_name["repeats"].test == "paired-t"
+    assert by_name["single-task"].test == "sign-flip permutation"
     assert verdicts  # the generated shifts are large enough that some verdict is a clear one
 
 
@@ -393,3 +399,43 @@ def test_unscoreable_rows_are_flagged_by_name_and_block_the_gate(tmp_path, capsy
         in out
     )
     assert "answer-judge: compared on the 11 task(s) both have (1 only in base, 0 only in candidate)" in out
+
+
+def suite_example(tmp_path: Path) -> tuple[Path, Path]:
+    """The README's suite: math loses 18 net tasks of 200, chat 6 of 200 (significant alone, not
+    over the suite), code (4 repeats, graded) moves by noise only."""
+
+    def passes(first: int, tasks: int, flipped_down: range = range(0), flipped_up: range = range(0)) -> dict:
+        rows = {t: [1.0 if t < first else 0.0] for t in range(tasks)}
+        rows.update({t: [0.0] for t in flipped_down})
+        rows.update({t: [1.0] for t in flipped_up})
+        return rows
+
+    rng = random.Random(5)
+    rates = [rng.betavariate(0.8, 0.8) for _ in range(100)]
+    code_base = {t: [float(rng.random() < p) for _ in range(4)] for t, p in enumerate(rates)}
+    code_candidate = {t: [float(rng.random() < p) for _ in range(4)] for t, p in enumerate(rates)}
+    base = generated_run(tmp_path, "base", {"math": passes(150, 200), "chat": passes(100, 200), "code": code_base})
+    candidate = generated_run(
+        tmp_path,
+        "cand",
+        {
+            "math": passes(150, 200, range(20), range(150, 152)),
+            "chat": passes(100, 200, range(6)),
+            "code": code_candidate,
+        },
+    )
+    return base, candidate
+
+
+def test_the_readme_suite_example_is_what_compare_prints(tmp_path, capsys, monkeypatch) -> None:
+    suite_example(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code = main(["eval", "compare", "base/", "cand/", "--fail-on-regression"])
+    out = capsys.readouterr().out
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    shown = "\n".join(line for line in out.splitlines() if not line.startswith(("Base:", "Candidate:")))
+    assert code == 1 and f"$ gym eval compare base/ cand/ --fail-on-regression\n...\n{shown}\n```" in readme, out
+    code = main(["eval", "plan", "base/", "cand/", "--detect", "0.05"])
+    out = capsys.readouterr().out
+    assert code == 0 and f"$ gym eval plan base/ cand/ --detect 0.05\n{out}```" in readme, out

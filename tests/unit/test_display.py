@@ -68,11 +68,11 @@ def test_rich_shows_markup_as_written() -> None:
 def test_status_watch_shows_a_swept_list_and_markup_in_its_cells(tmp_path) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(REAL_RUN, run_dir)
-    record = run_in_directory(str(run_dir)).model_copy(update={"sweep_values": {"m": "[a,b]"}, "sweep_id": "s"})
+    record = run_in_directory(str(run_dir)).model_copy(update={"sweep_values": {"m": "[a,b]"}, "sweep_id": "gym-sweep-20260101T000000Z-000000"})
     job = JobStatus("b", "1", "failed", "[/bad] \x1b[31mdied", 0, str(run_dir), ["1"])
     other = record.model_copy(update={"sweep_values": {"m": "[c]"}, "gym_job_id": "other"})
     sweep = SweepRecord(
-        sweep_id="s", submitted_at="", submitted_by="", config="", swept=["m"], executor="local", hostname=None, runs=[]
+        sweep_id="gym-sweep-20260101T000000Z-000000", submitted_at="", submitted_by="", config="", swept=["m"], executor="local", hostname=None, runs=[]
     )
     text = rendered(rich_table(Selection([record, other], sweep), [RunStatus(record, [job]), RunStatus(other, [job])]))
     assert "[a,b]" in text and "[c]" in text and "[/bad] \\x1b[31mdied" in text and "\x1b" not in text
@@ -120,16 +120,16 @@ def test_status_of_a_run_dir_whose_record_names_hostile_things_is_escaped(tmp_pa
     run_dir = tmp_path / "run"
     shutil.copytree(REAL_RUN, run_dir)
     path = run_dir / contract.RECORD_FILE
-    path.write_text(
-        json.dumps(
-            {
-                **json.loads(path.read_text()),
-                "gym_job_id": "r\x1b]0;x\x07\u202e",
-                "sweep_values": {"k\x1b[31m": "v\u202e"},
-            }
-        )
-    )
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "sweep_values": {"k\x1b[31m": "v\u202e"}}))
     for verb in ("status", "results"):
         main(["eval", verb, str(run_dir)])
         out, err = capsys.readouterr()
-        assert "\x1b" not in out + err and "\u202e" not in out + err and "r\\x1b]0;x\\x07\\u202e" in out
+        assert "\x1b" not in out + err and "\u202e" not in out + err
+    # A run id that is no run id is refused (it becomes a file name in the index), and said escaped.
+    path.write_text(json.dumps({**record, "gym_job_id": "r\x1b]0;x\x07\u202e"}))
+    for verb in ("status", "results"):
+        assert main(["eval", verb, str(run_dir)]) == 1
+        out, err = capsys.readouterr()
+        assert "\x1b" not in out + err and "\u202e" not in out + err and "is not a run id" in err
+        assert "r\\x1b]0;x\\x07\\u202e" in err and len(err.splitlines()) == 1

@@ -15,7 +15,7 @@ from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.gate import Finding, Tier, Verdict, judge_benchmark, load_policy, tolerated_drop
 from nemo_gym.orchestration.stats import paired_comparison
 
-TASKS = 40
+TASKS = 400
 
 
 def scores(passed: int, tasks: int = TASKS) -> dict[int, list[float]]:
@@ -44,20 +44,22 @@ CRITICAL_AND_ADVISORY = {
 
 
 def test_a_critical_benchmark_regressing_past_its_threshold_is_no_go(tmp_path, capsys) -> None:
-    base = generated_run(tmp_path, "base", {"math": scores(30), "chat": scores(30)})
-    candidate = generated_run(tmp_path, "cand", {"math": scores(15), "chat": scores(30)})
+    base = generated_run(tmp_path, "base", {"math": scores(300), "chat": scores(300)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(150), "chat": scores(300)})
     code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, CRITICAL_AND_ADVISORY), "--json")
     outcome = json.loads(out)
     assert code == 1 and outcome["verdict"] == "NO-GO" and outcome["exit_code"] == 1
     found = {b["benchmark"]: b["finding"] for b in outcome["benchmarks"]}
     assert found == {"math": "breach", "chat": "pass"}
     math = outcome["benchmarks"][0]
-    assert math["delta"] == pytest.approx(-15 / TASKS) and math["paired_tasks"] == TASKS and math["p_value"] < 0.05
+    assert math["delta"] == pytest.approx(-150 / TASKS) and math["paired_tasks"] == TASKS and math["p_value"] < 0.05
+    assert math["p_adjusted"] == math["p_value"] and math["correction"] == "holm"  # a family of one
+    assert 0 < math["detectable_drop"] < 0.15
 
 
 def test_only_the_advisory_benchmark_regressing_is_go(tmp_path, capsys) -> None:
-    base = generated_run(tmp_path, "base", {"math": scores(30), "chat": scores(30)})
-    candidate = generated_run(tmp_path, "cand", {"math": scores(30), "chat": scores(5)})
+    base = generated_run(tmp_path, "base", {"math": scores(300), "chat": scores(300)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(300), "chat": scores(50)})
     code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, CRITICAL_AND_ADVISORY))
     assert code == 0, out
     assert "chat" in out and "breach" in out  # reported, not deciding
@@ -74,12 +76,23 @@ def test_fewer_paired_tasks_than_the_minimum_is_inconclusive(tmp_path, capsys) -
     assert "Verdict: INCONCLUSIVE" in out
 
 
-def test_a_drop_beyond_tolerance_that_is_not_significant_is_inconclusive(tmp_path, capsys) -> None:
-    base = generated_run(tmp_path, "base", {"math": scores(20)})
-    candidate = generated_run(tmp_path, "cand", {"math": scores(17)})  # 3 flips: p = 0.25
+def test_a_drop_beyond_tolerance_that_is_not_established_is_inconclusive(tmp_path, capsys) -> None:
+    base = generated_run(tmp_path, "base", {"math": scores(200)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(150)})  # -0.125; the CI reaches 0.09
+    limited = {"benchmarks": {"math": {"max_drop": 0.1}}}
+    code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, limited))
+    assert code == 3 and "the evidence does not establish it (p=" in out, out
+
+
+def test_a_limit_below_what_the_pair_can_detect_is_inconclusive_not_go(tmp_path, capsys) -> None:
+    base = generated_run(tmp_path, "base", {"math": scores(20, tasks=40)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(20, tasks=40)})  # nothing moved, on 40 tasks
     limited = {"benchmarks": {"math": {"max_drop": 0.01}}}
     code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, limited))
-    assert code == 3 and "the evidence does not establish it (p=0.25" in out, out
+    # 40 tasks cannot show a drop of 0.01: six tasks flipping one way is the least McNemar can call.
+    assert code == 3 and "is below the smallest drop this pair can detect (0.1500)" in out, out
+    loose = {"benchmarks": {"math": {"max_drop": 0.2}}}
+    assert run_gate(capsys, base, candidate, policy_file(tmp_path, loose))[0] == 0
 
 
 def test_without_a_limit_only_a_significant_drop_counts(tmp_path, capsys) -> None:
@@ -93,9 +106,28 @@ def test_without_a_limit_only_a_significant_drop_counts(tmp_path, capsys) -> Non
     assert code == 1 and "breach" in out, out
 
 
+def test_the_critical_and_supporting_benchmarks_are_one_family(tmp_path, capsys) -> None:
+    # Three benchmarks each 6 tasks down of 400: p = 2/64 = 0.031 alone, 0.094 adjusted over three.
+    names = ("a", "b", "c")
+    base = generated_run(tmp_path, "base", {n: scores(400) for n in names})
+    candidate = generated_run(tmp_path, "cand", {n: scores(394) for n in names})
+    policy = policy_file(tmp_path, {"benchmarks": {"a": {}, "b": {"tier": "supporting"}, "c": {"tier": "supporting"}}})
+    code, out, _ = run_gate(capsys, base, candidate, policy, "--json")
+    found = json.loads(out)["benchmarks"]
+    assert code == 0 and {b["finding"] for b in found} == {"pass"}, out
+    assert [b["p_adjusted"] for b in found] == [pytest.approx(0.09375)] * 3
+    code, out, _ = run_gate(capsys, base, candidate, policy, "--correction", "none")
+    assert code == 1 and "NO-GO" in out, out
+    # An advisory benchmark is not in the family: two gated ones are adjusted over two.
+    advisory = {"benchmarks": {"a": {}, "b": {}, "c": {"tier": "advisory"}}}
+    code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, advisory), "--json")
+    found = json.loads(out)["benchmarks"]
+    assert [b["p_adjusted"] for b in found[:2]] == [pytest.approx(0.0625)] * 2
+
+
 def test_a_breach_needs_the_whole_interval_past_the_tolerance(tmp_path, capsys) -> None:
-    base = generated_run(tmp_path, "base", {"math": scores(40)})
-    candidate = generated_run(tmp_path, "cand", {"math": scores(33)})  # -0.175, significant
+    base = generated_run(tmp_path, "base", {"math": scores(400)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(330)})  # -0.175, significant
     near = {"benchmarks": {"math": {"max_drop": 0.15}}}  # the CI reaches back within 0.15
     far = {"benchmarks": {"math": {"max_drop": 0.02}}}
     code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, near))
@@ -124,8 +156,8 @@ def test_a_critical_benchmark_not_complete_is_missing_not_a_pass(tmp_path, capsy
 
 
 def test_a_relative_tolerance_scales_with_the_base_value(tmp_path, capsys) -> None:
-    base = generated_run(tmp_path, "base", {"math": scores(40)})
-    candidate = generated_run(tmp_path, "cand", {"math": scores(37)})  # -0.075 of 1.0
+    base = generated_run(tmp_path, "base", {"math": scores(400)})
+    candidate = generated_run(tmp_path, "cand", {"math": scores(370)})  # -0.075 of 1.0
     loose = {"benchmarks": {"math": {"max_relative_drop": 0.1}}}
     tight = {"benchmarks": {"math": {"max_relative_drop": 0.1, "max_drop": 0.05}}}  # the tighter wins
     assert run_gate(capsys, base, candidate, policy_file(tmp_path, loose))[0] == 0
@@ -143,8 +175,8 @@ def test_supporting_breaches_are_no_go_past_what_the_policy_allows(tmp_path, cap
 
 
 def test_a_lower_is_better_metric_breaches_when_it_rises(tmp_path, capsys) -> None:
-    base = generated_run(tmp_path, "base", {"errors": scores(5)})
-    candidate = generated_run(tmp_path, "cand", {"errors": scores(25)})
+    base = generated_run(tmp_path, "base", {"errors": scores(50)})
+    candidate = generated_run(tmp_path, "cand", {"errors": scores(250)})
     policy = {"benchmarks": {"errors": {"direction": "lower", "max_drop": 0.1}}}
     code, out, _ = run_gate(capsys, base, candidate, policy_file(tmp_path, policy))
     assert code == 1 and "breach" in out, out
@@ -172,11 +204,34 @@ def test_a_bad_policy_is_one_line_naming_the_field_and_exit_2_never_no_go(tmp_pa
 def test_an_unreadable_or_oversized_policy_is_named(tmp_path, capsys) -> None:
     base = generated_run(tmp_path, "base", {"math": scores(30)})
     code, _, err = run_gate(capsys, base, base, str(tmp_path / "nope.yaml"))
-    assert code == 2 and "cannot read it" in err
+    assert code == 2 and "cannot be read (No such file or directory)" in err
     big = tmp_path / "big.yaml"
     big.write_text("#" * (gate_cli.POLICY_MAX_BYTES + 1))
     code, _, err = run_gate(capsys, base, base, str(big))
     assert code == 2 and "a policy is a short YAML file" in err
+
+
+def test_a_policy_that_is_a_fifo_or_a_device_is_refused_never_waited_on(tmp_path, capsys) -> None:
+    import os
+
+    base = generated_run(tmp_path, "base", {"math": scores(30)})
+    fifo = tmp_path / "policy.fifo"
+    os.mkfifo(fifo)  # no writer: opening it to read would block for ever
+    zero = tmp_path / "zero.yaml"
+    zero.symlink_to("/dev/zero")  # never ends
+    for path, kind in ((fifo, "a FIFO"), (zero, "a character device")):
+        code, out, err = run_gate(capsys, base, base, str(path))
+        assert code == 2 and out == "" and f"not a regular file ({kind})" in err, err
+
+
+def test_a_policy_naming_a_benchmark_twice_is_refused_naming_both_lines(tmp_path, capsys) -> None:
+    """Last one wins, silently, in a plain YAML load: a critical benchmark would be advisory."""
+    base = generated_run(tmp_path, "base", {"b": scores(30)})
+    candidate = generated_run(tmp_path, "cand", {"b": scores(0)})
+    policy = policy_file(tmp_path, "benchmarks:\n  b: {tier: critical, max_drop: 0}\n  b: {tier: advisory}\n")
+    code, out, err = run_gate(capsys, base, candidate, policy)
+    assert code == 2 and out == ""
+    assert "gate.yaml:3: the key 'b' appears twice in the same mapping (lines 2 and 3); keep one" in err, err
 
 
 def test_the_help_states_the_exit_codes_the_rules_use() -> None:
@@ -231,8 +286,8 @@ def test_the_verdict_order_no_go_then_missing_then_inconclusive() -> None:
 
 
 def test_the_readme_example_is_what_the_gate_prints(tmp_path, capsys, monkeypatch) -> None:
-    generated_run(tmp_path, "base", {"math": scores(30), "chat": scores(30), "code": scores(20)})
-    generated_run(tmp_path, "cand", {"math": scores(15), "chat": scores(30), "code": scores(20)})
+    generated_run(tmp_path, "base", {"math": scores(30, 40), "chat": scores(30, 40), "code": scores(20, 40)})
+    generated_run(tmp_path, "cand", {"math": scores(15, 40), "chat": scores(30, 40), "code": scores(20, 40)})
     (tmp_path / "gate.yaml").write_text(
         "benchmarks:\n  math: {tier: critical, max_drop: 0.05}\n  chat: {tier: advisory}\n  science: {tier: supporting}\n"
     )

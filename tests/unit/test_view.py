@@ -116,7 +116,7 @@ def test_whatever_a_response_holds_is_shown_as_text(text: str) -> None:
         ("::1", None, False),
         ("localhost", None, False),
         ("0.0.0.0", None, True),
-        ("10.1.2.3", "t0k", False),
+        ("10.1.2.3", "t0ken-123", False),
     ],
 )
 def test_off_loopback_the_view_needs_a_token(host: str, token: str | None, refused: bool) -> None:
@@ -138,17 +138,17 @@ def fetch(url: str) -> tuple[int, dict, str]:
 def test_the_server_s_answers(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     sweep_id, run_ids = indexed_sweep(tmp_path / "runs")
-    server = serve(Viewer([sweep_id]), "127.0.0.1", 0, token="s3cret")
+    server = serve(Viewer([sweep_id]), "127.0.0.1", 0, token="s3cret-token")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         assert fetch(f"{base}/")[0] == 403
-        code, headers, text = fetch(f"{base}/?token=s3cret")
+        code, headers, text = fetch(f"{base}/?token=s3cret-token")
         assert code == 200 and "default-src 'none'" in headers["Content-Security-Policy"]
         assert "HttpOnly" in headers["Set-Cookie"] and sweep_id in text
-        assert fetch(f"{base}/run/gym-job-20990101T000000Z-ffffff?token=s3cret")[0] == 404  # not one of its runs
-        assert fetch(f"{base}/nowhere/x?token=s3cret")[0] == 404
-        code, _, text = fetch(f"{base}/samples/{run_ids[0]}/answer-judge?token=s3cret&start=x&reward=<b>")
+        assert fetch(f"{base}/run/gym-job-20990101T000000Z-ffffff?token=s3cret-token")[0] == 404  # not one of its runs
+        assert fetch(f"{base}/nowhere/x?token=s3cret-token")[0] == 404
+        code, _, text = fetch(f"{base}/samples/{run_ids[0]}/answer-judge?token=s3cret-token&start=x&reward=<b>")
         assert code == 200 and "task 0" in text  # a bad start or filter is the first page, unfiltered
     finally:
         server.shutdown()
@@ -161,3 +161,95 @@ def test_links_served_and_as_files() -> None:
     assert files.samples("r", "b@2") == "samples-r-b_2-0.html" and files.compare("a", "b") == "compare-a-b.html"
     assert files.run("../x") == "run-.._x.html"  # a name as a file name: no way up
     assert "/" not in files.run("../../etc/passwd")
+
+
+def fetch_as(url: str, host_header: str) -> int:
+    request = urllib.request.Request(url, headers={"Host": host_header})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_without_a_token_the_view_answers_only_to_its_own_names(tmp_path, monkeypatch) -> None:
+    """DNS rebinding: a page at rebind.attacker.example whose name now points at 127.0.0.1 sends its
+    own name as Host; the view answers it nothing."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    sweep_id, run_ids = indexed_sweep(tmp_path / "runs")
+    server = serve(Viewer([sweep_id]), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    page = f"http://127.0.0.1:{port}/samples/{run_ids[0]}/answer-judge"
+    try:
+        assert fetch_as(page, f"rebind.attacker.example:{port}") == 421
+        assert fetch_as(page, "rebind.attacker.example") == 421
+        assert fetch_as(page, "") == 421
+        for name in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}"):
+            assert fetch_as(page, name) == 200, name
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("token", ["t0ken\r\nSet-Cookie: x=1", "tok en-123", "a;Path=/x123", "short", "x" * 300])
+def test_a_token_that_could_split_a_header_is_refused_in_one_line(token: str) -> None:
+    with pytest.raises(UserError, match="--token .*letters, digits"):
+        check_binding("127.0.0.1", token)
+
+
+def test_the_token_is_never_printed(tmp_path, monkeypatch, capsys) -> None:
+    from nemo_gym.orchestration.cli import view as view_cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    indexed_sweep(tmp_path / "runs")
+
+    def stop(self) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("http.server.ThreadingHTTPServer.serve_forever", stop)
+    monkeypatch.setenv("GYM_VIEW_TOKEN", "never-printed-9f8e7d")
+    from nemo_gym.orchestration.cli.main import main
+
+    assert main(["eval", "view", "--port", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "gym eval view: http://127.0.0.1:" in out and "never-printed-9f8e7d" not in out + err
+    assert view_cli.DEFAULT_PORT  # the module the command runs
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http", "nan"])
+def test_a_port_out_of_range_is_a_usage_line(port: str, capsys) -> None:
+    from nemo_gym.orchestration.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "view", "--port", port])
+    assert exited.value.code == 2 and "argument --port" in capsys.readouterr().err
+
+
+def test_static_pages_never_write_through_a_link_or_over_the_users_files(tmp_path, monkeypatch, capsys) -> None:
+    from nemo_gym.orchestration.cli.main import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    indexed_sweep(tmp_path / "runs")
+    important = tmp_path / "important"
+    important.write_text("keep me")
+    # A directory of the user's (not empty, not ours): refused, nothing touched.
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "index.html").write_text("my own page")
+    assert main(["eval", "view", "--static", str(users)]) == 1
+    assert "holds files that gym eval view did not write" in capsys.readouterr().err
+    assert (users / "index.html").read_text() == "my own page"
+    # Our own directory, where index.html was made a link to a file elsewhere: the link is replaced.
+    ours = tmp_path / "ours"
+    assert main(["eval", "view", "--static", str(ours)]) == 0
+    (ours / "index.html").unlink()
+    (ours / "index.html").symlink_to(important)
+    assert main(["eval", "view", "--static", str(ours)]) == 0
+    assert important.read_text() == "keep me" and not (ours / "index.html").is_symlink()
+    # A file, or a link, named as the directory: one line.
+    for bad in (important, tmp_path / "link"):
+        if bad.name == "link":
+            bad.symlink_to(ours)
+        assert main(["eval", "view", "--static", str(bad)]) == 1
+        assert "not a directory" in capsys.readouterr().err

@@ -148,6 +148,12 @@ def _remember_env_sources(cls: type, data: Any, handler: Any) -> Any:
     return model
 
 
+def is_carried_secret(key: str, source: EnvSource) -> bool:
+    """Whether an env value travels as a secret (in the submission's environment, never in a file):
+    every ``host:`` value, and a credential written as a literal."""
+    return source.kind == "host" or (source.kind == "lit" and key in CREDENTIAL_SECRETS)
+
+
 def env_sources_of(model: BaseServiceConfig | DriverConfig) -> dict[str, EnvSource]:
     """The source of every env value of a validated service or driver.
 
@@ -160,7 +166,8 @@ def env_sources_of(model: BaseServiceConfig | DriverConfig) -> dict[str, EnvSour
 def _resolve_env_field(cls: type, v: Any) -> Any:
     if isinstance(v, dict) and all(isinstance(x, str) for x in v.values()):
         rules.env_keys(cls, v)
-        rules.no_literal_credentials(v, CREDENTIAL_SECRETS)
+        for key in rules.literal_credentials(v, CREDENTIAL_SECRETS):
+            warnings.warn(rules.literal_credential_warning(key), UserWarning, stacklevel=2)
         return resolve_env_dict(v)
     return v  # wrong types are reported by pydantic with their path
 

@@ -1,10 +1,16 @@
 """Two runs compared benchmark by benchmark, over the tasks both have. No I/O here.
 
 Per benchmark in both runs: each task's metric (its rollouts averaged) in each run, paired by task
-index, and ``stats.paired_comparison`` over the pairs: the delta, its paired-bootstrap 95 % CI, an
-exact p-value (McNemar's for 0/1 scores, the sign test otherwise), the tasks that went up and down,
-and a verdict. A benchmark that is partial in either run is still compared on the tasks both have,
-and flagged. Benchmarks of one run only are listed, never dropped.
+index, and ``stats.paired_comparison`` over the pairs: the delta, its 95 % CI, a p-value (McNemar's
+exact test for 0/1 scores, a paired t-test on the per-task differences otherwise, a permutation
+test for few tasks), the tasks that went up and down, and the smallest drop the pair can detect.
+A benchmark that is partial in either run is still compared on the tasks both have, and flagged.
+Benchmarks of one run only are listed, never dropped.
+
+The benchmarks of a comparison are judged together: their p-values are adjusted as one family
+(Holm's by default, so the chance of any false alarm over the suite stays at 5 %), and each
+verdict is read off the adjusted p. Thirty benchmarks each tested at 5 % alone would cry
+"regressed" for an unchanged model in every second comparison.
 
 The regression gate fails closed: a benchmark that cannot be compared (missing from either run,
 not started, not complete in either, no task scored in both, or inputs that differ unless that is
@@ -15,13 +21,21 @@ allowed) is ``uncomparable``, with why, and
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
 from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
-from nemo_gym.orchestration.stats import REGRESSED, PairedComparison, paired_comparison
+from nemo_gym.orchestration.stats import (
+    DEFAULT_POWER,
+    REGRESSED,
+    Correction,
+    PairedComparison,
+    adjust,
+    family_alpha,
+    paired_comparison,
+)
 
 # Unscoreable rows named in a comparison's flag (results --json lists them).
 UNSCOREABLE_FLAGGED = 5
@@ -58,10 +72,33 @@ class BenchmarkComparison:
     paired: PairedComparison
     flags: tuple[str, ...]  # why the comparison may be weaker than it looks (partial runs, ...)
     uncomparable: tuple[Uncomparable, ...] = ()  # why it cannot decide a gate; () when it can
+    # Set by ``judged_together``: the p-value adjusted over the family, the correction and the
+    # family's size. Alone, a benchmark is a family of one (adjusted p = raw p).
+    adjusted_p: float | None = None
+    correction: Correction = Correction.NONE
+    family: int = 1
+
+    @property
+    def p_for_verdict(self) -> float | None:
+        return self.paired.p_value if self.adjusted_p is None else self.adjusted_p
+
+    @property
+    def verdict(self) -> str:
+        """Improved, regressed or no significant change, read off the adjusted p-value."""
+        return self.paired.significant(self.p_for_verdict)
 
     @property
     def regressed(self) -> bool:
-        return self.paired.verdict == REGRESSED
+        return self.verdict == REGRESSED
+
+    @property
+    def level(self) -> float:
+        """The per-benchmark level a drop must reach in the worst case (alpha / m under a correction)."""
+        return family_alpha(self.paired.alpha, self.family, self.correction)
+
+    def detectable_drop(self, power: float = DEFAULT_POWER) -> float | None:
+        """The smallest change this pair detects with probability ``power`` at this family's level."""
+        return self.paired.detectable_drop(self.level, power)
 
     def as_dict(self) -> dict[str, Any]:
         p = self.paired
@@ -73,11 +110,17 @@ class BenchmarkComparison:
             "delta": p.delta,
             "ci95": list(p.ci) if p.ci is not None else None,
             "p_value": p.p_value,
+            "p_adjusted": self.p_for_verdict,
+            "correction": self.correction.value,
+            "family": self.family,
+            "detectable_drop": self.detectable_drop(),
+            "detectable_at": {"power": DEFAULT_POWER, "alpha": self.level},
+            "standard_error": p.standard_error,
             "improved": list(p.improved_tasks),
             "regressed": list(p.regressed_tasks),
             "paired_tasks": p.n,
-            "verdict": p.verdict,
-            "test": p.test,
+            "verdict": self.verdict,
+            "test": p.test.value if p.test is not None else None,
             "unchanged": p.unchanged,
             "tasks_only_in_base": p.only_in_base,
             "tasks_only_in_candidate": p.only_in_candidate,
@@ -94,6 +137,7 @@ class RunComparison:
     benchmarks: tuple[BenchmarkComparison, ...]
     only_in_base: tuple[str, ...]
     only_in_candidate: tuple[str, ...]
+    correction: Correction = Correction.HOLM
 
     @property
     def regressed(self) -> tuple[str, ...]:
@@ -116,6 +160,7 @@ class RunComparison:
             "base_dir": self.base.record.run_dir,
             "candidate_dir": self.candidate.record.run_dir,
             "metric": self.metric,
+            "correction": self.correction.value,
             "benchmarks": [b.as_dict() for b in self.benchmarks],
             "only_in_base": list(self.only_in_base),
             "only_in_candidate": list(self.only_in_candidate),
@@ -128,7 +173,13 @@ class RunComparison:
 
 
 def compare_runs(
-    base: RunResults, candidate: RunResults, metric: str, *, seed: int = 0, allow_different_inputs: bool = False
+    base: RunResults,
+    candidate: RunResults,
+    metric: str,
+    *,
+    seed: int = 0,
+    allow_different_inputs: bool = False,
+    correction: Correction = Correction.HOLM,
 ) -> RunComparison:
     base_by_name = {r.benchmark: r for r in base.benchmarks}
     candidate_by_name = {r.benchmark: r for r in candidate.benchmarks}
@@ -147,7 +198,8 @@ def compare_runs(
         base=base,
         candidate=candidate,
         metric=metric,
-        benchmarks=compared,
+        benchmarks=judged_together(compared, correction),
+        correction=correction,
         only_in_base=tuple(n for n in base_by_name if n not in candidate_by_name),
         only_in_candidate=tuple(n for n in candidate_by_name if n not in base_by_name),
     )
@@ -177,6 +229,18 @@ def compare_benchmark(
     if paired.n == 0:
         blockers += (Uncomparable(base.benchmark, Blocker.NO_COMMON_TASKS, "no task is scored in both runs"),)
     return BenchmarkComparison(base.benchmark, metric, paired, tuple(flags), blockers)
+
+
+def judged_together(
+    comparisons: tuple[BenchmarkComparison, ...] | list[BenchmarkComparison], correction: Correction
+) -> tuple[BenchmarkComparison, ...]:
+    """The comparisons as one family: each p-value adjusted over every one that has a p-value."""
+    tested = [c for c in comparisons if c.paired.p_value is not None]
+    adjusted = dict(zip((id(c) for c in tested), adjust([c.paired.p_value or 0.0 for c in tested], correction)))
+    return tuple(
+        replace(c, adjusted_p=adjusted[id(c)], correction=correction, family=len(tested)) if id(c) in adjusted else c
+        for c in comparisons
+    )
 
 
 def inputs_differ(base: BenchmarkResult, candidate: BenchmarkResult) -> str | None:

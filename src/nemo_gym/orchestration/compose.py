@@ -101,15 +101,16 @@ def _load_checked_yaml(path: Path) -> dict[str, Any]:
     """Parse with libyaml for messages with line numbers (Hydra's own are vaguer)."""
     import yaml
 
-    from nemo_gym.orchestration.yamlio import load_yaml
+    from nemo_gym.orchestration.yamlio import DuplicateKey, load_yaml_unique
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot be read ({exc}); check its permissions and encoding") from None
     try:
-        _reject_duplicate_keys(path, text)
-        data = load_yaml(text)
+        data = load_yaml_unique(text)
+    except DuplicateKey as exc:
+        raise UserError(f"{path}:{exc.line}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -121,29 +122,6 @@ def _load_checked_yaml(path: Path) -> dict[str, Any]:
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
         raise UserError(f"{path}: the top level must be a mapping with the keys {TOP_LEVEL_KEYS}, but it is {kind}")
     return data
-
-
-def _reject_duplicate_keys(path: Path, text: str) -> None:
-    """A key written twice is a mistake PyYAML silently resolves to the last one; refuse it."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    stack = [yaml.compose(text, Loader=loader)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    if key.value in seen:
-                        line = key.start_mark.line + 1
-                        raise UserError(
-                            f"{path}:{line}: the key {key.value!r} appears twice in the same mapping; keep one"
-                        )
-                    seen.add(key.value)
-                stack.append(value)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
 
 
 def _reject_scratch_additions(overrides: list[str]) -> None:

@@ -4,16 +4,22 @@ A policy names the benchmarks that matter and how much: each has a tier (critica
 advisory), the drop it tolerates (absolute ``max_drop``, relative ``max_relative_drop``, or none:
 any significant drop), the direction that is better, and the paired tasks it needs before it can
 say anything. Each benchmark of the policy gets one finding from the paired comparison
-``comparison.compare_benchmark`` already makes (tasks paired by index, paired-bootstrap CI, exact
-test):
+``comparison.compare_benchmark`` already makes (tasks paired by index, a CI from the per-task
+differences, McNemar's exact test or a paired t-test). The critical and supporting benchmarks are
+one family: their p-values are adjusted together (Holm's by default), so an unchanged model is
+called NO-GO by chance at most 5 % of the time however many benchmarks the policy names; advisory
+ones are reported with their raw p and never counted.
 
 - ``missing``: not in both sides, or not comparable (not complete, not started, no common task).
   A benchmark nobody measured is not certified.
 - ``insufficient evidence``: fewer paired tasks than the policy asks; or a drop beyond the
-  tolerance that the evidence does not establish (more tasks or repeats would tell).
+  tolerance that the evidence does not establish; or a limit smaller than the smallest drop this
+  pair can detect (80 % power at the family's level): a pass there would certify nothing (more
+  tasks or repeats would tell; ``gym eval plan`` says how many).
 - ``breach``: a drop the evidence puts beyond the tolerance: the paired test calls it significant
-  and the whole 95 % CI of the delta lies past the tolerated drop.
-- ``pass``: the drop is within the tolerance; without any limit, no significant drop.
+  (adjusted p) and the whole 95 % CI of the delta lies past the tolerated drop.
+- ``pass``: the drop is within a tolerance the pair can resolve; without any limit, no
+  significant drop.
 
 The verdict, strongest finding first: NO-GO when a critical benchmark breaches, or more supporting
 ones than ``supporting_breaches_allowed``; else MISSING when a critical or supporting one is
@@ -35,6 +41,7 @@ from nemo_gym.orchestration.results import DEFAULT_METRIC
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.comparison import BenchmarkComparison
+    from nemo_gym.orchestration.stats import Correction
 
 
 class Tier(str, Enum):
@@ -148,6 +155,9 @@ class BenchmarkGate:
             "delta": paired.delta if paired else None,
             "ci95": list(paired.ci) if paired and paired.ci else None,
             "p_value": paired.p_value if paired else None,
+            "p_adjusted": self.comparison.p_for_verdict if self.comparison else None,
+            "correction": self.comparison.correction.value if self.comparison else None,
+            "detectable_drop": self.comparison.detectable_drop() if self.comparison else None,
         }
 
 
@@ -211,29 +221,79 @@ def judge_benchmark(
     tolerance = tolerated_drop(rule, paired.base_mean)
     higher = rule.direction is Direction.HIGHER
     drop = -paired.delta if higher else paired.delta
-    significant = paired.verdict == (REGRESSED if higher else IMPROVED)
+    significant = comparison.verdict == (REGRESSED if higher else IMPROVED)
     # The smallest drop the 95 % CI allows: beyond the tolerance, so is all of it.
     least_drop = None if paired.ci is None else (-paired.ci[1] if higher else paired.ci[0])
+    detectable = comparison.detectable_drop()
     shown = f"{metric} {paired.base_mean:.4f} -> {paired.candidate_mean:.4f} ({paired.delta:+.4f})"
-    p_value = "-" if paired.p_value is None else f"{paired.p_value:.3g}"
+    p_value = p_words(comparison)
+    if drop > tolerance and significant and least_drop is not None and least_drop > tolerance:
+        return found(
+            Finding.BREACH,
+            f"{shown}, beyond the tolerated {tolerance:.4f}: significant ({p_value}), and the 95 % CI "
+            f"puts the drop at {least_drop:.4f} or more",
+            tolerance,
+        )
+    if has_limit(rule) and detectable is not None and tolerance < detectable:
+        return found(
+            Finding.INSUFFICIENT,
+            f"{shown}: the tolerated drop {tolerance:.4f} is below the smallest drop this pair can detect "
+            f"({detectable:.4f}); more tasks or repeats would tell (gym eval plan)",
+            tolerance,
+        )
     if drop <= tolerance:
         return found(Finding.PASS, f"{shown}, within the tolerated drop of {tolerance:.4f}", tolerance)
     if not has_limit(rule) and not significant:
-        return found(Finding.PASS, f"{shown}, no significant drop (p={p_value})", tolerance)
-    if significant and least_drop is not None and least_drop > tolerance:
         return found(
-            Finding.BREACH,
-            f"{shown}, beyond the tolerated {tolerance:.4f}: significant (p={p_value}), and the 95 % CI "
-            f"puts the drop at {least_drop:.4f} or more",
+            Finding.PASS,
+            f"{shown}, no significant drop ({p_value}); this pair can detect drops of {detectable:.4f} or more",
             tolerance,
         )
     allowed = 0.0 if least_drop is None else max(least_drop, 0.0)
     return found(
         Finding.INSUFFICIENT,
-        f"{shown}, beyond the tolerated {tolerance:.4f}, but the evidence does not establish it (p={p_value}; "
+        f"{shown}, beyond the tolerated {tolerance:.4f}, but the evidence does not establish it ({p_value}; "
         f"the 95 % CI allows a drop of only {allowed:.4f}): more tasks or repeats would tell",
         tolerance,
     )
+
+
+def p_words(comparison: BenchmarkComparison) -> str:
+    """``p=0.012, adjusted 0.2 (holm over 12)``, or the raw p alone for a family of one."""
+    raw = comparison.paired.p_value
+    if raw is None:
+        return "p=-"
+    if comparison.family <= 1 or comparison.adjusted_p is None:
+        return f"p={raw:.3g}"
+    return f"p={raw:.3g}, adjusted {comparison.adjusted_p:.3g} ({comparison.correction.value} over {comparison.family})"
+
+
+GATING_TIERS = (Tier.CRITICAL, Tier.SUPPORTING)
+
+
+def family_of(policy: GatePolicy, comparisons: dict[str, BenchmarkComparison]) -> list[str]:
+    """The benchmarks whose p-values are adjusted together: the critical and supporting ones."""
+    return [name for name in comparisons if policy.benchmarks[name].tier in GATING_TIERS]
+
+
+def judge_suite(
+    policy: GatePolicy, compared: dict[str, BenchmarkComparison], missing: dict[str, str], correction: Correction
+) -> list[BenchmarkGate]:
+    """Every benchmark of the policy judged, in the policy's order: the critical and supporting
+    ones' p-values adjusted together first. ``missing`` says why a benchmark has no comparison."""
+    from nemo_gym.orchestration.comparison import judged_together
+
+    family = family_of(policy, compared)
+    compared = {**compared, **dict(zip(family, judged_together([compared[n] for n in family], correction)))}
+    judged = []
+    for name in policy.benchmarks:
+        comparison = compared.get(name)
+        if comparison is None:
+            judged.append(judge_benchmark(name, policy, None, missing.get(name) or "not measured in both runs"))
+            continue
+        blocked = "; ".join(u.detail for u in comparison.uncomparable) or None
+        judged.append(judge_benchmark(name, policy, comparison, blocked))
+    return judged
 
 
 def decide(policy: GatePolicy, judged: list[BenchmarkGate], not_in_policy: list[str]) -> GateOutcome:
@@ -242,7 +302,7 @@ def decide(policy: GatePolicy, judged: list[BenchmarkGate], not_in_policy: list[
     def named(tiers: tuple[Tier, ...], finding: Finding) -> list[str]:
         return [b.benchmark for b in judged if b.tier in tiers and b.finding is finding]
 
-    gating = (Tier.CRITICAL, Tier.SUPPORTING)
+    gating = GATING_TIERS
     critical_breaches = named((Tier.CRITICAL,), Finding.BREACH)
     supporting_breaches = named((Tier.SUPPORTING,), Finding.BREACH)
     if critical_breaches:

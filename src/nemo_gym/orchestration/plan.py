@@ -34,6 +34,7 @@ from nemo_gym.orchestration.api import (
     VllmServiceConfig,
     effective_ray_serve,
     env_sources_of,
+    is_carried_secret,
 )
 from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
 from nemo_gym.orchestration.exporters.spec import CREDENTIALS, ENV_TRACKING_URI, MLFLOW
@@ -738,7 +739,7 @@ class _Context:
     def env(self, owner_label: str, owner: BaseServiceConfig | DriverConfig) -> tuple[EnvVar, ...]:
         entries = []
         for key, source in env_sources_of(owner).items():
-            if source.kind == "host":
+            if is_carried_secret(key, source):
                 carrier = secret_carrier(owner_label, key)
                 self.secrets[carrier] = (owner_label, key)
                 entries.append(EnvVar(key, "host", carrier))

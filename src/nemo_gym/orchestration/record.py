@@ -34,10 +34,10 @@ from nemo_gym.orchestration.checkpoints import WatchState
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.estimate import Spent
 from nemo_gym.orchestration.rules import BENCHMARK_NAME_RE
+from nemo_gym.orchestration.runid import RUN_ID_RE, SWEEP_ID_RE, checked_id
 from nemo_gym.orchestration.untrusted import Unreadable
 
 SCHEMA_VERSION = 2
-RUN_ID_RE = re.compile(r"gym-job-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")
 # A record that uses nothing newer than version 1 says 1, so that an older version still reads it;
 # one with shards or a shared sweep deployment says 2 (an older version would misread it: a
 # sharded benchmark as never queued, its shards left running by its cancel).
@@ -146,6 +146,12 @@ class SubmissionRecord(BaseModel):
         """Whether another run's shared job runs this run's benchmarks (and counts their GPU-hours)."""
         return self.deployment_host is not None and self.deployment_host != self.gym_job_id
 
+    @field_validator("gym_job_id")
+    @classmethod
+    def _a_run_id(cls, value: str) -> str:
+        # Read back from a run directory too, and a file name in the index: only an id's shape.
+        return checked_id(value, RUN_ID_RE, "run id")
+
     @field_validator("deployment_host")
     @classmethod
     def _run_id_name(cls, value: str | None) -> str | None:
@@ -208,6 +214,11 @@ class SweepRun(BaseModel):
     run_dir: str
     values: dict[str, str]  # swept key -> value as written, in the order of the sweep
 
+    @field_validator("run_id")
+    @classmethod
+    def _a_run_id(cls, value: str) -> str:
+        return checked_id(value, RUN_ID_RE, "run id")
+
 
 class SweepRecord(BaseModel):
     sweep_id: str
@@ -223,6 +234,11 @@ class SweepRecord(BaseModel):
     # gym eval watch's sweep: what it watches and every checkpoint it has seen (its runs grow as
     # checkpoints appear); None for a sweep submitted at once (-m).
     watch: WatchState | None = None
+
+    @field_validator("sweep_id")
+    @classmethod
+    def _a_sweep_id(cls, value: str) -> str:
+        return checked_id(value, SWEEP_ID_RE, "sweep id")
 
     @model_validator(mode="after")
     def _version_of_what_it_uses(self) -> SweepRecord:
@@ -297,6 +313,7 @@ def write_sweep_index(sweep: SweepRecord) -> Path | None:
 SWEEP_INDEX_SUFFIX = ".sweep.json"
 # Observations live apart from the records: a run's record is ``<run id>.json`` in the index.
 OBSERVED_DIR = "observed"
+_INDEX_NAME_RE = re.compile(rf"(?:{RUN_ID_RE.pattern}|{SWEEP_ID_RE.pattern})(?:[.][a-z]+)+")
 
 
 def write_observation(run_id: str, summary: str, spent: list[Spent] | None = None) -> None:
@@ -358,6 +375,11 @@ def last_observed(run_id: str) -> tuple[str, str] | None:
 
 
 def _write_index_file(path: Path, text: str) -> Path | None:
+    """Written whole or not at all (a temporary file in the same folder, renamed over), and only
+    under a name an id makes: nothing read back steers where the index writes."""
+    if not _INDEX_NAME_RE.fullmatch(path.name):
+        print(f"warning: not writing the local index entry {path.name[:80]!r}: not a run or sweep id", file=sys.stderr)
+        return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

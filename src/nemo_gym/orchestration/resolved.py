@@ -20,13 +20,16 @@ from nemo_gym.orchestration.api import (
     SubmitConfig,
     VllmPDServiceConfig,
     env_sources_of,
+    is_carried_secret,
 )
 
 
 def _prefixed_env(owner: BaseServiceConfig | DriverConfig) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, source in env_sources_of(owner).items():
-        if source.kind == "lit":
+        if is_carried_secret(key, source):  # a literal credential: as the variable a resubmit reads
+            out[key] = f"host:{source.ref if source.kind == 'host' else key}"
+        elif source.kind == "lit":
             out[key] = "lit:" + owner.env[key]
         else:
             out[key] = f"{source.kind}:{source.ref}"

@@ -36,12 +36,14 @@ from nemo_gym.orchestration.render import render_template
 from nemo_gym.orchestration.rollouts import (
     Completeness,
     NoScore,
+    RepeatSpread,
     RolloutSet,
     TaskRollout,
     completeness,
     parse_expected,
     parse_rollouts,
     per_task_means,
+    repeat_spread,
 )
 from nemo_gym.orchestration.submission import split_by_run
 from nemo_gym.orchestration.usage import NO_USAGE, Usage
@@ -103,6 +105,7 @@ class BenchmarkResult:
     unscoreable: list[Unscoreable] = field(default_factory=list)  # counted rows without a score
     usage: Usage = NO_USAGE
     task_means: dict[int, float] = field(default_factory=dict)  # for compare; not in the JSON
+    spread: RepeatSpread | None = None  # how its repeats spread, for gym eval plan; not in the JSON
     metric_names: list[str] = field(default_factory=list)  # numeric keys the rows carry
     inputs_digest: str | None = None  # facts.inputs_digest of the materialized inputs; None without them
     results_fingerprint: str | None = None  # facts.results_fingerprint of the rows' scores
@@ -385,6 +388,7 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         files=found.files,
         usage=status.usage if status is not None else NO_USAGE,
         task_means=means,
+        spread=repeat_spread(rollouts, only=expected),
         metric_names=found.metric_names,
         unscoreable=unscoreable,
         inputs_digest=facts.inputs_digest(found.expected_lines or []),

@@ -11,6 +11,7 @@ so that a report can say how far to trust the numbers.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -114,6 +115,33 @@ def completeness(expected: frozenset[TaskRollout] | None, rollouts: RolloutSet) 
     return facts.completeness(expected, rollouts.written, len(rollouts.duplicates))
 
 
+@dataclass(frozen=True)
+class RepeatSpread:
+    """How a benchmark's repeats spread: what planning repeats needs (``sample_size``)."""
+
+    repeats: int  # the median number of scored rollouts per task
+    within_task_variance: float | None  # the mean over tasks of their rollouts' sample variance; None: 1 repeat
+
+
+def repeat_spread(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = None) -> RepeatSpread | None:
+    """The spread of scores between a task's repeats, over the tasks with at least two; None when
+    no task is scored."""
+    by_task = _scores_by_task(rollouts, only)
+    if not by_task:
+        return None
+    counts = sorted(len(values) for values in by_task.values())
+    variances = [statistics.variance(values) for values in by_task.values() if len(values) > 1]
+    return RepeatSpread(counts[len(counts) // 2], math.fsum(variances) / len(variances) if variances else None)
+
+
+def _scores_by_task(rollouts: RolloutSet, only: frozenset[TaskRollout] | None) -> dict[int, list[float]]:
+    by_task: dict[int, list[float]] = defaultdict(list)
+    for (task, rollout), value in rollouts.rewards.items():
+        if only is None or (task, rollout) in only:
+            by_task[task].append(value)
+    return by_task
+
+
 def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = None) -> dict[int, float]:
     """Each task's metric averaged over its rollouts that have one, ordered by task index; with
     ``only``, over those of its pairs only (the expected ones: rows of other inputs mixed in are
@@ -123,10 +151,7 @@ def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = N
     ``math.fsum`` makes the mean independent of row order, so two runs with the same per-rollout
     scores written in a different order get bit-identical task means and count as unchanged.
     """
-    by_task: dict[int, list[float]] = defaultdict(list)
-    for (task, rollout), value in rollouts.rewards.items():
-        if only is None or (task, rollout) in only:
-            by_task[task].append(value)
+    by_task = _scores_by_task(rollouts, only)
     return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
 
 

@@ -230,15 +230,18 @@ def env_keys(cls: Any, env: dict[str, str]) -> None:
             )
 
 
-def no_literal_credentials(env: dict[str, str], credentials: Iterable[str]) -> None:
-    """A credential written as ``lit:`` would be on disk (the config, resolved-config.yaml, the
-    run's record): refused, naming the fix, never the value."""
-    for key in credentials:
-        if str(env.get(key, "")).startswith("lit:"):
-            raise ValueError(
-                f"{key} is a credential written as a literal, which puts it in the config, resolved-config.yaml "
-                f"and the run's record; write host:{key} and export {key} in the submitting shell"
-            )
+def literal_credentials(env: dict[str, str], credentials: Iterable[str]) -> list[str]:
+    """The credentials written as ``lit:``: the spec and NeMo Gym 0.7.0 accept them, so we do, with
+    a warning each, and carry them as ``host:`` values are (never written, never printed)."""
+    return [key for key in credentials if str(env.get(key, "")).startswith("lit:")]
+
+
+def literal_credential_warning(key: str) -> str:
+    return (
+        f"{key} is a credential written as a literal (lit:); it is kept out of every file gym writes and every "
+        f"line it prints, but it is in your config file: prefer host:{key} with {key} exported in the submitting "
+        f"shell (a resubmit reads it from ${key})"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,29 +1,72 @@
 """Did the candidate run of a benchmark score better than the base run, beyond chance? No I/O here.
 
 Both runs answer the same tasks, so the comparison is paired: per-task differences, not two
-independent means. Two kinds of evidence are combined (see ``paired_comparison``):
-an exact binomial test on how many tasks moved each way, and a paired bootstrap confidence
-interval of the mean difference.
+independent means. A task is the unit (its repeats are averaged first: repeats of one task are not
+independent samples); where related tasks form a group, the group is the unit (clustered).
 
-numpy is used only for the bootstrap: 10 000 resamples of 5 000 tasks take about 3.5 s in pure
-Python and about 0.2 s with numpy.
+Which test, and why (figures from ``benchmarks/suite_statistics.py``, seeded):
+
+- Every per-task value 0 or 1 (one repeat of a pass/fail metric): McNemar's exact test, a binomial
+  test of the tasks that flipped each way. Exact at any number of tasks.
+- Otherwise (repeats averaged, graded scores): a paired t-test on the per-task differences, whose
+  size it uses. The sign test used before saw only directions: on 200 tasks x 16 repeats it found
+  a true drop of 0.03 in 66 % of trials where the t-test finds it in 74 %.
+- Fewer than ``PERMUTATION_BELOW`` units: the t-test leans on the central limit theorem, which a
+  handful of skewed differences does not reach, so a sign-flip permutation test of the mean
+  difference takes its place (exact under the null of "the same model": each difference is then
+  symmetric about 0). Enumerated when 2^n is small, else drawn (seeded).
+
+The confidence interval of the mean delta comes from the same differences (a t interval, with the
+clustered standard error where there are groups), so the verdict, the CI and the smallest
+detectable drop (``PairedComparison.detectable_drop``) tell one story. A verdict over several
+benchmarks at once needs their p-values adjusted together: ``adjust``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 IMPROVED = "improved"
 REGRESSED = "regressed"
 NO_SIGNIFICANT_CHANGE = "no significant change"
 NO_COMMON_TASKS = "no common tasks"
 
-MCNEMAR_EXACT = "mcnemar-exact"
-SIGN_TEST = "sign"
+
+class Test(str, Enum):
+    """The test behind a p-value."""
+
+    MCNEMAR_EXACT = "mcnemar-exact"
+    PAIRED_T = "paired-t"
+    CLUSTERED_T = "clustered-t"
+    PERMUTATION = "sign-flip permutation"
+
+
+class Correction(str, Enum):
+    """How the p-values of benchmarks judged together are adjusted."""
+
+    HOLM = "holm"  # family-wise error (any false alarm) <= alpha: for gates
+    BH = "bh"  # false discovery rate <= alpha (Benjamini-Hochberg): for exploring
+    NONE = "none"  # each benchmark on its own
+
+
+MCNEMAR_EXACT = Test.MCNEMAR_EXACT
+PAIRED_T = Test.PAIRED_T
+CLUSTERED_T = Test.CLUSTERED_T
+PERMUTATION = Test.PERMUTATION
+
+# Below this many units (tasks, or groups) the p-value comes from the permutation test.
+PERMUTATION_BELOW = 30
+# Sign patterns enumerated up to this many (2^16); above it drawn, this many, from the seed.
+EXACT_PERMUTATIONS = 1 << 16
+DRAWN_PERMUTATIONS = 20_000
+DEFAULT_POWER = 0.8
 
 # Bootstrap indices drawn per chunk (about 2 MB): bounds memory, and is as fast as one big draw.
 _CHUNK_ELEMENTS = 1 << 18
@@ -34,8 +77,9 @@ class PairedComparison:
     """The outcome of comparing two runs over the tasks both have.
 
     ``delta`` and ``ci`` are candidate minus base. ``improved``/``regressed``/``unchanged`` count
-    tasks whose per-task mean went up / down / stayed identical. Means, delta, CI and p-value are
-    None when no task is in both runs.
+    tasks whose per-task mean went up / down / stayed identical. ``standard_error`` and ``df`` are
+    those of the mean delta (clustered by group when ``groups`` is set). Means, delta, CI and
+    p-value are None when no task is in both runs.
     """
 
     n: int
@@ -44,8 +88,8 @@ class PairedComparison:
     delta: float | None
     ci: tuple[float, float] | None
     p_value: float | None
-    test: str | None  # MCNEMAR_EXACT when every per-task value is 0 or 1, else SIGN_TEST
-    verdict: str  # IMPROVED, REGRESSED, NO_SIGNIFICANT_CHANGE or NO_COMMON_TASKS
+    test: Test | None
+    verdict: str  # at ``alpha`` on this benchmark alone: IMPROVED, REGRESSED, NO_SIGNIFICANT_CHANGE, NO_COMMON_TASKS
     improved: int
     regressed: int
     unchanged: int
@@ -55,8 +99,34 @@ class PairedComparison:
     only_in_candidate: int
     confidence: float
     alpha: float
-    resamples: int
-    seed: int
+    standard_error: float | None = None
+    df: int | None = None
+    groups: int | None = None  # clusters the standard error was computed over; None: tasks
+    value_range: float = 1.0  # the spread of the scores seen, for the detectable drop's floor
+    seed: int = 0
+
+    def detectable_drop(self, alpha: float | None = None, power: float = DEFAULT_POWER) -> float | None:
+        """The smallest change this pair detects with probability ``power`` at a two-sided level
+        ``alpha`` (default: the comparison's): (t_{1-alpha/2} + t_{power}) x the standard error.
+
+        Where the count of tasks decides (McNemar's test, or nothing moved: the observed standard
+        error is 0, yet 10 tasks cannot show a drop of 0.01), never below ``floor_drop``.
+        """
+        if self.n == 0 or self.standard_error is None or self.df is None:
+            return None
+        return minimum_detectable_effect(
+            self.standard_error,
+            self.df,
+            self.groups or self.n,
+            self.value_range,
+            alpha or self.alpha,
+            power,
+            counts_only=self.test is Test.MCNEMAR_EXACT,
+        )
+
+    def significant(self, p_value: float | None) -> str:
+        """The verdict a (possibly adjusted) p-value gives this comparison's delta."""
+        return verdict_of(p_value, self.delta, self.alpha)
 
 
 def paired_comparison(
@@ -64,30 +134,21 @@ def paired_comparison(
     candidate: Mapping[int, float],
     *,
     confidence: float = 0.95,
-    resamples: int = 10_000,
     seed: int = 0,
     alpha: float = 0.05,
+    groups: Mapping[int, str] | None = None,
 ) -> PairedComparison:
     """Compare per-task scores (task index -> mean over its rollouts) of two runs.
 
-    Verdict rule: the change is significant, and the verdict "improved" or "regressed", only when
-    the exact test gives p < ``alpha`` AND the bootstrap CI of the mean delta excludes 0 on the same
-    side as the majority of changed tasks. Otherwise: "no significant change".
+    The verdict is "improved" or "regressed" when the test's p < ``alpha``, in the direction of the
+    mean delta (the number people report); otherwise "no significant change". ``groups`` (task ->
+    group) clusters the standard error by group: related tasks are not independent evidence.
 
-    Why both. The exact test (McNemar's for 0/1 scores, the sign test otherwise; both a binomial
-    test of the up/down counts) has an exact error rate at any n, but it sees only directions:
-    many tiny gains and a few large losses make it say "improved" while the mean, the number
-    people report, went down. The CI is about that mean, but a percentile bootstrap is only
-    approximately right and too narrow with few tasks. Requiring both keeps the exact test's
-    guarantee and a verdict that never contradicts the reported delta; if the two point opposite
-    ways the evidence is conflicting and we claim nothing.
-
-    Deterministic: tasks are taken in index order and the bootstrap draws from ``seed``. Swapping
-    ``base`` and ``candidate`` negates delta and CI exactly and swaps improved and regressed.
+    Deterministic (the drawn permutations come from ``seed``). Swapping ``base`` and ``candidate``
+    negates delta and CI exactly and swaps improved and regressed.
     """
-    _check_bootstrap_parameters(confidence, resamples)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
+    _check_level("confidence", confidence)
+    _check_level("alpha", alpha)
     common = sorted(base.keys() & candidate.keys())
     base_values = _finite_scores(base, common, "base")
     candidate_values = _finite_scores(candidate, common, "candidate")
@@ -95,25 +156,15 @@ def paired_comparison(
     improved_tasks = tuple(t for t, d in zip(common, deltas) if d > 0)
     regressed_tasks = tuple(t for t, d in zip(common, deltas) if d < 0)
     n = len(common)
-    if n == 0:
-        base_mean = candidate_mean = delta = ci = p_value = test = None
-        verdict = NO_COMMON_TASKS
-    else:
-        base_mean, candidate_mean = _mean(base_values), _mean(candidate_values)
-        delta = candidate_mean - base_mean
-        ci = bootstrap_mean_ci(deltas, confidence=confidence, resamples=resamples, seed=seed)
-        p_value = binomial_two_sided_p(len(improved_tasks), len(regressed_tasks))
-        test = MCNEMAR_EXACT if _all_zero_or_one(base_values + candidate_values) else SIGN_TEST
-        verdict = _verdict(p_value, ci, len(improved_tasks), len(regressed_tasks), alpha)
-    return PairedComparison(
+    empty = PairedComparison(
         n=n,
-        base_mean=base_mean,
-        candidate_mean=candidate_mean,
-        delta=delta,
-        ci=ci,
-        p_value=p_value,
-        test=test,
-        verdict=verdict,
+        base_mean=None,
+        candidate_mean=None,
+        delta=None,
+        ci=None,
+        p_value=None,
+        test=None,
+        verdict=NO_COMMON_TASKS,
         improved=len(improved_tasks),
         regressed=len(regressed_tasks),
         unchanged=n - len(improved_tasks) - len(regressed_tasks),
@@ -123,19 +174,188 @@ def paired_comparison(
         only_in_candidate=len(candidate.keys() - base.keys()),
         confidence=confidence,
         alpha=alpha,
-        resamples=resamples,
         seed=seed,
     )
+    if n == 0:
+        return empty
+    base_mean, candidate_mean = _mean(base_values), _mean(candidate_values)
+    delta = candidate_mean - base_mean
+    units = _units(common, deltas, groups)
+    se, df = clustered_standard_error(units, n)
+    test, p_value = _test(units, n, base_values + candidate_values, len(improved_tasks), len(regressed_tasks), seed)
+    half = _t_quantile(1 - (1 - confidence) / 2, df) * se
+    spread = max(base_values + candidate_values) - min(base_values + candidate_values)
+    return replace(
+        empty,
+        base_mean=base_mean,
+        candidate_mean=candidate_mean,
+        delta=delta,
+        ci=(delta - half, delta + half),
+        p_value=p_value,
+        test=test,
+        verdict=verdict_of(p_value, delta, alpha),
+        standard_error=se,
+        df=df,
+        groups=len(units) if groups is not None else None,
+        value_range=spread if spread > 0 else 1.0,
+    )
+
+
+def verdict_of(p_value: float | None, delta: float | None, alpha: float) -> str:
+    if p_value is None or delta is None:
+        return NO_COMMON_TASKS
+    if p_value < alpha and delta > 0:
+        return IMPROVED
+    if p_value < alpha and delta < 0:
+        return REGRESSED
+    return NO_SIGNIFICANT_CHANGE
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An independent unit of evidence: one task, or one group of related tasks."""
+
+    delta_sum: float  # its tasks' differences added up
+    tasks: int
+
+
+def _units(tasks: Sequence[int], deltas: Sequence[float], groups: Mapping[int, str] | None) -> list[Unit]:
+    """Each task is a unit, or each group is (a task missing from ``groups`` is a group of its own)."""
+    if groups is None:
+        return [Unit(d, 1) for d in deltas]
+    members: dict[object, list[float]] = {}
+    for task, d in zip(tasks, deltas):
+        members.setdefault(groups.get(task, ("task", task)), []).append(d)
+    return [Unit(math.fsum(values), len(values)) for values in members.values()]
+
+
+def clustered_standard_error(units: Sequence[Unit], n: int) -> tuple[float, int]:
+    """The standard error of the mean difference over ``n`` tasks, and its degrees of freedom.
+
+    SE^2 = G/(G-1) x sum over units of (u_g - n_g x mean)^2 / n^2, the cluster-robust variance of a
+    mean (Cameron & Miller); with one task per unit it is the sample variance over n, the ordinary
+    paired standard error. df = G - 1 (at least 1).
+    """
+    g = len(units)
+    if g < 2:
+        return 0.0, 1
+    mean = math.fsum(u.delta_sum for u in units) / n
+    residual = math.fsum((u.delta_sum - u.tasks * mean) ** 2 for u in units)
+    return math.sqrt(g / (g - 1) * residual) / n, g - 1
+
+
+def _test(units: Sequence[Unit], n: int, values: Sequence[float], up: int, down: int, seed: int) -> tuple[Test, float]:
+    clustered = len(units) != n
+    if not clustered and all(v in (0.0, 1.0) for v in values):
+        return Test.MCNEMAR_EXACT, binomial_two_sided_p(up, down)
+    if len(units) < PERMUTATION_BELOW:
+        return Test.PERMUTATION, sign_flip_p([u.delta_sum for u in units], seed)
+    se, df = clustered_standard_error(units, n)
+    mean = math.fsum(u.delta_sum for u in units) / n
+    test = Test.CLUSTERED_T if clustered else Test.PAIRED_T
+    if se == 0:
+        return test, 1.0 if mean == 0 else 0.0
+    return test, _t_two_sided_p(mean / se, df)
+
+
+def sign_flip_p(units: Sequence[float], seed: int = 0) -> float:
+    """Two-sided p of the mean difference under random signs (each unit as likely up as down when
+    the two runs are the same model): exact over every sign pattern when there are few enough,
+    else from ``DRAWN_PERMUTATIONS`` seeded draws (scipy's permutation test)."""
+    import numpy as np
+    from scipy.stats import permutation_test
+
+    data = np.asarray(units, dtype=float)
+    if len(data) < 2 or not np.any(data):
+        return 1.0  # one unit's sign is as likely either way: p = 2/2
+    result = permutation_test(
+        (data,),
+        lambda x, axis: np.abs(np.sum(x, axis=axis)),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=EXACT_PERMUTATIONS if 2 ** len(data) <= EXACT_PERMUTATIONS else DRAWN_PERMUTATIONS,
+        alternative="greater",
+        rng=np.random.default_rng(seed),
+    )
+    return float(min(1.0, result.pvalue))
+
+
+def minimum_detectable_effect(
+    se: float,
+    df: int,
+    units: int,
+    value_range: float,
+    alpha: float,
+    power: float = DEFAULT_POWER,
+    *,
+    counts_only: bool = False,
+) -> float:
+    """The smallest true change a two-sided test at ``alpha`` detects with probability ``power``,
+    given the standard error of the mean change: (t_{1-alpha/2, df} + t_{power, df}) x se.
+
+    Where the formula says too little, the count of units decides (``floor_drop``): a test that
+    sees only counts (McNemar's: ``counts_only``) cannot call a change of fewer than k tasks, and
+    an observed standard error of 0 (nothing moved) says nothing of the variance under a change.
+    Fewer units than k: nothing is detectable, and the figure is over the whole range.
+    """
+    _check_level("alpha", alpha)
+    _check_level("power", power)
+    floor = floor_drop(units, value_range, alpha)
+    if units < fewest_units(alpha):
+        return floor
+    formula = (_t_quantile(1 - alpha / 2, df) + _t_quantile(power, df)) * se
+    return max(formula, floor) if counts_only or se == 0 else formula
+
+
+def fewest_units(alpha: float) -> int:
+    """The fewest units all moving one way that a fair coin's chance, 2 x 0.5^k, puts below alpha."""
+    return math.floor(math.log2(2 / alpha)) + 1
+
+
+def floor_drop(units: int, value_range: float, alpha: float) -> float:
+    """The smallest mean change a count of units can show at ``alpha``: ``fewest_units`` of them
+    moving the whole range one way. Over the whole range when there are fewer units than that."""
+    return value_range * fewest_units(alpha) / max(units, 1)
+
+
+def adjust(p_values: Sequence[float], correction: Correction) -> list[float]:
+    """The p-values of benchmarks judged together, adjusted so that comparing each with alpha
+    controls the family's error: Holm's step-down (any false alarm at most alpha) or
+    Benjamini-Hochberg's step-up (the expected share of false alarms at most alpha)."""
+    m = len(p_values)
+    if correction is Correction.NONE or m == 0:
+        return [float(p) for p in p_values]
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    if correction is Correction.HOLM:
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * p_values[i]))
+            adjusted[i] = running
+        return adjusted
+    running = 1.0
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, m * p_values[i] / (rank + 1))
+        adjusted[i] = min(1.0, max(running, p_values[i]))  # m*p/m may round an ulp below p
+    return adjusted
+
+
+def family_alpha(alpha: float, family: int, correction: Correction) -> float:
+    """The per-benchmark level a benchmark must reach in the worst case (Holm's and BH's first step:
+    alpha / m): the level at which a detectable drop is quoted."""
+    if correction is Correction.NONE or family <= 1:
+        return alpha
+    return alpha / family
 
 
 def binomial_two_sided_p(up: int, down: int) -> float:
     """Exact two-sided p-value that ``up`` vs ``down`` is a fair coin's split: min(1, 2·P(X ≤ k)).
 
     X ~ Binomial(up + down, 1/2) and k = min(up, down). This is McNemar's exact test when up/down
-    are the discordant pairs and the sign test when they are the non-zero differences; ties and
-    unchanged tasks carry no information about direction and are left out. Computed in integers,
-    so it is exact up to the final rounding to float (a sum of float pmf terms, as scipy's
-    binomtest does, drifts by ~1e-14); 1.0 when nothing changed.
+    are the discordant pairs; unchanged tasks carry no information about direction and are left
+    out. Computed in integers, so it is exact up to the final rounding to float (a sum of float pmf
+    terms, as scipy's binomtest does, drifts by ~1e-14); 1.0 when nothing changed.
     """
     if up < 0 or down < 0:
         raise ValueError(f"counts must be non-negative, got {up} and {down}")
@@ -154,22 +374,36 @@ def _binomial_coefficients_up_to(trials: int, k: int) -> int:
     return total
 
 
+def _t_quantile(q: float, df: int) -> float:
+    from scipy.special import stdtrit  # scipy's Student t, without importing scipy.stats
+
+    return float(stdtrit(df, q))
+
+
+def _t_two_sided_p(t: float, df: int) -> float:
+    from scipy.special import stdtr
+
+    return float(min(1.0, 2 * stdtr(df, -abs(t))))
+
+
 def bootstrap_mean_ci(
     values: Sequence[float], *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of ``values`` (here: the per-task deltas).
+    """Percentile bootstrap CI of the mean of ``values`` (the view's bands over a sweep's tasks).
 
-    Resampling whole tasks keeps each task's base and candidate scores together: that is what makes
-    the bootstrap paired. The bounds are order statistics, the k-th smallest and k-th largest of the
-    resampled means with k = floor(resamples·(1 − confidence)/2), not interpolated percentiles, so
-    negating every value negates the interval exactly (swapping the runs flips the verdict, never
-    just nudges a bound across 0).
+    The bounds are order statistics, the k-th smallest and k-th largest of the resampled means with
+    k = floor(resamples·(1 − confidence)/2), not interpolated percentiles, so negating every value
+    negates the interval exactly.
     """
-    _check_bootstrap_parameters(confidence, resamples)
+    _check_level("confidence", confidence)
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
     if not values:
         raise ValueError("the bootstrap needs at least one value")
     if min(values) == max(values):  # every resample has this mean; skip the draws
         return (float(values[0]), float(values[0]))
+    import numpy as np
+
     means = np.sort(_resampled_means(np.asarray(values, dtype=float), resamples, seed))
     k = min(math.floor(resamples * (1 - confidence) / 2 + 1e-9), (resamples - 1) // 2)
     return (float(means[k]), float(means[resamples - 1 - k]))
@@ -180,6 +414,8 @@ def _resampled_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarra
 
     Chunking does not change the result: the generator's stream is consumed in the same order.
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     n = len(values)
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // n)
@@ -191,20 +427,8 @@ def _resampled_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarra
     return means
 
 
-def _verdict(p_value: float, ci: tuple[float, float], improved: int, regressed: int, alpha: float) -> str:
-    if p_value < alpha and ci[0] > 0 and improved > regressed:
-        return IMPROVED
-    if p_value < alpha and ci[1] < 0 and regressed > improved:
-        return REGRESSED
-    return NO_SIGNIFICANT_CHANGE
-
-
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)  # correctly rounded sum, however many tasks
-
-
-def _all_zero_or_one(values: Sequence[float]) -> bool:
-    return all(v in (0.0, 1.0) for v in values)
 
 
 def _finite_scores(scores: Mapping[int, float], tasks: Sequence[int], run: str) -> list[float]:
@@ -216,8 +440,6 @@ def _finite_scores(scores: Mapping[int, float], tasks: Sequence[int], run: str) 
     return values
 
 
-def _check_bootstrap_parameters(confidence: float, resamples: int) -> None:
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
-        raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
+def _check_level(name: str, value: float) -> None:
+    if not 0 < value < 1:
+        raise ValueError(f"{name} must be between 0 and 1, got {value}")

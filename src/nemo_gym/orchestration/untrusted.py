@@ -6,6 +6,8 @@ exporters stage this module into jobs beside ``contract.py``.
 """
 
 import json
+import os
+import stat
 
 # Deeper than any file we write (our deepest is a few levels); far below Python's recursion limit,
 # so no reader that walks a parsed document recursively can overflow the stack.
@@ -50,10 +52,44 @@ def loads_object(data, what, max_depth=MAX_DEPTH):
     return value
 
 
-def read_bounded(path, what, max_bytes=MAX_DOCUMENT_BYTES):
-    """A file's bytes, refusing one larger than ``max_bytes`` without reading it all."""
+def open_regular(path, what):
+    """``path`` opened for reading in binary, only if it is a regular file, checked on the open
+    descriptor (no race with a swap): a FIFO would block the reader for ever and a device such
+    as /dev/zero never ends. Opened without blocking, so that a FIFO is refused, not waited on."""
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise Unreadable(f"{what}: cannot be read ({err.strerror or type(err).__name__})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise Unreadable(f"{what}: not a regular file ({file_kind(mode)}); nothing of ours writes one there")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def file_kind(mode):
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    )
+    for test, name in kinds:
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def read_bounded(path, what, max_bytes=MAX_DOCUMENT_BYTES):
+    """A regular file's bytes, refusing one larger than ``max_bytes`` without reading it all."""
+    try:
+        with open_regular(path, what) as fh:
             data = fh.read(max_bytes + 1)
     except OSError as err:
         raise Unreadable(f"{what}: cannot be read ({err.strerror or type(err).__name__})") from None

@@ -94,3 +94,30 @@ def max_attempts(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.library import DEFAULT_MAX_ATTEMPTS
 
     return DEFAULT_MAX_ATTEMPTS if args.max_attempts is None else args.max_attempts
+
+
+def number_in(low: float, high: float, *, integer: bool = False, open_low: bool = False, open_high: bool = False):  # noqa: ANN201
+    """An argparse type: a finite number in [low, high] (or open at either end), else argparse's
+    one-line usage error naming the option (never NaN, inf or a traceback)."""
+    import math
+
+    left, right = ("(" if open_low else "["), (")" if open_high else "]")
+    wanted = f"{'an integer' if integer else 'a number'} in {left}{low:g}, {high:g}{right}"
+
+    def parse(text: str) -> float | int:
+        try:
+            value: float | int = int(text) if integer else float(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {wanted}") from None
+        if (
+            not math.isfinite(value)
+            or value < low
+            or value > high
+            or (open_low and value == low)
+            or (open_high and value == high)
+        ):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {wanted}")
+        return value
+
+    parse.__name__ = "number"
+    return parse

@@ -18,6 +18,8 @@ TASKS_NAMED = 20
 # fails closed). A regression wins when there are both: it is a finding, the other an absence.
 EXIT_REGRESSED = 1
 EXIT_UNCOMPARABLE = 3
+# stats.Correction's words, for --help: registering a verb imports nothing of the library.
+CORRECTIONS = ("holm", "bh", "none")
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -25,7 +27,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "compare",
         help="compare a candidate run with a base run, per benchmark",
         description="Per benchmark in both runs: the metric in each, the delta, the tasks that improved "
-        "and regressed, a paired-bootstrap 95% CI of the delta, an exact p-value and a verdict.",
+        "and regressed, a 95% CI of the delta from the per-task differences, the raw p-value and the p-value "
+        "adjusted over the benchmarks compared (the family), the smallest drop the pair can detect, and a "
+        "verdict read off the adjusted p.",
     )
     p.add_argument("base", metavar="BASE", help="run id (or a unique part), or a run directory")
     p.add_argument("candidate", nargs="?", metavar="CANDIDATE", help="the same; omit it with --last")
@@ -40,6 +44,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
         f"not complete in either, no task scored in both, inputs that differ)",
     )
     p.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default="holm",
+        help="how the benchmarks' p-values are adjusted together: holm (default: the chance of any false "
+        "alarm over the suite at most 5%%, for CI decisions), bh (Benjamini-Hochberg: the expected share of "
+        "false alarms at most 5%%, for exploring), none (each benchmark alone)",
+    )
+    p.add_argument(
         "--allow-different-inputs",
         action="store_true",
         help="let a benchmark whose runs were asked different tasks (their materialized inputs' digests "
@@ -50,7 +62,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import compare, select_run
+    from nemo_gym.orchestration.library import Correction, compare, select_run
 
     if (args.candidate is None) != args.last:
         raise UserError("compare needs two runs: gym eval compare BASE CANDIDATE, or gym eval compare BASE --last")
@@ -59,6 +71,7 @@ def run_compare(args: argparse.Namespace) -> int:
         select_run(args.candidate, last=args.last),
         args.metric,
         allow_different_inputs=args.allow_different_inputs,
+        correction=Correction(args.correction),
     )
     echo(outcome.to_json() if args.json else comparison_text(outcome))
     if not args.fail_on_regression:
@@ -90,8 +103,6 @@ def plain(value: float | None) -> str:
 def row(b: BenchmarkComparison) -> list[str]:
     p = b.paired
     ci = f"[{signed(p.ci[0])}, {signed(p.ci[1])}]" if p.ci is not None else "-"
-    p_value = f"{p.p_value:.3g}" if p.p_value is not None else "-"
-    test = {"mcnemar-exact": "McNemar", "sign": "sign"}.get(p.test or "", "-")
     return [
         b.benchmark,
         str(p.n),
@@ -99,11 +110,40 @@ def row(b: BenchmarkComparison) -> list[str]:
         plain(p.candidate_mean),
         signed(p.delta),
         ci,
-        p_value,
-        test,
+        p_text(p.p_value),
+        p_text(b.p_for_verdict),
+        plain(b.detectable_drop()),
+        TEST_WORDS.get(p.test.value if p.test else "", "-"),
         f"{p.improved}/{p.regressed}",
-        p.verdict,
+        b.verdict,
     ]
+
+
+TEST_WORDS = {
+    "mcnemar-exact": "McNemar",
+    "paired-t": "t",
+    "clustered-t": "t (grouped)",
+    "sign-flip permutation": "perm",
+}
+
+
+def p_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def family_line(outcome: RunComparison) -> str:
+    """What the adjusted p and the detectable drop mean for this comparison, in one line."""
+    family = max((b.family for b in outcome.benchmarks), default=0)
+    how = {
+        "holm": f"Holm over {family} benchmark(s): any false alarm in the suite at most 5%",
+        "bh": f"Benjamini-Hochberg over {family} benchmark(s): expected share of false alarms at most 5%",
+        "none": "none: each benchmark tested alone at 5%",
+    }[outcome.correction.value]
+    level = min((b.level for b in outcome.benchmarks), default=0.05)
+    return (
+        f"Adjusted P: {how}. DETECTABLE: the smallest change this pair finds 80% of the time "
+        f"(two-sided, alpha {level:.3g})."
+    )
 
 
 def task_list(tasks: tuple[int, ...]) -> str:
@@ -117,8 +157,11 @@ def comparison_text(outcome: RunComparison) -> str:
         f"Candidate: {outcome.candidate.record.gym_job_id} ({outcome.candidate.record.run_dir})",
         f"Metric:    {outcome.metric} (mean over tasks; a task's rollouts averaged first; paired by task index)",
     ]
-    headers = ["BENCHMARK", "TASKS", "BASE", "CANDIDATE", "DELTA", "95% CI", "P", "TEST", "UP/DOWN", "VERDICT"]
+    headers = ["BENCHMARK", "TASKS", "BASE", "CANDIDATE", "DELTA", "95% CI", "P", "ADJ P", "DETECTABLE"]
+    headers += ["TEST", "UP/DOWN", "VERDICT"]
     lines.append(table(headers, [row(b) for b in outcome.benchmarks]))
+    if outcome.benchmarks:
+        lines.append(family_line(outcome))
     for b in outcome.benchmarks:
         if b.paired.improved_tasks:
             lines.append(f"  {b.benchmark}: improved tasks {task_list(b.paired.improved_tasks)}")

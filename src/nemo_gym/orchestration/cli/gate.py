@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import add_json_flag, table
+from nemo_gym.orchestration.cli.compare import CORRECTIONS, p_text
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -32,9 +33,10 @@ policy file (YAML):
     errors: {tier: critical, direction: lower, metric: error_rate, min_paired: 30}
 
 Per benchmark: pass (within its tolerated drop: the tighter of max_drop and max_relative_drop;
-without either, no significant drop), breach (significant, and the whole 95% CI of the delta past
-the tolerated drop), insufficient evidence (fewer paired tasks than min_paired, or a drop past the
-tolerance that the evidence does not establish), missing (not in both sides, not complete, or
+without either, no significant drop), breach (significant after adjusting over the critical and
+supporting benchmarks, and the whole 95% CI of the delta past the tolerated drop), insufficient
+evidence (fewer paired tasks than min_paired, a drop past the tolerance that the evidence does not
+establish, or a tolerated drop smaller than the pair can detect), missing (not in both sides, not complete, or
 asked different tasks). Verdict: NO-GO if a critical benchmark breaches (or
 too many supporting ones), else MISSING if a critical or supporting one is missing, else
 INCONCLUSIVE if one lacks evidence, else GO.
@@ -50,13 +52,22 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "gate",
         help="GO / NO-GO for a candidate against a base over a suite of benchmarks, from a policy file",
         description="Each benchmark the policy names is compared as gym eval compare does (tasks paired by "
-        "index, a paired-bootstrap 95% CI, an exact test) and judged by its tier and tolerated drop.",
+        "index, a 95% CI from the per-task differences, McNemar's exact test or a paired t-test), the critical "
+        "and supporting ones adjusted together, and judged by its tier, tolerated drop and the smallest drop "
+        "the pair can detect.",
         epilog=POLICY_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("base", metavar="BASE", help="a run or a sweep (id or a unique part, or a run directory)")
     p.add_argument("candidate", metavar="CANDIDATE", help="the same, for the candidate")
     p.add_argument("--policy", required=True, metavar="FILE.yaml", help="the gate's policy (see below)")
+    p.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default="holm",
+        help="how the critical and supporting benchmarks' p-values are adjusted together: holm (default: "
+        "an unchanged model gets NO-GO by chance at most 5%% of the time), bh (Benjamini-Hochberg), none",
+    )
     add_json_flag(p, "the verdict and every benchmark's finding")
     p.set_defaults(handler=run_gate)
 
@@ -79,10 +90,11 @@ def run_gate(args: argparse.Namespace) -> int:
 
 
 def decide(args: argparse.Namespace) -> GateOutcome:
-    from nemo_gym.orchestration.library import gate, read_policy, select
+    from nemo_gym.orchestration.library import Correction, gate, read_policy, select
 
     policy = read_policy(args.policy, POLICY_MAX_BYTES)
-    return gate(select([args.base]).records, select([args.candidate]).records, policy)
+    base, candidate = select([args.base]).records, select([args.candidate]).records
+    return gate(base, candidate, policy, correction=Correction(args.correction))
 
 
 def number(value: float | None, signed: bool = False) -> str:
@@ -94,8 +106,10 @@ def number(value: float | None, signed: bool = False) -> str:
 def gate_text(outcome: GateOutcome, args: argparse.Namespace) -> str:
     rows = []
     for b in outcome.benchmarks:
-        p = b.comparison.paired if b.comparison else None
+        c = b.comparison
+        p = c.paired if c else None
         ci = f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]" if p and p.ci else "-"
+        gated = b.tier.value != "advisory"
         rows.append(
             [
                 b.benchmark,
@@ -106,7 +120,9 @@ def gate_text(outcome: GateOutcome, args: argparse.Namespace) -> str:
                 number(p.candidate_mean if p else None),
                 number(p.delta if p else None, signed=True),
                 ci,
-                "-" if p is None or p.p_value is None else f"{p.p_value:.3g}",
+                p_text(p.p_value if p else None),
+                p_text(c.p_for_verdict if c and gated else None),
+                number(c.detectable_drop() if c else None),
                 number(b.tolerated_drop),
                 b.finding.value,
             ]
@@ -121,10 +137,16 @@ def gate_text(outcome: GateOutcome, args: argparse.Namespace) -> str:
         "DELTA",
         "95% CI",
         "P",
+        "ADJ P",
+        "DETECTABLE",
         "TOLERATED",
         "FINDING",
     ]
     lines = [f"Gate: {args.candidate} against {args.base}, policy {args.policy}", table(headers, rows)]
+    lines.append(
+        f"ADJ P: {args.correction} over the critical and supporting benchmarks (advisory ones: raw p only). "
+        "DETECTABLE: the smallest drop the pair finds 80% of the time at that level."
+    )
     lines += [f"  {b.benchmark}: {b.why}" for b in outcome.benchmarks]
     if outcome.not_in_policy:
         lines.append(f"Not in the policy (not gated): {', '.join(outcome.not_in_policy)}")

@@ -66,6 +66,7 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
         gate,
         info,
         logs,
+        plan,
         report,
         resubmit,
         results,
@@ -80,7 +81,22 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for verb in (submit, status, info, resubmit, results, compare, gate, report, logs, cancel, export, watch, view):
+    for verb in (
+        submit,
+        status,
+        info,
+        resubmit,
+        results,
+        compare,
+        gate,
+        plan,
+        report,
+        logs,
+        cancel,
+        export,
+        watch,
+        view,
+    ):
         verb.register(eval_verbs)
     return parser
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nemo_gym.orchestration.cli.common import number_in
+
 DEFAULT_PORT = 8765
 
 
@@ -20,7 +22,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("names", nargs="*", metavar="RUN|SWEEP", help="runs and sweeps (default: every one in the index)")
     p.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+    p.add_argument(
+        "--port",
+        type=number_in(0, 65535, integer=True),
+        default=DEFAULT_PORT,
+        help=f"port (default {DEFAULT_PORT}; 0: any free one)",
+    )
     p.add_argument("--token", help="required off loopback: the view asks for it once (or set GYM_VIEW_TOKEN)")
     p.add_argument("--static", metavar="DIR", help="write the pages as files into DIR instead of serving them")
     p.add_argument("--metric", help="the metric of the tables and curves (default: reward)")
@@ -45,8 +52,9 @@ def run_view(args: argparse.Namespace) -> int:
         raise UserError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); try --port 0") from None
     host, port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{host}]" if ":" in host else host
-    address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    print(f"gym eval view: {address}  (Ctrl-C stops)", flush=True)
+    # The token is never printed (a terminal's scrollback, a shared screen, a CI log): its owner has it.
+    asks = "  (it asks for the token once: add ?token=YOUR_TOKEN)" if token else ""
+    print(f"gym eval view: http://{shown}:{port}/{asks}  (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

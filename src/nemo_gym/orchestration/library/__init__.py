@@ -30,6 +30,7 @@ from nemo_gym.orchestration.library.observing import (
     sweep_size,
     watch,
 )
+from nemo_gym.orchestration.library.planning import plan_samples
 from nemo_gym.orchestration.library.present import (
     DEFAULT_METRIC,
     SOURCE_NONE,
@@ -72,6 +73,8 @@ from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
 from nemo_gym.orchestration.recovery import DEFAULT_MAX_ATTEMPTS, Plan, Remedy, pairs_text
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
+from nemo_gym.orchestration.stats import Correction
 from nemo_gym.orchestration.usage import Usage
 
 if TYPE_CHECKING:
@@ -107,6 +110,10 @@ __all__ = [
     "Usage",
     "compare",
     "gate",
+    "plan_samples",
+    "SamplePlan",
+    "DetectionTarget",
+    "Correction",
     "read_policy",
     "GateOutcome",
     "GatePolicy",

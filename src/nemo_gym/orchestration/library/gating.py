@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.gate import BenchmarkGate, GateOutcome, GatePolicy, decide, judge_benchmark, load_policy
+from nemo_gym.orchestration.gate import GateOutcome, GatePolicy, decide, judge_suite, load_policy
 from nemo_gym.orchestration.library.observing import results
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.stats import Correction
 
 
 def gate(
@@ -17,13 +21,17 @@ def gate(
     candidate: list[SubmissionRecord],
     policy: GatePolicy,
     *,
+    correction: Correction | None = None,
     connect: Connect = connect,
 ) -> GateOutcome:
     """BASE against CANDIDATE on the policy's benchmarks. Each side is one run or several (a
-    suite split over runs, a sweep's runs) that hold each benchmark at most once."""
-    from nemo_gym.orchestration.comparison import compare_benchmark
+    suite split over runs, a sweep's runs) that hold each benchmark at most once. The critical and
+    supporting benchmarks are judged as one family (``correction``, Holm's by default)."""
+    from nemo_gym.orchestration.comparison import BenchmarkComparison, compare_benchmark
+    from nemo_gym.orchestration.stats import Correction
 
-    judged: dict[str, BenchmarkGate] = {}
+    compared: dict[str, BenchmarkComparison] = {}
+    missing: dict[str, str] = {}
     measured: set[str] = set()
     for metric in sorted({policy.metric_of(name) for name in policy.benchmarks}):
         runs = results([*base, *candidate], metric, connect=connect)
@@ -31,18 +39,13 @@ def gate(
         candidate_side = by_benchmark(runs[len(base) :], "CANDIDATE", policy.benchmarks.keys())
         measured |= base_side.keys() | candidate_side.keys()
         for name in (n for n in policy.benchmarks if policy.metric_of(n) == metric):
-            if name not in base_side or name not in candidate_side:
-                sides = [
-                    side for side, found in (("BASE", base_side), ("CANDIDATE", candidate_side)) if name not in found
-                ]
-                missing = f"not in {sides[0]}" if len(sides) == 1 else "in neither BASE nor CANDIDATE"
-                judged[name] = judge_benchmark(name, policy, None, missing)
+            absent = [side for side, found in (("BASE", base_side), ("CANDIDATE", candidate_side)) if name not in found]
+            if absent:
+                missing[name] = f"not in {absent[0]}" if len(absent) == 1 else "in neither BASE nor CANDIDATE"
                 continue
-            compared = compare_benchmark(base_side[name], candidate_side[name], metric)
-            blocked = "; ".join(u.detail for u in compared.uncomparable) or None
-            judged[name] = judge_benchmark(name, policy, compared, blocked)
-    ordered = [judged[name] for name in policy.benchmarks]
-    return decide(policy, ordered, sorted(measured - policy.benchmarks.keys()))
+            compared[name] = compare_benchmark(base_side[name], candidate_side[name], metric)
+    judged = judge_suite(policy, compared, missing, correction or Correction.HOLM)
+    return decide(policy, judged, sorted(measured - policy.benchmarks.keys()))
 
 
 def read_policy(path: str, max_bytes: int) -> GatePolicy:
@@ -51,17 +54,18 @@ def read_policy(path: str, max_bytes: int) -> GatePolicy:
 
     import yaml
 
-    from nemo_gym.orchestration.yamlio import load_yaml
+    from nemo_gym.orchestration.untrusted import Unreadable, read_bounded
+    from nemo_gym.orchestration.yamlio import DuplicateKey, load_yaml_unique
 
     try:
-        with Path(path).expanduser().open("rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise UserError(f"--policy {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:
-        raise UserError(f"--policy {path}: over {max_bytes} bytes; a policy is a short YAML file")
+        data = read_bounded(str(Path(path).expanduser()), f"--policy {path}", max_bytes)
+    except Unreadable as exc:
+        short = "; a policy is a short YAML file" if "larger than" in str(exc) else ""
+        raise UserError(f"{exc}{short}") from None
     try:
-        parsed = load_yaml(data.decode("utf-8"))
+        parsed = load_yaml_unique(data.decode("utf-8"))
+    except DuplicateKey as exc:
+        raise UserError(f"--policy {path}:{exc.line}: {exc}") from None
     except (UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
         raise UserError(f"--policy {path}: not YAML ({' '.join(str(exc).split())[:200]})") from None
     return load_policy(parsed, path)

@@ -20,6 +20,7 @@ from nemo_gym.orchestration.usage import Usage
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.comparison import RunComparison
+    from nemo_gym.orchestration.stats import Correction
 
 
 def list_runs() -> list[SubmissionRecord]:
@@ -141,14 +142,23 @@ def compare(
     metric: str | None = None,
     *,
     allow_different_inputs: bool = False,
+    correction: Correction | None = None,
     connect: Connect = connect,
 ) -> RunComparison:
-    """BASE against CANDIDATE, per benchmark, on the tasks both runs have. A benchmark whose runs
-    were asked different tasks is flagged, and cannot decide a gate unless ``allow_different_inputs``."""
+    """BASE against CANDIDATE, per benchmark, on the tasks both runs have, the benchmarks judged as
+    one family (``correction``, Holm's by default). A benchmark whose runs were asked different
+    tasks is flagged, and cannot decide a gate unless ``allow_different_inputs``."""
     from nemo_gym.orchestration.comparison import compare_runs
+    from nemo_gym.orchestration.stats import Correction
 
     runs = results([base, candidate], metric, connect=connect)
-    return compare_runs(runs[0], runs[1], metric or DEFAULT_METRIC, allow_different_inputs=allow_different_inputs)
+    return compare_runs(
+        runs[0],
+        runs[1],
+        metric or DEFAULT_METRIC,
+        allow_different_inputs=allow_different_inputs,
+        correction=correction or Correction.HOLM,
+    )
 
 
 def report(records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect) -> str:

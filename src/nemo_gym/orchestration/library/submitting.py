@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig, env_sources_of
+from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, EnvSource, SubmitConfig, env_sources_of
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.compose import SharedComposition, compose_config
 from nemo_gym.orchestration.connection import Connect, Connection, connect
@@ -344,11 +344,20 @@ def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     return values
 
 
+def shell_variable(key: str, source: EnvSource) -> str:
+    """The submitting shell's variable a secret is read from again (a resubmit): ``host:VAR``'s VAR;
+    a literal credential's own name (never its value)."""
+    return source.ref if source.kind == "host" else key
+
+
 def carried_from(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     """Each variable the submission exports for the run's jobs -> the submitting shell's variable
     it is read from (``submission_secrets``'s sources, by name)."""
     owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
-    sources = {carrier: env_sources_of(owners[owner])[key].ref for carrier, (owner, key) in plan.secrets.items()}
+    sources = {
+        carrier: shell_variable(key, env_sources_of(owners[owner])[key])
+        for carrier, (owner, key) in plan.secrets.items()
+    }
     if plan.otel_token_env:
         sources[plan.otel_token_env] = plan.otel_token_env
     # The exporters' credentials travel when this shell has them (submission_secrets): those that did.

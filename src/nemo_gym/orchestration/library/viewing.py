@@ -15,6 +15,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import shlex
 import urllib.parse
 from collections.abc import Callable
@@ -247,9 +248,20 @@ def _on_host(record: SubmissionRecord, args: list[str], connect: Connect) -> dic
 # -- serving ---------------------------------------------------------------------------------------------
 
 
+# What a token may hold: it goes into a cookie (RFC 6265's cookie-octets, less the ones that need
+# quoting), so no control character can split a header and no ';' can add an attribute.
+TOKEN_RE = re.compile(r"[A-Za-z0-9._~+/=-]{8,256}")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
 def check_binding(host: str, token: str | None) -> None:
     """Only loopback without a token: anywhere else, the runs' prompts and responses would be
-    anyone's who can reach the port."""
+    anyone's who can reach the port. A token is 8-256 letters, digits and ._~+/=-."""
+    if token is not None and not TOKEN_RE.fullmatch(token):
+        raise UserError(
+            "--token (or GYM_VIEW_TOKEN): use 8 to 256 letters, digits and ._~+/=- (no spaces, control "
+            "characters or ';'), e.g. the output of: python3 -c 'import secrets; print(secrets.token_urlsafe())'"
+        )
     if token:
         return
     try:
@@ -278,6 +290,12 @@ def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, token: str | N
         sys_version = ""
 
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            if not token and not host_allowed(self.headers.get("Host", ""), host):
+                # Another name for this loopback address: a page elsewhere rebinding its DNS to us.
+                return self._send(
+                    HTTPStatus.MISDIRECTED_REQUEST,
+                    view.message_page("Not here", "This view answers to its own address only.", links),
+                )
             url = urllib.parse.urlsplit(self.path)
             query = urllib.parse.parse_qs(url.query)
             extra: dict[str, str] = {}
@@ -339,6 +357,18 @@ def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, token: str | N
     return ThreadingHTTPServer((host, port), Handler)
 
 
+def host_allowed(header: str, bound: str) -> bool:
+    """Whether a request's Host header names this server: a loopback name or the address it listens
+    on (any port). Without a token nothing else guards the view, so a page served from elsewhere
+    that rebinds its name to 127.0.0.1 must not be answered."""
+    name = header.strip().lower()
+    if name.startswith("["):  # [::1]:8765
+        name = name[1 : name.find("]")] if "]" in name else ""
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return bool(name) and name in {*LOOPBACK_NAMES, bound.lower().strip("[]")}
+
+
 def _cookie(header: str) -> str:
     for part in header.split(";"):
         name, _, value = part.strip().partition("=")
@@ -350,20 +380,23 @@ def _cookie(header: str) -> str:
 # -- as files ----------------------------------------------------------------------------------------
 
 
+# Marks a directory ``--static`` wrote, so that it may write there again; any other non-empty
+# directory is the user's, and nothing in it is replaced.
+STATIC_MARKER = ".gym-eval-view"
+
+
 def write_static(viewer: Viewer, directory: str) -> list[Path]:
     """The same pages as files in ``directory``: the index, each run, each sweep, each benchmark's
     first page of samples, and each run of a sweep against the sweep's first run and the one
-    before it, side by side."""
-    out = Path(directory).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
+    before it, side by side. Only into a new, empty or earlier ``--static`` directory; each page
+    written whole beside its name and renamed over it (never written through a link)."""
+    out = static_directory(directory)
     links = view.Links(static=True)
     written: list[Path] = []
 
     def write(name: str, page: str | None) -> None:
         if page is not None:
-            path = out / name
-            path.write_text(page)
-            written.append(path)
+            written.append(replace_file(out, name, page))
 
     write(links.index(), viewer.index_html(links))
     sweeps, runs = viewer.parts()
@@ -377,6 +410,42 @@ def write_static(viewer: Viewer, directory: str) -> list[Path]:
     for sweep in sweeps:
         write(links.sweep(sweep.sweep_id), viewer.sweep_html(sweep.sweep_id, links))
     return written
+
+
+def static_directory(directory: str) -> Path:
+    """``--static DIR`` made ready: created if new; refused (one line) when it is a file, a link, not
+    writable, or a directory of someone else's (not empty and not marked as ours)."""
+    out = Path(directory).expanduser()
+    try:
+        if out.is_symlink() or (out.exists() and not out.is_dir()):
+            raise UserError(f"--static {directory}: not a directory; name a new or empty directory")
+        out.mkdir(parents=True, exist_ok=True)
+        entries = [e.name for e in os.scandir(out)]
+        if entries and not (out / STATIC_MARKER).is_file():
+            raise UserError(
+                f"--static {directory}: holds files that gym eval view did not write; name a new or empty directory"
+            )
+        replace_file(out, STATIC_MARKER, "pages written by gym eval view --static; it may write here again\n")
+    except OSError as exc:
+        raise UserError(f"--static {directory}: cannot write there ({exc.strerror or exc})") from None
+    return out
+
+
+def replace_file(folder: Path, name: str, text: str) -> Path:
+    """``folder/name`` holding ``text``: written to a new file beside it (never opened through a
+    link: O_EXCL, O_NOFOLLOW) and renamed over the name, which replaces a link rather than
+    following it."""
+    target = folder / name
+    temporary = folder / f".{name}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(text)
+        os.replace(temporary, target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UserError(f"--static {folder}: cannot write {name} ({exc.strerror or exc})") from None
+    return target
 
 
 def environment_token() -> str | None:
