@@ -68,11 +68,20 @@ def test_rich_shows_markup_as_written() -> None:
 def test_status_watch_shows_a_swept_list_and_markup_in_its_cells(tmp_path) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(REAL_RUN, run_dir)
-    record = run_in_directory(str(run_dir)).model_copy(update={"sweep_values": {"m": "[a,b]"}, "sweep_id": "gym-sweep-20260101T000000Z-000000"})
+    record = run_in_directory(str(run_dir)).model_copy(
+        update={"sweep_values": {"m": "[a,b]"}, "sweep_id": "gym-sweep-20260101T000000Z-000000"}
+    )
     job = JobStatus("b", "1", "failed", "[/bad] \x1b[31mdied", 0, str(run_dir), ["1"])
     other = record.model_copy(update={"sweep_values": {"m": "[c]"}, "gym_job_id": "other"})
     sweep = SweepRecord(
-        sweep_id="gym-sweep-20260101T000000Z-000000", submitted_at="", submitted_by="", config="", swept=["m"], executor="local", hostname=None, runs=[]
+        sweep_id="gym-sweep-20260101T000000Z-000000",
+        submitted_at="",
+        submitted_by="",
+        config="",
+        swept=["m"],
+        executor="local",
+        hostname=None,
+        runs=[],
     )
     text = rendered(rich_table(Selection([record, other], sweep), [RunStatus(record, [job]), RunStatus(other, [job])]))
     assert "[a,b]" in text and "[c]" in text and "[/bad] \\x1b[31mdied" in text and "\x1b" not in text

@@ -359,14 +359,14 @@ def job_completeness(job_dir: str) -> tuple:
     notes = []
     written = frozenset()  # type: frozenset
     try:
-        with open(os.path.join(job_dir, c.ROLLOUTS_FILE), "rb") as fh:
+        with u.open_regular(os.path.join(job_dir, c.ROLLOUTS_FILE), "rollouts") as fh:
             written = written_pairs(lines_of(fh)).pairs
-    except OSError:
+    except (OSError, u.Unreadable):  # absent, or not a regular file (a FIFO would never end)
         notes.append("no rollouts file")
     inputs = os.path.basename(c.MATERIALIZED_INPUTS_FILE)
     expected = None
     try:
-        with open(os.path.join(job_dir, c.MATERIALIZED_INPUTS_FILE), "rb") as fh:
+        with u.open_regular(os.path.join(job_dir, c.MATERIALIZED_INPUTS_FILE), inputs) as fh:
             expected = expected_pairs(lines_of(fh))
     except OSError:
         notes.append(f"no {inputs}: completeness unknown")

@@ -16,8 +16,10 @@ from typing import Any, Iterable, NamedTuple
 
 if __package__:
     from . import facts as f
+    from . import untrusted
 else:  # sent to a run's host: the facts sit beside this file
     import facts as f  # type: ignore[no-redef,import-not-found]
+    import untrusted  # type: ignore[no-redef,import-not-found]
 
 PAGE_SIZE = 50
 TEXT_CAP = 20_000  # characters of a prompt or a response shown
@@ -186,12 +188,13 @@ def of_tasks(samples: Iterable, tasks: set) -> dict:
 
 
 def page_of_file(path: str, start: int = 0, size: int = PAGE_SIZE, reward: str = "", query: str = "") -> Page:
-    with open(path, "rb") as fh:
+    # Only a regular file: a FIFO or /dev/zero where the rollouts should be would never end.
+    with untrusted.open_regular(path, "rollouts") as fh:
         return page(samples_of(f.lines_of(fh)), start, size, reward, query)
 
 
 def tasks_of_file(path: str, tasks: set) -> dict:
-    with open(path, "rb") as fh:
+    with untrusted.open_regular(path, "rollouts") as fh:
         return of_tasks(samples_of(f.lines_of(fh)), tasks)
 
 

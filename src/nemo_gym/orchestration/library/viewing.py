@@ -186,7 +186,7 @@ def read_page(
     if record.hostname is None:
         try:
             return samples.page_of_file(path, start, samples.PAGE_SIZE, reward, query)
-        except OSError:
+        except (OSError, ValueError):  # missing, unreadable, or not a regular file (untrusted.Unreadable)
             return samples.Page([], start, False)
     answer = _on_host(record, ["page", path, str(start), str(samples.PAGE_SIZE), reward, query], connect)
     found = [s for s in map(samples.sample_from, answer.get("samples") or []) if s is not None]
@@ -201,7 +201,7 @@ def read_tasks(
     if record.hostname is None:
         try:
             return samples.tasks_of_file(path, tasks)
-        except OSError:
+        except (OSError, ValueError):
             return {}
     answer = _on_host(record, ["tasks", path, ",".join(map(str, sorted(tasks)))], connect)
     found: dict[int, list[samples.Sample]] = {}

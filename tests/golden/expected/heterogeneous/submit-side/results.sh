@@ -6,6 +6,6 @@ if ! { command -v python3 >/dev/null 2>&1 && python3 -c "$gym_projection" __GYM_
   [ -f /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: answer-judge expected; base64 -w0 </lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl; echo; }
 fi
 printf '%s\n' __GYM_RUN:0
-p="$(cat /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/provenance /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/.gym/provenance 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: answer-judge "$p"
+p="$(for f in /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/provenance /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/.gym/provenance; do [ -f "$f" ] && tail -c 4096 "$f"; done 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: answer-judge "$p"
 for f in /lustre/gym-runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/*aggregate_metrics*.json; do [ -f "$f" ] || continue; if [ "$(wc -c <"$f")" -gt 16777216 ]; then p='!too-large'; else p="$(base64 -w0 <"$f")"; fi; printf '%s%s\x1f\x1f%s\x1f%s\n' __GYM_RESULT: answer-judge "$f" "$p"; done
 true

@@ -8,8 +8,8 @@ if ! { command -v python3 >/dev/null 2>&1 && python3 -c "$gym_projection" __GYM_
   [ -f /lustre/runs/gym-job-20260101T000000Z-000000/short/artifacts/rollouts_materialized_inputs.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: short expected; base64 -w0 </lustre/runs/gym-job-20260101T000000Z-000000/short/artifacts/rollouts_materialized_inputs.jsonl; echo; }
 fi
 printf '%s\n' __GYM_RUN:0
-p="$(cat /lustre/runs/gym-job-20260101T000000Z-000000/long/.gym/provenance /lustre/runs/gym-job-20260101T000000Z-000000/long/shards/*/.gym/provenance 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: long "$p"
+p="$(for f in /lustre/runs/gym-job-20260101T000000Z-000000/long/.gym/provenance /lustre/runs/gym-job-20260101T000000Z-000000/long/shards/*/.gym/provenance; do [ -f "$f" ] && tail -c 4096 "$f"; done 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: long "$p"
 for f in /lustre/runs/gym-job-20260101T000000Z-000000/long/artifacts/*aggregate_metrics*.json; do [ -f "$f" ] || continue; if [ "$(wc -c <"$f")" -gt 16777216 ]; then p='!too-large'; else p="$(base64 -w0 <"$f")"; fi; printf '%s%s\x1f\x1f%s\x1f%s\n' __GYM_RESULT: long "$f" "$p"; done
-p="$(cat /lustre/runs/gym-job-20260101T000000Z-000000/short/.gym/provenance /lustre/runs/gym-job-20260101T000000Z-000000/short/shards/*/.gym/provenance 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: short "$p"
+p="$(for f in /lustre/runs/gym-job-20260101T000000Z-000000/short/.gym/provenance /lustre/runs/gym-job-20260101T000000Z-000000/short/shards/*/.gym/provenance; do [ -f "$f" ] && tail -c 4096 "$f"; done 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: short "$p"
 for f in /lustre/runs/gym-job-20260101T000000Z-000000/short/artifacts/*aggregate_metrics*.json; do [ -f "$f" ] || continue; if [ "$(wc -c <"$f")" -gt 16777216 ]; then p='!too-large'; else p="$(base64 -w0 <"$f")"; fi; printf '%s%s\x1f\x1f%s\x1f%s\n' __GYM_RESULT: short "$f" "$p"; done
 true
