@@ -46,3 +46,31 @@ def test_an_import_error_in_what_a_verb_imports_is_one_line(broken: list[str], t
     assert lines[0].startswith("error: internal error (ImportError: ")
     assert lines[0].endswith("; rerun with GYM_DEBUG=1 and report the traceback")
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            PermissionError(13, "Permission denied", "/runs/gym-job-x"),
+            "cannot use /runs/gym-job-x (Permission denied): check its permissions",
+        ),
+        (OSError(36, "File name too long", "/x" * 5000), "(File name too long): shorten the path"),
+        (
+            OSError(28, "No space left on device", "/scratch/r"),
+            "cannot use /scratch/r (No space left on device): free some space there",
+        ),
+    ],
+)
+def test_an_os_error_is_one_line_naming_the_thing_and_the_fix(error: OSError, said: str, monkeypatch, capsys) -> None:
+    """A run directory of mode 000, a name too long, a full disk: never 'internal error'."""
+    from nemo_gym.orchestration.cli import main as cli
+    from nemo_gym.orchestration.cli import results
+
+    def fails(args: object) -> int:
+        raise error
+
+    monkeypatch.setattr(results, "run_results", fails)
+    assert cli.main(["eval", "results", "anything"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and "internal error" not in err and len(err) < 400, err

@@ -44,7 +44,9 @@ def checkpoint(root: Path, name: str, ready: bool = True) -> Path:
 
 
 def settings(config_file: Path, root: Path, **changes) -> WatchSettings:
-    return WatchSettings(config=str(config_file), overrides=(), directory=str(root), ready_file="DONE", **changes)
+    return WatchSettings(
+        config=str(config_file), overrides=(), directory=str(root), **{"ready_file": "DONE", **changes}
+    )
 
 
 def look(conn, config_file, root, events=None, **changes):
@@ -157,3 +159,36 @@ def test_a_directory_that_is_not_there_is_refused_in_one_line(config_file, tmp_p
 
     with pytest.raises(UserError, match="is no directory"):
         look(conn, config_file, tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("ready", ["../../../etc/passwd", "/etc/passwd", "a/../../b", "", "x\x1b"])
+def test_a_ready_file_outside_the_checkpoint_is_refused_before_any_look(config_file, checkpoints, conn, ready) -> None:
+    """Else a file elsewhere that exists would make every checkpoint ready at once."""
+    from nemo_gym.orchestration.errors import UserError
+
+    checkpoint(checkpoints, "step_1000", ready=False)
+    with pytest.raises(UserError, match="is not a file inside a checkpoint"):
+        look(conn, config_file, checkpoints, ready_file=ready)
+
+
+def test_a_key_the_config_lacks_is_refused_before_any_look(config_file, checkpoints, conn) -> None:
+    """Else every checkpoint fails to submit, and --once exits 0 having evaluated nothing."""
+    from nemo_gym.orchestration.errors import UserError
+
+    checkpoint(checkpoints, "step_1000")
+    with pytest.raises(UserError, match="--key services.nothere.model: the config cannot take"):
+        look(conn, config_file, checkpoints, key="services.nothere.model")
+    assert not all_sweeps()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--settle", "nan"), ("--every", "inf"), ("--every", "0"), ("--max-attempts", "0")]
+)
+def test_values_that_would_silently_disable_the_watch_are_usage_errors(
+    config_file, checkpoints, capsys, flag, value
+) -> None:
+    from nemo_gym.orchestration.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "watch", str(checkpoints), "-c", str(config_file), "--once", flag, value])
+    assert exited.value.code == 2 and f"argument {flag}" in capsys.readouterr().err

@@ -583,8 +583,8 @@ class KubernetesComputeConfig(BaseComputeConfig):
     _check_selector = field_validator("node_selector")(kubernetes_rules.node_selector)
     _check_memory = field_validator("memory_per_gpu")(kubernetes_rules.quantity)
     _check_extra_args = field_validator("extra_args")(kubernetes_rules.extra_args)
-    _check_ttl = field_validator("ttl_seconds_after_finished")(rules.optional_non_negative)
-    _check_deadline = field_validator("active_deadline_seconds")(rules.optional_positive)
+    _check_ttl = field_validator("ttl_seconds_after_finished")(kubernetes_rules.optional_int32_seconds)
+    _check_deadline = field_validator("active_deadline_seconds")(kubernetes_rules.optional_int64_seconds)
 
     @property
     def node_pools(self) -> dict[str, NodePool]:
@@ -658,6 +658,7 @@ class BenchmarkRunConfig(_StrictModel):
     shards: int | None = None
 
     _check_shards = field_validator("shards")(rules.optional_shards)
+    _no_bool_shards = field_validator("shards", mode="before")(rules.not_a_bool)
 
     @property
     def resume_config(self) -> ResumeConfig | None:
@@ -762,9 +763,10 @@ class JobConfig(_StrictModel):
     _check_output_path = field_validator("output_path")(rules.absolute_path)
     _check_max_concurrent = field_validator("max_concurrent")(rules.optional_positive)
     _check_max_gpu_hours = field_validator("max_gpu_hours")(rules.optional_positive_number)
-    _check_training_step = field_validator("training_step")(rules.optional_non_negative)
+    _check_training_step = field_validator("training_step")(rules.optional_step)
     _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
     _check_shards = field_validator("shards")(rules.optional_shards)
+    _no_bool_shards = field_validator("shards", mode="before")(rules.not_a_bool)
 
 
 class OtelConfig(_StrictModel):

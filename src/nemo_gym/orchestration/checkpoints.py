@@ -11,6 +11,7 @@ picks up where it was and never submits a checkpoint twice.
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -73,6 +74,19 @@ class Checkpoint(BaseModel):
         return "".join(ch if ch.isprintable() else " " for ch in value)[:500]
 
 
+MAX_SETTLE_SECONDS = 7 * 24 * 3600.0  # a week unchanged is settled by any reading
+CONFIG_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*")
+
+
+def ready_file_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the file whose presence makes a checkpoint ready: it must lie inside
+    the checkpoint (a relative path, no '..'), or a file elsewhere would make every one ready."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or ".." in parts or "" in parts[:-1] or not name.isprintable():
+        return f"{name[:80]!r} is not a file inside a checkpoint; name one relative to it, e.g. DONE or meta/ready"
+    return None
+
+
 class WatchState(BaseModel):
     """A watch's settings and every checkpoint it has seen, in step order."""
 
@@ -86,6 +100,30 @@ class WatchState(BaseModel):
     max_pending: int | None = None
     max_attempts: int = 3
     checkpoints: list[Checkpoint] = []
+
+    # Read back from a sweep's record too: a value that would make nothing ever ready, or make a
+    # file outside the checkpoint count, is refused where it is read, as where it is given.
+    @field_validator("ready_file")
+    @classmethod
+    def _inside_the_checkpoint(cls, value: str | None) -> str | None:
+        problem = None if value is None else ready_file_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("settle_seconds")
+    @classmethod
+    def _a_real_wait(cls, value: float) -> float:
+        if not (math.isfinite(value) and 0 <= value <= MAX_SETTLE_SECONDS):
+            raise ValueError(f"settle seconds must be from 0 to {MAX_SETTLE_SECONDS:g}, got {value!r}")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _a_config_key(cls, value: str) -> str:
+        if not CONFIG_KEY_RE.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a config key (dotted names, e.g. services.policy.model)")
+        return value
 
     def same_watch(self, other: WatchState) -> bool:
         """Whether ``other`` watches the same directory with the same config: the same watch."""

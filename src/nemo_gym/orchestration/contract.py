@@ -420,6 +420,8 @@ RECORD_RESUBMIT = "resubmit"
 RECORD_FED = "fed"
 RECORD_UNFED = "unfed"
 UNFED_SHOWN = 300  # characters of why a lane could not queue its next job, as status shows them
+# Records whose first field is a job id (a verdict's too): checked before it is believed.
+ID_FIRST_RECORDS = (RECORD_START, RECORD_NO_SUCCESSOR, RECORD_VERDICT, RECORD_FED, RECORD_RESUBMIT)
 
 
 class Action(Word):
@@ -556,11 +558,24 @@ def chain_record(kind: str, *fields: object) -> str:
     return "\t".join(cells) + "\n"
 
 
+# A job id in a chain file is a scheduler's word (Slurm's 1234_5, a Kubernetes Job's name): a
+# longer or stranger one is not ours, and is passed over rather than shown or handed to a command.
+CHAIN_ID_MAX = 128
+
+
+def chain_job_id(word: str) -> bool:
+    return 0 < len(word) <= CHAIN_ID_MAX and word.isprintable() and not any(c.isspace() for c in word)
+
+
 def parse_chain(text: str) -> Chain:
     chain = Chain()
     for line in text.splitlines():
         cols = line.split("\t")
         kind, rest = cols[0], cols[1:]
+        if kind in ID_FIRST_RECORDS and rest and not chain_job_id(rest[0]):
+            continue
+        if kind == RECORD_SUCCESSOR and len(rest) >= 2 and not (chain_job_id(rest[0]) and chain_job_id(rest[1])):
+            continue
         if kind == RECORD_START and rest:
             chain.started.append(rest[0])
             if len(rest) >= 3:

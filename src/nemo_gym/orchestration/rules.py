@@ -55,6 +55,23 @@ def optional_non_negative(cls: Any, v: int | None) -> int | None:
     return v
 
 
+STEP_MAX = 2**63 - 1  # a training step is an int64 where it is logged (MLflow's step, W&B's)
+
+
+def optional_step(cls: Any, v: int | None) -> int | None:
+    if v is not None and not 0 <= v <= STEP_MAX:
+        raise ValueError(f"must be from 0 to {STEP_MAX} (a step is an int64 where it is logged), got {v}")
+    return v
+
+
+def not_a_bool(cls: Any, v: Any) -> Any:
+    """A count given as true/false is a mistake (YAML's true is not 1 shard): refused before pydantic
+    would read it as 1."""
+    if isinstance(v, bool):
+        raise ValueError(f"must be a whole number, not {str(v).lower()}")
+    return v
+
+
 def optional_gpus(cls: Any, v: int | None) -> int | None:
     if v is not None and v < 1:
         raise ValueError(f"must be >= 1, got {v}; leave gpus_per_node unset for nodes without GPUs")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from decimal import Decimal
 from typing import Any
 
 # RFC 1123 label: what a namespace, a Job's name and a container's name must be.
@@ -44,9 +45,37 @@ def optional_context(cls: Any, v: str | None) -> str | None:
     return v
 
 
+INT32_MAX = 2**31 - 1  # ttlSecondsAfterFinished is an int32 in the Job's schema
+INT64_MAX = 2**63 - 1  # activeDeadlineSeconds is an int64; a quantity's bytes must fit one too
+# Bytes per unit of a memory quantity.
+QUANTITY_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+QUANTITY_UNITS.update({f"{u}i": 1024 ** (i + 1) for i, u in enumerate("KMGTPE")})
+# The most GPUs one pod is checked for (a quantity is multiplied by a pod's GPUs).
+MOST_GPUS = 1024
+
+
 def quantity(cls: Any, v: str) -> str:
     if not QUANTITY_RE.match(v):
         raise ValueError(f"{v!r} is not a Kubernetes memory quantity; write e.g. 32Gi or 64G")
+    if quantity_bytes(v) * MOST_GPUS > INT64_MAX:
+        raise ValueError(f"{v!r} is more memory than Kubernetes can count for a pod; write e.g. 32Gi")
+    return v
+
+
+def quantity_bytes(v: str) -> Decimal:
+    number, unit = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(.*)", v).groups()  # type: ignore[union-attr]
+    return Decimal(number) * QUANTITY_UNITS[unit]
+
+
+def optional_int32_seconds(cls: Any, v: int | None) -> int | None:
+    if v is not None and not 0 <= v <= INT32_MAX:
+        raise ValueError(f"must be from 0 to {INT32_MAX} seconds (an int32 in the Job), got {v}")
+    return v
+
+
+def optional_int64_seconds(cls: Any, v: int | None) -> int | None:
+    if v is not None and not 1 <= v <= INT64_MAX:
+        raise ValueError(f"must be from 1 to {INT64_MAX} seconds, got {v}")
     return v
 
 

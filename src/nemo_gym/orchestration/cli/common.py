@@ -84,7 +84,7 @@ def add_max_attempts(p: argparse.ArgumentParser) -> None:
     """--max-attempts N: the recovery budget (info shows the plan under it, resubmit acts on it)."""
     p.add_argument(
         "--max-attempts",
-        type=int,
+        type=number_in(1, 100, integer=True),
         metavar="N",
         help=f"attempts a benchmark may have, its first job included, before resubmit stops (default {MAX_ATTEMPTS_SHOWN})",
     )

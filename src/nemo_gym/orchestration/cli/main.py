@@ -14,10 +14,26 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from nemo_gym.orchestration.errors import UserError
 
 COMMAND_NAMES = ("gym", "gym-orch")
+DETAIL_LIMIT = 300  # characters of an error's own text shown: never a 100,000-character value whole
+# What to do about an OS error, by its errno name.
+OS_ERROR_FIXES = {
+    "ENAMETOOLONG": "shorten the path",
+    "ENOENT": "check the path",
+    "EACCES": "check its permissions",
+    "EPERM": "check its permissions",
+    "ENOSPC": "free some space there",
+    "EDQUOT": "free some space there (a quota is full)",
+    "EROFS": "name a writable place",
+    "EISDIR": "name a file, not a directory",
+    "ENOTDIR": "a part of the path is a file, not a directory",
+    "EADDRINUSE": "choose another port (--port 0 picks a free one)",
+    "EADDRNOTAVAIL": "choose an address of this machine",
+}
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -27,7 +43,19 @@ def _print_problems(problems: list[str]) -> None:
     from nemo_gym.orchestration.display import terminal
 
     for line in problems:
-        print(f"error: {terminal(line)}", file=sys.stderr)
+        print(f"error: {without_long_words(terminal(line))}", file=sys.stderr)
+
+
+def without_long_words(line: str, limit: int = 160) -> str:
+    """A line with each run of more than ``limit`` non-blank characters cut in its middle: a name or
+    path given 100,000 characters long is named by its two ends, and the line still says why."""
+    import re
+
+    return re.sub(
+        rf"\S{{{limit + 1},}}",
+        lambda m: f"{m.group()[: limit // 2]}...({len(m.group())} characters)...{m.group()[-limit // 4 :]}",
+        line,
+    )
 
 
 def _never_unprintable() -> None:
@@ -57,6 +85,30 @@ def _scrubbed_detail(exc: BaseException) -> str:
         return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
+def os_error_line(exc: OSError) -> str:
+    """``cannot ... PATH (File name too long): shorten the path``: the thing, the reason, the fix."""
+    import errno as errno_names
+
+    from nemo_gym.orchestration.display import terminal
+
+    name = errno_names.errorcode.get(exc.errno or 0, "")
+    path = exc.filename if isinstance(exc.filename, str) else None
+    shown = "" if path is None else " " + terminal(path if len(path) <= 120 else path[:120] + "...")
+    fix = OS_ERROR_FIXES.get(name, "check it and try again")
+    return f"cannot use{shown} ({exc.strerror or type(exc).__name__}): {fix}"
+
+
+class BoundedParser(argparse.ArgumentParser):
+    """argparse's usage errors quote the value given: a 100,000-character or escape-laden value is
+    cut and escaped, so the error stays one short line."""
+
+    def error(self, message: str) -> NoReturn:
+        from nemo_gym.orchestration.display import terminal
+
+        message = terminal(message)
+        super().error(message if len(message) <= DETAIL_LIMIT else message[:DETAIL_LIMIT] + "...")
+
+
 def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
     from nemo_gym.orchestration import __version__
     from nemo_gym.orchestration.cli import (
@@ -76,7 +128,7 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
         watch,
     )
 
-    parser = argparse.ArgumentParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
+    parser = BoundedParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
     parser.add_argument("--version", action="version", version=f"gym orchestration {__version__}")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
@@ -117,10 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_FAILED
+    except OSError as exc:  # a file or a socket the verb met: name it and what to do, in one line
+        _print_problems([os_error_line(exc)])
+        return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("GYM_DEBUG"):
             traceback.print_exc()
-        detail = _scrubbed_detail(exc)
+        detail = _scrubbed_detail(exc)[:DETAIL_LIMIT]
         print(
             f"error: internal error ({type(exc).__name__}: {detail}); rerun with GYM_DEBUG=1 and report the traceback",
             file=sys.stderr,

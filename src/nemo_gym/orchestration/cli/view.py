@@ -35,6 +35,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_view(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.display import echo, terminal
     from nemo_gym.orchestration.errors import UserError
     from nemo_gym.orchestration.library import Viewer, check_binding, environment_token, serve, write_static
 
@@ -42,7 +43,8 @@ def run_view(args: argparse.Namespace) -> int:
     viewer.parts()  # names that name nothing: said now, not on the first page
     if args.static:
         written = write_static(viewer, args.static)
-        print(f"wrote {len(written)} page(s) into {args.static}: open {written[0] if written else args.static}")
+        where = terminal(args.static)
+        echo(f"wrote {len(written)} page(s) into {where}: open {terminal(str(written[0])) if written else where}")
         return 0
     token = args.token or environment_token()
     check_binding(args.host, token)

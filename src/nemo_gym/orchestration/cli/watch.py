@@ -7,7 +7,10 @@ import argparse
 import sys
 import time
 
+from nemo_gym.orchestration.cli.common import number_in
 from nemo_gym.orchestration.display import terminal
+
+WEEK = 7 * 24 * 3600.0  # checkpoints.MAX_SETTLE_SECONDS: the longest wait either option takes
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -30,12 +33,31 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--ready", metavar="FILE", help="a checkpoint is ready once FILE is in it (default: once nothing in it changed)"
     )
     p.add_argument(
-        "--settle", type=float, default=60.0, metavar="SECONDS", help="without --ready: seconds unchanged (default 60)"
+        "--settle",
+        type=number_in(0, WEEK),
+        default=60.0,
+        metavar="SECONDS",
+        help="without --ready: seconds unchanged (default 60)",
     )
-    p.add_argument("--every", type=float, default=60.0, metavar="SECONDS", help="seconds between looks (default 60)")
-    p.add_argument("--max-pending", type=int, metavar="N", help="never more than N of its runs queued or running")
     p.add_argument(
-        "--max-attempts", type=int, default=3, metavar="N", help="a checkpoint's runs, resubmits included (default 3)"
+        "--every",
+        type=number_in(0, WEEK, open_low=True),
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds between looks (default 60)",
+    )
+    p.add_argument(
+        "--max-pending",
+        type=number_in(1, 1_000_000, integer=True),
+        metavar="N",
+        help="never more than N of its runs queued or running",
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=number_in(1, 100, integer=True),
+        default=3,
+        metavar="N",
+        help="a checkpoint's runs, resubmits included (default 3)",
     )
     p.add_argument(
         "--key", metavar="KEY", help="the config key a checkpoint's path goes in (default: the policy's model)"
@@ -46,14 +68,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run_watch(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.errors import UserError
-    from nemo_gym.orchestration.library import SweepRecord, WatchEvent, WatchSettings, watch_checkpoints
+    from nemo_gym.orchestration.library import (
+        SweepRecord,
+        WatchEvent,
+        WatchSettings,
+        ready_file_problem,
+        watch_checkpoints,
+    )
 
-    for name in ("max_pending", "max_attempts"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    if args.settle < 0 or args.every <= 0:
-        raise UserError("--settle must be 0 or more seconds and --every more than 0")
+    if args.ready is not None and ready_file_problem(args.ready):
+        raise UserError(f"--ready: {ready_file_problem(args.ready)}")
     settings = WatchSettings(
         config=args.config,
         overrides=tuple(args.overrides),

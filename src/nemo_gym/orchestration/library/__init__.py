@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nemo_gym.orchestration.checkpoints import ready_file_problem
 from nemo_gym.orchestration.gate import GateOutcome, GatePolicy
 from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
 from nemo_gym.orchestration.library.describing import AttemptInfo, BenchmarkInfo, RunInfo, info, info_json
@@ -111,6 +112,7 @@ __all__ = [
     "compare",
     "gate",
     "plan_samples",
+    "ready_file_problem",
     "SamplePlan",
     "DetectionTarget",
     "Correction",

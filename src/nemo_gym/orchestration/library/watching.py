@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.checkpoints import (
     Checkpoint,
@@ -156,17 +158,33 @@ def _watch_state(settings: WatchSettings, config: SubmitConfig) -> WatchState:
         raise UserError(
             f"{settings.directory} is no directory; name the one the training run writes its checkpoints into"
         )
-    return WatchState(
-        directory=directory,
-        pattern=settings.pattern,
-        ready_file=settings.ready_file,
-        settle_seconds=settings.settle_seconds,
-        key=settings.key or _policy_model_key(config),
-        config=config_path,
-        overrides=list(settings.overrides),
-        max_pending=settings.max_pending,
-        max_attempts=settings.max_attempts,
-    )
+    key = settings.key or _policy_model_key(config)
+    if settings.key:
+        _check_key(settings, key)
+    try:
+        return WatchState(
+            directory=directory,
+            pattern=settings.pattern,
+            ready_file=settings.ready_file,
+            settle_seconds=settings.settle_seconds,
+            key=key,
+            config=config_path,
+            overrides=list(settings.overrides),
+            max_pending=settings.max_pending,
+            max_attempts=settings.max_attempts,
+        )
+    except ValidationError as exc:
+        raise UserError([f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
+
+
+def _check_key(settings: WatchSettings, key: str) -> None:
+    """``--key`` must name a key the config has: each checkpoint's path is set there, and a key the
+    config lacks would fail every checkpoint (and --once would exit 0 having evaluated nothing)."""
+    probe = [*settings.overrides, f"{key}={hydra_value('/checkpoint/probe')}"]
+    try:
+        compose(settings.config, probe)
+    except UserError as exc:
+        raise UserError(f"--key {key}: the config cannot take a checkpoint's path there ({exc.problems[0]})") from None
 
 
 def _policy_model_key(config: SubmitConfig) -> str:
