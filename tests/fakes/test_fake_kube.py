@@ -280,9 +280,10 @@ def test_fake_kubelet_image_pull_failure_keeps_the_pod_pending(fake_kube):
     jsonpath = (
         '{.items[0].status.phase} {.items[0].status.initContainerStatuses[?(@.name=="policy")].state.waiting.reason}'
     )
+    # Until the Job controller has made the pod, the jsonpath has no item 0: kubectl fails, and we wait.
     wait_for(
         lambda: (
-            ok(fake_kube, "get", "pods", "-l", "job-name=gym-pull", "-o", f"jsonpath={jsonpath}")
+            fake_kube.kubectl("get", "pods", "-l", "job-name=gym-pull", "-o", f"jsonpath={jsonpath}").stdout
             == "Pending ImagePullBackOff"
         ),
         what="ImagePullBackOff",

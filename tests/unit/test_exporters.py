@@ -985,6 +985,7 @@ NODE_SIDE_STDLIB = {
     "re",
     "socket",
     "ssl",
+    "stat",
     "sys",
     "time",
     "typing",

@@ -6,6 +6,7 @@ The bash parts are the rendered library run by bash here against real HTTP serve
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -292,7 +293,15 @@ def test_a_step_that_refused_its_port_is_reported_with_its_reason(tmp_path, base
 # -- --last -------------------------------------------------------------------------------------------
 
 
-def _record(run_id: str, origin: str | None, user: str = "me", at: str = "2026-01-01T00:00:00.000Z"):
+def rid(name: str) -> str:
+    """A run id of the one shape ids have, made from a readable name (an id stays itself)."""
+    if name.startswith("gym-job-2"):
+        return name
+    return f"gym-job-20260101T000000Z-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
+
+
+def _record(name: str, origin: str | None, user: str = "me", at: str = "2026-01-01T00:00:00.000Z"):
+    run_id = rid(name)
     return record.SubmissionRecord(
         gym_job_id=run_id,
         submitted_at=at,
@@ -315,7 +324,7 @@ def here(monkeypatch) -> str:
 def test_last_is_the_newest_submission_of_this_shell_session(here) -> None:
     machine = record.machine_of(here)
     records = [_record("mine", here), _record("other-terminal", f"{machine}:terminal-2")]
-    assert record.your_last(records).gym_job_id == "mine"
+    assert record.your_last(records).gym_job_id == rid("mine")
 
 
 def test_outside_a_session_with_submissions_last_is_yours_on_this_machine_and_says_so(here, capsys) -> None:
@@ -325,7 +334,7 @@ def test_outside_a_session_with_submissions_last_is_yours_on_this_machine_and_sa
         _record("theirs", f"{machine}:t", user="them"),
         _record("other-machine", "login2:terminal-1"),
     ]
-    assert record.your_last(records).gym_job_id == "mine-elsewhere"
+    assert record.your_last(records).gym_job_id == rid("mine-elsewhere")
     assert "your newest submission on" in capsys.readouterr().err
 
 

@@ -467,3 +467,16 @@ def test_exporter_credentials_this_shell_has_are_said_to_stay_behind(tmp_path) -
     [warning] = staging_warnings(config, {"MLFLOW_TRACKING_TOKEN": "t"})
     assert warning.startswith("job.export: MLFLOW_TRACKING_TOKEN is set in this shell, but a pod of compute.cluster")
     assert "gym eval export RUN" in warning and "\n" not in warning
+
+
+def test_a_sidecar_with_a_health_check_has_a_startup_probe_the_driver_waits_on() -> None:
+    """A native sidecar is 'started' once its startup probe passes: only then does the kubelet start
+    the driver. Without one the driver would start while the model is still loading."""
+    for manifest in manifests().values():
+        sidecars = manifest["spec"]["template"]["spec"]["initContainers"]
+        probed = [c for c in sidecars if "readinessProbe" in c]
+        assert probed
+        for container in probed:
+            startup = container["startupProbe"]
+            assert startup["httpGet"] == container["readinessProbe"]["httpGet"]
+            assert startup["failureThreshold"] * startup["periodSeconds"] >= 60  # the health check's timeout

@@ -177,7 +177,11 @@ def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_faile
 def test_the_queued_jobs_an_error_lists_are_bounded() -> None:
     from nemo_gym.orchestration.library.submitting import _queued_jobs
 
-    def record(run_id: str, *jobs: tuple[str, str | None]) -> SubmissionRecord:
+    def rid(name: str) -> str:
+        return f"gym-job-20260101T000000Z-0000{name[1]}0"
+
+    def record(name: str, *jobs: tuple[str, str | None]) -> SubmissionRecord:
+        run_id = rid(name)
         return SubmissionRecord.model_validate(
             {
                 "gym_job_id": run_id,
@@ -193,8 +197,9 @@ def test_the_queued_jobs_an_error_lists_are_bounded() -> None:
     records = [record("r1", ("a", "1"), ("b", None), ("c", "3")), record("r2", ("a", "4"), ("b", "5"))]
     assert _queued_jobs(records, None) == "a=1, c=3; a=4, b=5"
     sweep = object()  # only its presence matters: a sweep's pairs are named by run
-    assert _queued_jobs(records, sweep, limit=3) == "run r1: a=1, c=3; run r2: a=4 and 1 more"  # type: ignore[arg-type]
-    assert _queued_jobs(records, sweep, limit=2) == "run r1: a=1, c=3 and 2 more"  # type: ignore[arg-type]
+    r1, r2 = rid("r1"), rid("r2")
+    assert _queued_jobs(records, sweep, limit=3) == f"run {r1}: a=1, c=3; run {r2}: a=4 and 1 more"  # type: ignore[arg-type]
+    assert _queued_jobs(records, sweep, limit=2) == f"run {r1}: a=1, c=3 and 2 more"  # type: ignore[arg-type]
     assert _queued_jobs([record("r3", ("a", None))], None) == "none"
 
 

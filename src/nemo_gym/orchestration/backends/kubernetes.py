@@ -17,6 +17,7 @@ and then unsuspended is a held job for ``gym eval resubmit``.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 import shlex
@@ -366,9 +367,17 @@ def _sidecar(plan: RunPlan, job: JobPlan, step: Any, settings: Settings, output_
     }
     if step.health is not None and step.health.kind == "http" and step.health.port is not None:
         container["ports"] = [{"containerPort": step.health.port}]
-        container["readinessProbe"] = {
+        probe = {
             "httpGet": {"path": step.health.path, "port": step.health.port},
             "periodSeconds": READINESS_PERIOD_SECONDS,
+        }
+        container["readinessProbe"] = probe
+        # A native sidecar's startup probe is what the kubelet waits on before it starts the next
+        # container (the driver): without one, the driver starts while the model is still loading.
+        # It allows the health check's timeout, as the job script's own wait does.
+        container["startupProbe"] = {
+            **probe,
+            "failureThreshold": max(1, math.ceil(step.health.timeout_seconds / READINESS_PERIOD_SECONDS)),
         }
     if gpus:
         memory = times_quantity(settings.memory_per_gpu, gpus)

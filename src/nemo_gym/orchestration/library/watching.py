@@ -113,6 +113,7 @@ def look(
     watcher = _Watcher(sweep, settings, on_event, connect)
     for action in next_steps(state, found, views, set(records)):
         watcher.act(action)
+    watcher.flush()
     return watcher.sweep
 
 
@@ -251,7 +252,8 @@ def _infrastructure_only(plan: RunResubmit) -> bool:
 
 
 class _Watcher:
-    """Carries out a look's actions, writing the sweep's record after each."""
+    """Carries out a look's actions, writing the sweep's record after each that must survive a stop
+    (``flush`` writes the rest at the end of the look)."""
 
     def __init__(
         self, sweep: SweepRecord, settings: WatchSettings, on_event: Callable[[WatchEvent], None], connect: Connect
@@ -260,6 +262,9 @@ class _Watcher:
         self.settings = settings
         self.on_event = on_event
         self.connect = connect
+        self._base = sweep  # the sweep's runs (a submission's sweep once it has added one)
+        self._checkpoints = {c.path: c for c in _state(sweep).checkpoints}
+        self._unwritten = False
 
     def act(self, action: Submit | Resubmit | Update) -> None:
         if isinstance(action, Update):
@@ -326,19 +331,30 @@ class _Watcher:
     # -- the record --------------------------------------------------------------------------------
 
     def _set(self, cp: Checkpoint, sweep: SweepRecord | None = None, **changes: object) -> None:
-        """The checkpoint changed as said (added when new), the runs in step order, written."""
-        base = sweep if sweep is not None else self.sweep
-        state = _state(self.sweep)
-        current = {c.path: c for c in state.checkpoints}
-        updated = (current.get(cp.path) or cp).model_copy(update=changes)
-        current[cp.path] = updated
-        checkpoints = sorted(current.values(), key=lambda c: (c.step, c.path))
+        """The checkpoint changed as said (added when new). Written at once, unless all that changed
+        is that a checkpoint was seen (a scan finds it again after a stop): those are written once
+        at the end of the look, so that a look costs per new checkpoint, not per seen one."""
+        if sweep is not None:
+            self._base = sweep
+        self._checkpoints[cp.path] = self._checkpoints.get(cp.path, cp).model_copy(update=changes)
+        self._unwritten = True
+        if changes.get("phase") not in (None, Phase.WAITING) or "run_id" in changes or sweep is not None:
+            self.flush()
+
+    def flush(self) -> None:
+        """The sweep as it stands, runs and checkpoints in step order, written to the index."""
+        if not self._unwritten:
+            return
+        checkpoints = sorted(self._checkpoints.values(), key=lambda c: (c.step, c.path))
         steps = {c.run_id: c.step for c in checkpoints if c.run_id}
-        runs = sorted(base.runs, key=lambda r: (steps.get(r.run_id, -1), r.run_id))
-        self.sweep = base.model_copy(
+        runs = sorted(self._base.runs, key=lambda r: (steps.get(r.run_id, -1), r.run_id))
+        state = _state(self.sweep)
+        self.sweep = self._base.model_copy(
             update={"runs": runs, "watch": state.model_copy(update={"checkpoints": checkpoints})}
         )
+        self._base = self.sweep
         write_sweep_index(self.sweep)
+        self._unwritten = False
 
     def _say(self, cp: Checkpoint, phase: Phase, text: str) -> None:
         self.on_event(WatchEvent(cp.step, cp.path, phase, text))
