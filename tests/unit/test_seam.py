@@ -20,7 +20,7 @@ import pytest
 from render_helpers import golden_record, submit_side_scripts
 
 import nemo_gym.orchestration
-from nemo_gym.orchestration import backends, render
+from nemo_gym.orchestration import backends, templating
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.backends import Backend
 from nemo_gym.orchestration.library import prepare
@@ -129,7 +129,7 @@ def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Backend:
     """The toy backend (tests/fakes/toy_backend.py) registered by its one line; its template is
     found beside it (a backend of the package keeps it in templates/), and a fake ``toyq`` is on PATH."""
     monkeypatch.setitem(backends._REGISTRY, "toy", "fakes.toy_backend:ToyBackend")
-    environment = render._environment()
+    environment = templating._environment()
     loader = jinja2.ChoiceLoader([environment.loader, jinja2.FileSystemLoader(FAKES / "templates")])
     monkeypatch.setattr(environment, "loader", loader)
     (tmp_path / "bin").mkdir()

@@ -1,7 +1,8 @@
 """The OpenTelemetry collector of one job: that telemetry has somewhere to go, and its YAML config.
 
 What the collector scrapes and where it runs are decided in the plan (``plan.OtelPlan``); this
-module checks the destination before anything is planned and prints the plan's collector as
+module prints the plan's collector (``otel_destination`` checks, before anything is planned, that
+telemetry has somewhere to go) as
 ``otelcol-contrib`` YAML. The collector is ``otel.binary`` started by the job script on the
 driver's node, next to the driver, with ``--config <job dir>/otel/collector.yaml``.
 
@@ -24,15 +25,15 @@ interfaces; the config validator reserves them on the driver's node.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.api import OtelConfig, SubmitConfig
-from nemo_gym.orchestration.errors import UserError
+from nemo_gym.orchestration.otel_destination import validate_destination
 from nemo_gym.orchestration.plan import JobPlan, ScrapeJob
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
+
+__all__ = ["collector_env_names", "render_collector_config", "validate_destination"]
 
 OTLP_GRPC_PORT, OTLP_HTTP_PORT, HEALTH_PORT = COLLECTOR_PORTS
 # Resource attribute that keeps the original service.name (the scrape job, or the OTLP sender's
@@ -49,40 +50,6 @@ def _lit(text: str) -> str:
 
 def _env_ref(name: str) -> str:
     return "${env:" + name + "}"
-
-
-# --------------------------------------------------------------------------------------------
-# destination
-
-
-def validate_destination(config: SubmitConfig) -> None:
-    """Raise ``UserError`` when telemetry is on but has nowhere to go (one line per problem)."""
-    if config.otel.enabled:
-        problems = _destination_problems(config.otel)
-        if problems:
-            raise UserError(problems)
-
-
-def _destination_problems(otel: OtelConfig) -> list[str]:
-    missing = [key for key in ("endpoint", "service_name") if not getattr(otel, key)]
-    problems = []
-    if missing:
-        one = len(missing) == 1
-        names = " and ".join(f"otel.{key}" for key in missing)
-        problems.append(
-            f"{names} {'is' if one else 'are'} not set, but telemetry is on (otel.enabled defaults to "
-            f"true); set {'it' if one else 'them'} in the config (e.g. otel: {{endpoint: "
-            f"https://otel.example.com, service_name: my-evals}}, often in a cluster fragment) or on "
-            f"the command line (++otel.endpoint=URL ++otel.service_name=NAME), or set otel.enabled: false"
-        )
-    if otel.endpoint:
-        parts = urlsplit(otel.endpoint)
-        if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in otel.endpoint):
-            problems.append(
-                f"otel.endpoint: {otel.endpoint!r} is not an http(s) URL; write the OTLP/HTTP base "
-                f"URL, e.g. https://otel.example.com (the collector appends /v1/metrics etc.)"
-            )
-    return problems
 
 
 # --------------------------------------------------------------------------------------------

@@ -500,7 +500,7 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
 
     compute_name, compute = next(iter(config.compute.items()))
     if config.otel.enabled:
-        from nemo_gym.orchestration.otel import validate_destination
+        from nemo_gym.orchestration.otel_destination import validate_destination
 
         validate_destination(config)  # telemetry must have somewhere to go before it is planned
     backend = backend_for(compute)

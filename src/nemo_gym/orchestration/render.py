@@ -10,21 +10,17 @@ templates as ``c`` (``contract``).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from nemo_gym.orchestration import contract, exporters
-from nemo_gym.orchestration.api import RUNTIME_ENV_PREFIX
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan import (
     COLLECTOR_STEP,
     DRIVER_STEP,
     MERGE_START_TIMEOUT,
-    EnvVar,
     JobPlan,
     ResumePlan,
     RunPlan,
@@ -32,7 +28,7 @@ from nemo_gym.orchestration.plan import (
 )
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
-from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
+from nemo_gym.orchestration.templating import render_template
 from nemo_gym.orchestration.yamlio import dump_yaml
 
 COMMAND_FILE = "command.sh"  # a command benchmark's own script, under steps/
@@ -67,66 +63,6 @@ class StagedRun:
         return [
             (name, self.files[f"{benchmark}/{name}"].content) for name in names if f"{benchmark}/{name}" in self.files
         ]
-
-
-def _export_env(var: EnvVar, host_variable: str | None = None) -> str:
-    if var.kind == "lit":
-        return f"export {var.key}={_quote_host(var.value, host_variable)}"
-    if var.kind == "node-address":
-        return f'{var.key}=$(gym_node_ip "$(gym_this_node)")\nexport {var.key}'
-    # runtime: read where the step runs; host: carried by the submission's environment.
-    return f'export {var.key}="${{{var.value}-}}"'
-
-
-def _quote_host(text: str, host_variable: str | None) -> str:
-    """``text`` as one bash word, with every ``//runtime:VAR`` host replaced by the value of VAR
-    where the script runs (driver.policy_host: runtime:VAR)."""
-    if not host_variable:
-        return bash_quote(text)
-    marker = f"//{RUNTIME_ENV_PREFIX}{host_variable}"
-    pieces = text.split(marker)
-    return f'"//${{{host_variable}}}"'.join(bash_quote(p) if p else "" for p in pieces) or "''"
-
-
-def _bytecode_cache(jinja2: Any) -> Any:
-    """Compiled templates kept between runs: compiling them is most of a small render's time."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = os.path.join(base, "gym-orchestration", "templates")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
-        directory = tempfile.gettempdir()
-    return jinja2.FileSystemBytecodeCache(directory)
-
-
-@lru_cache(maxsize=1)
-def _environment() -> Any:
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("nemo_gym.orchestration", "templates"),
-        bytecode_cache=_bytecode_cache(jinja2),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-        # Bash's ${#array[@]} would open a Jinja comment: comments need a marker bash never has.
-        comment_start_string="<#jinja#",
-        comment_end_string="#jinja#>",
-    )
-    env.filters["q"] = lambda v: bash_quote(str(v))
-    env.filters["argv"] = bash_argv
-    env.filters["export_env"] = _export_env
-    env.filters["q_host"] = _quote_host
-    env.globals["c"] = contract
-    env.globals["collector_step"] = COLLECTOR_STEP
-    env.globals["driver_step"] = DRIVER_STEP
-    return env
-
-
-def render_template(name: str, **context: Any) -> str:
-    return str(_environment().get_template(name).render(**context))
 
 
 def _module_source(name: str) -> str:

@@ -9,12 +9,11 @@ the config spec, its compute model in ``api.ComputeConfig``.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
-
-from nemo_gym.orchestration.backends.base import Backend, SchedulerView
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
+    from nemo_gym.orchestration.backends.base import Backend, SchedulerView
 
 __all__ = ["Backend", "SchedulerView", "backend_for", "backend_named", "backend_names"]
 
@@ -25,6 +24,15 @@ _REGISTRY = {
     "kubernetes": "nemo_gym.orchestration.backends.kubernetes:KubernetesBackend",
 }
 _LOADED: dict[str, Backend] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``Backend`` and ``SchedulerView``, from ``base`` when asked for: the registry itself imports
+    no backend, so the config models can name backends without importing them (and base, which
+    reads the models, never imports itself back through the registry)."""
+    if name in ("Backend", "SchedulerView"):
+        return getattr(import_module("nemo_gym.orchestration.backends.base"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def backend_names() -> tuple[str, ...]:

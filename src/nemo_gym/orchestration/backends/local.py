@@ -125,7 +125,7 @@ def runner_script(run_id: str, run_dir: str, jobs: list, resubmitted: bool = Fal
     """The local runner: ``jobs`` (each with ``job_dir`` and ``local_job_id``) one after another,
     once the machine's local-run lock is this run's. ``resubmitted``: only the jobs whose chain
     records them (gym eval resubmit queues a job only once it has recorded it)."""
-    from nemo_gym.orchestration.render import render_template
+    from nemo_gym.orchestration.templating import render_template
 
     return render_template(
         "run-local.sh.j2", run_id=run_id, run_dir=run_dir, jobs=jobs, lock_path=LOCAL_RUN_LOCK, resubmitted=resubmitted

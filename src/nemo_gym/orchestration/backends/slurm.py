@@ -24,9 +24,9 @@ from nemo_gym.orchestration.backends.base import (
     self_recorded_end,
 )
 from nemo_gym.orchestration.contract import Phase, StateFile, Status
-from nemo_gym.orchestration.render import render_template
 from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
+from nemo_gym.orchestration.templating import render_template
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan

@@ -4,6 +4,7 @@ select, plain tables."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -121,3 +122,31 @@ def number_in(low: float, high: float, *, integer: bool = False, open_low: bool 
 
     parse.__name__ = "number"
     return parse
+
+
+def print_problems(problems: list[str]) -> None:
+    """Each problem as one ``error:`` line on stderr, escaped and with long words cut."""
+    from nemo_gym.orchestration.display import terminal
+
+    for line in problems:
+        print(f"error: {without_long_words(terminal(line))}", file=sys.stderr)
+
+
+def without_long_words(line: str, limit: int = 160) -> str:
+    """A line with each run of more than ``limit`` non-blank characters cut in its middle: a name or
+    path given 100,000 characters long is named by its two ends, and the line still says why."""
+    import re
+
+    return re.sub(
+        rf"\S{{{limit + 1},}}",
+        lambda m: f"{m.group()[: limit // 2]}...({len(m.group())} characters)...{m.group()[-limit // 4 :]}",
+        line,
+    )
+
+
+# stats.Correction's words, for --help: registering a verb imports nothing of the library.
+CORRECTIONS = ("holm", "bh", "none")
+
+
+def p_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_json_flag, table
+from nemo_gym.orchestration.cli.common import CORRECTIONS, add_json_flag, p_text, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -18,8 +18,6 @@ TASKS_NAMED = 20
 # fails closed). A regression wins when there are both: it is a finding, the other an absence.
 EXIT_REGRESSED = 1
 EXIT_UNCOMPARABLE = 3
-# stats.Correction's words, for --help: registering a verb imports nothing of the library.
-CORRECTIONS = ("holm", "bh", "none")
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -125,10 +123,6 @@ TEST_WORDS = {
     "clustered-t": "t (grouped)",
     "sign-flip permutation": "perm",
 }
-
-
-def p_text(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
 
 
 def family_line(outcome: RunComparison) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_json_flag, table
-from nemo_gym.orchestration.cli.compare import CORRECTIONS, p_text
+from nemo_gym.orchestration.cli.common import CORRECTIONS, add_json_flag, p_text, print_problems, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -73,17 +72,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_gate(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.cli.main import _print_problems
     from nemo_gym.orchestration.errors import UserError
 
     # Not 1 for what goes wrong: that is NO-GO, and a gate that could not run must not read as a decision.
     try:
         outcome = decide(args)
     except UserError as exc:
-        _print_problems(exc.problems)
+        print_problems(exc.problems)
         return EXIT_CANNOT_RUN
     except Exception as exc:  # noqa: BLE001 - whatever it is, it is no verdict
-        _print_problems([f"the gate could not run: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"])
+        print_problems([f"the gate could not run: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"])
         return EXIT_CANNOT_RUN
     echo(outcome.to_json() if args.json else gate_text(outcome, args))
     return outcome.exit_code

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from nemo_gym.orchestration.cli.common import print_problems
 from nemo_gym.orchestration.errors import UserError
 
 COMMAND_NAMES = ("gym", "gym-orch")
@@ -37,25 +38,6 @@ OS_ERROR_FIXES = {
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-
-def _print_problems(problems: list[str]) -> None:
-    from nemo_gym.orchestration.display import terminal
-
-    for line in problems:
-        print(f"error: {without_long_words(terminal(line))}", file=sys.stderr)
-
-
-def without_long_words(line: str, limit: int = 160) -> str:
-    """A line with each run of more than ``limit`` non-blank characters cut in its middle: a name or
-    path given 100,000 characters long is named by its two ends, and the line still says why."""
-    import re
-
-    return re.sub(
-        rf"\S{{{limit + 1},}}",
-        lambda m: f"{m.group()[: limit // 2]}...({len(m.group())} characters)...{m.group()[-limit // 4 :]}",
-        line,
-    )
 
 
 def _never_unprintable() -> None:
@@ -162,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except UserError as exc:
-        _print_problems(exc.problems)
+        print_problems(exc.problems)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -170,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_FAILED
     except OSError as exc:  # a file or a socket the verb met: name it and what to do, in one line
-        _print_problems([os_error_line(exc)])
+        print_problems([os_error_line(exc)])
         return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("GYM_DEBUG"):

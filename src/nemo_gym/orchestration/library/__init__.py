@@ -8,78 +8,173 @@ order, over one connection per submit host. The command line (``cli/``) imports 
 package and ``errors``: it parses arguments, calls these and formats what they return. Each
 function that talks to a cluster takes a ``connect`` function that opens a connection
 (``connection.connect`` by default; tests pass a fake).
+
+Each name is imported when first asked for (PEP 562): a verb pays for the use cases it calls,
+not for every one (``gym eval submit --dry-run`` never imports the gate, the view or numpy).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.orchestration.checkpoints import ready_file_problem
-from nemo_gym.orchestration.gate import GateOutcome, GatePolicy
-from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
-from nemo_gym.orchestration.library.describing import AttemptInfo, BenchmarkInfo, RunInfo, info, info_json
-from nemo_gym.orchestration.library.exporting import ExportResult, export
-from nemo_gym.orchestration.library.gating import gate, read_policy
-from nemo_gym.orchestration.library.observing import (
-    RunStatus,
-    compare,
-    list_runs,
-    list_sweeps,
-    report,
-    results,
-    status,
-    sweep_size,
-    watch,
-)
-from nemo_gym.orchestration.library.planning import plan_samples
-from nemo_gym.orchestration.library.present import (
-    DEFAULT_METRIC,
-    SOURCE_NONE,
-    UNSCOREABLE_LISTED,
-    estimate_text,
-    headline,
-    hours_text,
-    last_observed,
-    results_json,
-    run_labels,
-    runs_title,
-    short_keys,
-    short_values_label,
-    status_json,
-    total_usage,
-    usage_source_text,
-    values_label,
-    wall_text,
-)
-from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
-from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
-from nemo_gym.orchestration.library.selecting import Selection, select, select_run
-from nemo_gym.orchestration.library.submitting import (
-    Combination,
-    Composition,
-    Prepared,
-    PreparedRun,
-    Submission,
-    compose,
-    job_kind,
-    prepare,
-    resolved_config,
-    resolved_yaml,
-    staged_directory,
-    submit,
-)
-from nemo_gym.orchestration.library.viewing import Viewer, check_binding, environment_token, serve, write_static
-from nemo_gym.orchestration.library.watching import WatchEvent, WatchSettings, watch_checkpoints
-from nemo_gym.orchestration.observe import JobStatus
-from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
-from nemo_gym.orchestration.recovery import DEFAULT_MAX_ATTEMPTS, Plan, Remedy, pairs_text
-from nemo_gym.orchestration.results import BenchmarkResult, RunResults
-from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
-from nemo_gym.orchestration.stats import Correction
-from nemo_gym.orchestration.usage import Usage
-
 if TYPE_CHECKING:
+    from nemo_gym.orchestration.checkpoints import ready_file_problem
     from nemo_gym.orchestration.comparison import BenchmarkComparison, RunComparison
+    from nemo_gym.orchestration.gate import GateOutcome, GatePolicy
+    from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
+    from nemo_gym.orchestration.library.describing import AttemptInfo, BenchmarkInfo, RunInfo, info, info_json
+    from nemo_gym.orchestration.library.exporting import ExportResult, export
+    from nemo_gym.orchestration.library.gating import gate, read_policy
+    from nemo_gym.orchestration.library.observing import (
+        RunStatus,
+        compare,
+        list_runs,
+        list_sweeps,
+        report,
+        results,
+        status,
+        sweep_size,
+        watch,
+    )
+    from nemo_gym.orchestration.library.planning import plan_samples
+    from nemo_gym.orchestration.library.present import (
+        DEFAULT_METRIC,
+        SOURCE_NONE,
+        UNSCOREABLE_LISTED,
+        estimate_text,
+        headline,
+        hours_text,
+        last_observed,
+        results_json,
+        run_labels,
+        runs_title,
+        short_keys,
+        short_values_label,
+        status_json,
+        total_usage,
+        usage_source_text,
+        values_label,
+        wall_text,
+    )
+    from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
+    from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
+    from nemo_gym.orchestration.library.selecting import Selection, select, select_run
+    from nemo_gym.orchestration.library.submitting import (
+        Combination,
+        Composition,
+        Prepared,
+        PreparedRun,
+        Submission,
+        compose,
+        job_kind,
+        prepare,
+        resolved_config,
+        resolved_yaml,
+        staged_directory,
+        submit,
+    )
+    from nemo_gym.orchestration.library.viewing import Viewer, check_binding, environment_token, serve, write_static
+    from nemo_gym.orchestration.library.watching import WatchEvent, WatchSettings, watch_checkpoints
+    from nemo_gym.orchestration.observe import JobStatus
+    from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
+    from nemo_gym.orchestration.recovery import DEFAULT_MAX_ATTEMPTS, Plan, Remedy, pairs_text
+    from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+    from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
+    from nemo_gym.orchestration.stats import Correction
+    from nemo_gym.orchestration.usage import Usage
+
+# Where each name lives.
+_HOMES = {
+    "AttemptInfo": "nemo_gym.orchestration.library.describing",
+    "BenchmarkComparison": "nemo_gym.orchestration.comparison",
+    "BenchmarkInfo": "nemo_gym.orchestration.library.describing",
+    "BenchmarkResubmit": "nemo_gym.orchestration.library.resubmitting",
+    "BenchmarkResult": "nemo_gym.orchestration.results",
+    "CancelReport": "nemo_gym.orchestration.library.cancelling",
+    "Combination": "nemo_gym.orchestration.library.submitting",
+    "Composition": "nemo_gym.orchestration.library.submitting",
+    "Correction": "nemo_gym.orchestration.stats",
+    "DEFAULT_MAX_ATTEMPTS": "nemo_gym.orchestration.recovery",
+    "DEFAULT_METRIC": "nemo_gym.orchestration.library.present",
+    "DetectionTarget": "nemo_gym.orchestration.sample_size",
+    "ExportResult": "nemo_gym.orchestration.library.exporting",
+    "GateOutcome": "nemo_gym.orchestration.gate",
+    "GatePolicy": "nemo_gym.orchestration.gate",
+    "JobStatus": "nemo_gym.orchestration.observe",
+    "LogRequest": "nemo_gym.orchestration.library.reading_logs",
+    "Plan": "nemo_gym.orchestration.recovery",
+    "Prepared": "nemo_gym.orchestration.library.submitting",
+    "PreparedRun": "nemo_gym.orchestration.library.submitting",
+    "Remedy": "nemo_gym.orchestration.recovery",
+    "RunComparison": "nemo_gym.orchestration.comparison",
+    "RunInfo": "nemo_gym.orchestration.library.describing",
+    "RunLog": "nemo_gym.orchestration.library.reading_logs",
+    "RunResubmit": "nemo_gym.orchestration.library.resubmitting",
+    "RunResults": "nemo_gym.orchestration.results",
+    "RunStatus": "nemo_gym.orchestration.library.observing",
+    "SOURCE_NONE": "nemo_gym.orchestration.library.present",
+    "SamplePlan": "nemo_gym.orchestration.sample_size",
+    "Selection": "nemo_gym.orchestration.library.selecting",
+    "Submission": "nemo_gym.orchestration.library.submitting",
+    "SubmissionRecord": "nemo_gym.orchestration.record",
+    "SweepRecord": "nemo_gym.orchestration.record",
+    "UNSCOREABLE_LISTED": "nemo_gym.orchestration.library.present",
+    "Usage": "nemo_gym.orchestration.usage",
+    "Viewer": "nemo_gym.orchestration.library.viewing",
+    "WatchEvent": "nemo_gym.orchestration.library.watching",
+    "WatchSettings": "nemo_gym.orchestration.library.watching",
+    "cancel": "nemo_gym.orchestration.library.cancelling",
+    "cancel_command": "nemo_gym.orchestration.library.cancelling",
+    "check_binding": "nemo_gym.orchestration.library.viewing",
+    "compare": "nemo_gym.orchestration.library.observing",
+    "compose": "nemo_gym.orchestration.library.submitting",
+    "environment_token": "nemo_gym.orchestration.library.viewing",
+    "estimate_text": "nemo_gym.orchestration.library.present",
+    "export": "nemo_gym.orchestration.library.exporting",
+    "follow_logs": "nemo_gym.orchestration.library.reading_logs",
+    "gate": "nemo_gym.orchestration.library.gating",
+    "headline": "nemo_gym.orchestration.library.present",
+    "hours_text": "nemo_gym.orchestration.library.present",
+    "info": "nemo_gym.orchestration.library.describing",
+    "info_json": "nemo_gym.orchestration.library.describing",
+    "job_kind": "nemo_gym.orchestration.library.submitting",
+    "last_observed": "nemo_gym.orchestration.library.present",
+    "list_runs": "nemo_gym.orchestration.library.observing",
+    "list_sweeps": "nemo_gym.orchestration.library.observing",
+    "logs": "nemo_gym.orchestration.library.reading_logs",
+    "looks_like_a_directory": "nemo_gym.orchestration.record",
+    "pairs_text": "nemo_gym.orchestration.recovery",
+    "plan_samples": "nemo_gym.orchestration.library.planning",
+    "prepare": "nemo_gym.orchestration.library.submitting",
+    "read_policy": "nemo_gym.orchestration.library.gating",
+    "ready_file_problem": "nemo_gym.orchestration.checkpoints",
+    "report": "nemo_gym.orchestration.library.observing",
+    "resolved_config": "nemo_gym.orchestration.library.submitting",
+    "resolved_yaml": "nemo_gym.orchestration.library.submitting",
+    "resubmit": "nemo_gym.orchestration.library.resubmitting",
+    "results": "nemo_gym.orchestration.library.observing",
+    "results_json": "nemo_gym.orchestration.library.present",
+    "run_labels": "nemo_gym.orchestration.library.present",
+    "runs_title": "nemo_gym.orchestration.library.present",
+    "select": "nemo_gym.orchestration.library.selecting",
+    "select_run": "nemo_gym.orchestration.library.selecting",
+    "serve": "nemo_gym.orchestration.library.viewing",
+    "short_keys": "nemo_gym.orchestration.library.present",
+    "short_values_label": "nemo_gym.orchestration.library.present",
+    "staged_directory": "nemo_gym.orchestration.library.submitting",
+    "status": "nemo_gym.orchestration.library.observing",
+    "status_json": "nemo_gym.orchestration.library.present",
+    "submit": "nemo_gym.orchestration.library.submitting",
+    "sweep_size": "nemo_gym.orchestration.library.observing",
+    "total_usage": "nemo_gym.orchestration.library.present",
+    "usage_source_text": "nemo_gym.orchestration.library.present",
+    "values_label": "nemo_gym.orchestration.library.present",
+    "wall_text": "nemo_gym.orchestration.library.present",
+    "watch": "nemo_gym.orchestration.library.observing",
+    "watch_checkpoints": "nemo_gym.orchestration.library.watching",
+    "write_static": "nemo_gym.orchestration.library.viewing",
+}
 
 __all__ = [
     # submit
@@ -183,9 +278,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The comparison's types, imported when asked for: they bring numpy, which most verbs never need."""
-    if name in ("BenchmarkComparison", "RunComparison"):
-        from nemo_gym.orchestration import comparison
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # asked once
+    return value
 
-        return getattr(comparison, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(_HOMES)
