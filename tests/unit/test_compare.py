@@ -12,6 +12,7 @@ import random
 import shutil
 from pathlib import Path
 
+import documentation
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
@@ -433,7 +434,7 @@ def test_the_readme_suite_example_is_what_compare_prints(tmp_path, capsys, monke
     monkeypatch.chdir(tmp_path)
     code = main(["eval", "compare", "base/", "cand/", "--fail-on-regression"])
     out = capsys.readouterr().out
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = documentation.page("statistics.md")
     shown = "\n".join(line for line in out.splitlines() if not line.startswith(("Base:", "Candidate:")))
     assert code == 1 and f"$ gym eval compare base/ cand/ --fail-on-regression\n...\n{shown}\n```" in readme, out
     code = main(["eval", "plan", "base/", "cand/", "--detect", "0.05"])

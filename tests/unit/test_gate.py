@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import documentation
 import pytest
 from test_compare import generated_run
 
@@ -294,5 +295,5 @@ def test_the_readme_example_is_what_the_gate_prints(tmp_path, capsys, monkeypatc
     monkeypatch.chdir(tmp_path)
     code = main(["eval", "gate", "base/", "cand/", "--policy", "gate.yaml"])
     out = capsys.readouterr().out
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = documentation.page("statistics.md")
     assert code == 1 and f"$ gym eval gate base/ cand/ --policy gate.yaml\n{out}```" in readme, out

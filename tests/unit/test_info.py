@@ -5,8 +5,8 @@ resubmit would do; and status --json's attempt fields. Everything shown is read 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+import documentation
 import pytest
 from test_library import job_dir, job_events, job_file, job_wrote, rollout_rows, submitted
 
@@ -217,7 +217,7 @@ def test_readme_example(base, tmp_path, conn, cluster) -> None:
     job_events(record, "code", "101", f"{t0} job-start", f"{t0 + 2700} job-end 0")
     samples(record, "code", pairs, [p for p in pairs if p not in ((3, 1), (7, 0), (12, 3))])
     text = info_text(library.info([record], connect=conn.connect)).replace(str(tmp_path / "runs"), "/scratch/evals")
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = documentation.page("watching-runs.md")
     shown = text.replace(record.gym_job_id, "gym-job-20260101T095500Z-3f2a1c")
     assert shown in readme, shown
     assert "ran:      gym_version NeMo Gym v0.7.0, vllm_version.policy 0.32.0" in shown

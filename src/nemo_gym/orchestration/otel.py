@@ -160,6 +160,6 @@ def collector_env_names(job: JobPlan) -> list[str]:
     nodes = sorted({i for j in job.otel.scrape_jobs for i, _ in j.targets})
     names = [f"{contract.NODE_ADDRESS_ENV_PREFIX}{i}" for i in nodes]
     from_env = [a.value for a in job.otel.attributes if a.from_env]
-    # The order the checks and the README have always used: job id, user, token, then the rest.
+    # The order the checks and docs/telemetry.md have always used: job id, user, token, then the rest.
     ordered = [contract.ENV_JOB_ID, "USER", job.otel.token_env]
     return names + ordered + [v for v in from_env if v not in ordered]

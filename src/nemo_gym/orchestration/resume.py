@@ -7,7 +7,7 @@ and either stops or goes on and queues its own successor (``afternotok``: it run
 job ends badly). A job that fails in a way a rerun would repeat runs ``resume.py finish`` to end
 the chain at once.
 
-The rules (the README's table):
+The rules (the table of docs/jobs.md, Resumable runs):
 
 * cut short (walltime, preemption, a Slurm requeue) after writing new rollouts -> resume, free;
 * the same without new rollouts, a node failure, out of memory, a service dying mid-run, a
