@@ -207,8 +207,16 @@ def assert_results_can_be_trusted_and_compared(tmp_path: Path, record: dict) -> 
     assert compared.returncode == 0, compared.stderr
     [b] = json.loads(compared.stdout)["benchmarks"]
     assert (b["delta"], b["improved"], b["regressed"], b["verdict"]) == (7 / 12, sorted(up), [], "improved")
+    assert b["p_adjusted"] == b["p_value"] and b["detectable_drop"] == 0.5  # McNemar's least: 6 of 12 tasks
     reverse = gym(tmp_path, "compare", str(flipped), record["gym_job_id"], "--fail-on-regression")
     assert reverse.returncode == 1 and "regression gate: failed (answer-judge regressed)" in reverse.stdout
+    # A plan before spending, from this real run and from the pair: tasks x repeats and what it costs.
+    for pair in ([record["gym_job_id"]], [record["run_dir"], str(flipped)]):
+        planned = gym(tmp_path, "plan", *pair, "--detect", "0.6")
+        assert planned.returncode == 0, planned.stderr
+        assert "TASKS x REPEATS" in planned.stdout and "GPU-HOURS <=" in planned.stdout
+        [row] = [line for line in planned.stdout.splitlines() if line.startswith("answer-judge")]
+        assert " x 1 " in row, planned.stdout  # one repeat in the pilot: tasks are planned
 
 
 def assert_resubmit_generates_only_the_missing(tmp_path: Path, record: dict, server, python: str, table: Path) -> None:

@@ -440,3 +440,27 @@ def test_the_readme_suite_example_is_what_compare_prints(tmp_path, capsys, monke
     code = main(["eval", "plan", "base/", "cand/", "--detect", "0.05"])
     out = capsys.readouterr().out
     assert code == 0 and f"$ gym eval plan base/ cand/ --detect 0.05\n{out}```" in readme, out
+
+
+def test_a_group_key_clusters_the_evidence_by_group(tmp_path, capsys) -> None:
+    """200 questions on 40 passages, each passage's five moving together: 40 units of evidence, not
+    200. Through the real projection (--group-key names the rows' field), the standard error and
+    the interval widen and the test is the clustered one."""
+    rng = random.Random(3)
+    shift = {g: rng.choice([-1.0, 0.0, 0.0, 1.0]) for g in range(40)}
+    base = {t: [0.0 if shift[t // 5] > 0 else 1.0 if shift[t // 5] < 0 else float(t % 2)] for t in range(200)}
+    candidate = {t: [min(1.0, max(0.0, base[t][0] + shift[t // 5]))] for t in range(200)}
+    runs = [generated_run(tmp_path, name, {"reading": scores}) for name, scores in (("b", base), ("c", candidate))]
+    for run in runs:
+        rows_file = run / "reading" / contract.ROLLOUTS_FILE
+        rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+        rows_file.write_text("".join(json.dumps({**r, "passage": f"p{r['_ng_task_index'] // 5}"}) + "\n" for r in rows))
+    plain = main(["eval", "compare", str(runs[0]), str(runs[1]), "--json"])
+    alone = json.loads(capsys.readouterr().out)["benchmarks"][0]
+    grouped = main(["eval", "compare", str(runs[0]), str(runs[1]), "--json", "--group-key", "passage"])
+    together = json.loads(capsys.readouterr().out)["benchmarks"][0]
+    assert plain == grouped == 0
+    assert (alone["test"], together["test"]) == ("mcnemar-exact", "clustered-t")
+    assert together["delta"] == alone["delta"]
+    assert together["standard_error"] > 1.5 * alone["standard_error"]
+    assert together["ci95"][1] - together["ci95"][0] > 1.5 * (alone["ci95"][1] - alone["ci95"][0])

@@ -156,7 +156,7 @@ def test_the_array_script_runs_its_task_s_job_script_with_the_task_s_id(tmp_path
 def snapshot_of(tmp_path, scontrol_says: str, ids: str) -> dict[str, str]:
     """What the probe's snapshot (describe_snapshot) keeps of each id, with ``scontrol_says``
     standing in for `scontrol -a show job -o` (and no sacct)."""
-    from nemo_gym.orchestration.render import _environment
+    from nemo_gym.orchestration.templating import _environment
 
     module = (
         _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": SlurmBackend().template_vars()})
@@ -203,7 +203,7 @@ def test_cancel_asks_scancel_once_with_each_array_s_tasks_as_one_word(tmp_path, 
 
 def cancel_noted(tmp_path, rows: list[tuple[str, str, str]], scancel: str) -> tuple[list[str], str]:
     """What the one scancel is asked (``scancel``: its shell body) and what cancel_noted prints."""
-    from nemo_gym.orchestration.render import _environment
+    from nemo_gym.orchestration.templating import _environment
 
     module = (
         _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": SlurmBackend().template_vars()})

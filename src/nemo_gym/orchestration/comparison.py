@@ -213,7 +213,9 @@ def compare_benchmark(
     seed: int = 0,
     allow_different_inputs: bool = False,
 ) -> BenchmarkComparison:
-    paired = paired_comparison(base.task_means, candidate.task_means, seed=seed)
+    # Related tasks (a group_key's groups) are one unit of evidence: the base run's groups decide.
+    groups = {**candidate.task_groups, **base.task_groups} or None
+    paired = paired_comparison(base.task_means, candidate.task_means, seed=seed, groups=groups)
     flags = [*partial_flags(base, "base"), *partial_flags(candidate, "candidate")]
     if paired.only_in_base or paired.only_in_candidate:
         flags.append(

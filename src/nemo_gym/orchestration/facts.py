@@ -265,6 +265,9 @@ def expected_pairs(lines: Any) -> frozenset:
 # inputs, and the same prompts in another file order too. Where the projection runs (the run's
 # host) each row is cut to its indices plus INPUT_DIGEST_KEY, the digest of its content.
 INPUT_DIGEST_KEY = "_ng_orch_input"
+# The projected row's group of related tasks (``compare --group-key``): the value of the named field.
+GROUP_KEY = "_ng_orch_group"
+GROUP_VALUE_MAX = 200
 
 
 def input_row_digest(row: dict) -> str:

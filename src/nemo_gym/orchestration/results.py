@@ -106,6 +106,7 @@ class BenchmarkResult:
     usage: Usage = NO_USAGE
     task_means: dict[int, float] = field(default_factory=dict)  # for compare; not in the JSON
     spread: RepeatSpread | None = None  # how its repeats spread, for gym eval plan; not in the JSON
+    task_groups: dict[int, str] = field(default_factory=dict)  # task -> group (``group_key``); not in the JSON
     metric_names: list[str] = field(default_factory=list)  # numeric keys the rows carry
     inputs_digest: str | None = None  # facts.inputs_digest of the materialized inputs; None without them
     results_fingerprint: str | None = None  # facts.results_fingerprint of the rows' scores
@@ -193,7 +194,7 @@ def all_complete(flags: Any) -> bool | None:
 # -- reading a run's files ---------------------------------------------------------------------------
 
 
-def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
+def runs_results_script(records: list[SubmissionRecord], metric: str, group_key: str | None = None) -> str:
     """Every run's results in one script (``templates/results-runs.sh.j2``): every metrics file
     whole, and the two rollout files of every benchmark cut down by the projection (one call of it
     for all runs; whole, base64, where the host has no ``python3``). Each run's records follow its
@@ -220,6 +221,7 @@ def runs_results_script(records: list[SubmissionRecord], metric: str) -> str:
         # One word, single-quoted: a Python program whose $ and backquotes are literal by intent.
         projection=shlex.quote(projection_source()),
         metric=metric,
+        group_key=group_key or "",
         runs=runs,
         batches=_batches(runs),
         max_bytes=untrusted.MAX_DOCUMENT_BYTES,
@@ -339,28 +341,37 @@ def _decoded_lines(encoding: str, payload: str) -> list[str]:
 
 
 def collect_results(
-    records: list[SubmissionRecord], statuses: list[list[JobStatus]], conn: Connection, metric: str = DEFAULT_METRIC
+    records: list[SubmissionRecord],
+    statuses: list[list[JobStatus]],
+    conn: Connection,
+    metric: str = DEFAULT_METRIC,
+    group_key: str | None = None,
 ) -> list[list[BenchmarkResult]]:
-    """Every run's benchmarks' results (each run's statuses given), from one script for all runs."""
-    out = conn.run_script(runs_results_script(records, metric)).stdout
+    """Every run's benchmarks' results (each run's statuses given), from one script for all runs;
+    with ``group_key``, each task's group of related tasks too."""
+    out = conn.run_script(runs_results_script(records, metric, group_key)).stdout
     parts = split_by_run(out, [str(i) for i in range(len(records))])
     return [
-        _results_of(record, run_statuses, parts[str(i)], metric)
+        _results_of(record, run_statuses, parts[str(i)], metric, group_key)
         for i, (record, run_statuses) in enumerate(zip(records, statuses))
     ]
 
 
-def _results_of(record: SubmissionRecord, statuses: list[JobStatus], out: str, metric: str) -> list[BenchmarkResult]:
+def _results_of(
+    record: SubmissionRecord, statuses: list[JobStatus], out: str, metric: str, group_key: str | None = None
+) -> list[BenchmarkResult]:
     names = [b.benchmark for b in record.benchmarks]
     found = parse_results_output(out, names)
     by_name = {s.benchmark: s for s in statuses}
-    return [benchmark_result(name, by_name.get(name), found[name], metric) for name in names]
+    return [benchmark_result(name, by_name.get(name), found[name], metric, group_key) for name in names]
 
 
-def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric: str) -> BenchmarkResult:
+def benchmark_result(
+    name: str, status: JobStatus | None, found: _Found, metric: str, group_key: str | None = None
+) -> BenchmarkResult:
     """One benchmark's result from its job's state and its files, decided on the exact rows."""
     state = status.state if status is not None else Status.UNKNOWN
-    rollouts = parse_rollouts(found.rollout_lines or [], metric)
+    rollouts = parse_rollouts(found.rollout_lines or [], metric, group_key)
     expected, expected_problem = _expected_pairs(found.expected_lines)
     check = completeness(expected, rollouts)
     metrics = facts.benchmark_metrics(found.documents)
@@ -389,6 +400,7 @@ def benchmark_result(name: str, status: JobStatus | None, found: _Found, metric:
         usage=status.usage if status is not None else NO_USAGE,
         task_means=means,
         spread=repeat_spread(rollouts, only=expected),
+        task_groups=dict(rollouts.groups),
         metric_names=found.metric_names,
         unscoreable=unscoreable,
         inputs_digest=facts.inputs_digest(found.expected_lines or []),

@@ -13,7 +13,10 @@ own name only when it is a scalar (a non-scalar value is no score either way). L
 linear time and bounded memory: at most one row of ``MAX_ROW_BYTES`` and one block at a time.
 Run as
 
-    python3 -c "$(cat facts.py rollout_projection.py)" MARKER METRIC BENCHMARK ROLLOUTS EXPECTED [=LINE] [BENCHMARK ROLLOUTS EXPECTED ...]
+    python3 -c "$(cat facts.py rollout_projection.py)" MARKER METRIC [+GROUP] BENCHMARK ROLLOUTS EXPECTED [=LINE] [BENCHMARK ROLLOUTS EXPECTED ...]
+
+(``+GROUP``: each rollout row also keeps the value of its field GROUP, the group of related tasks
+``compare --group-key`` clusters by.)
 
 it prints, per file that exists, ``MARKER<benchmark>\\x1f<part>\\x1fz\\x1f<metric names>\\x1f<base64>``
 (part: rollouts or expected; metric names: the numeric top-level keys of the first row), and each
@@ -28,6 +31,8 @@ import zlib
 
 if __package__:
     from .facts import (
+        GROUP_KEY,
+        GROUP_VALUE_MAX,
         INPUT_DIGEST_KEY,
         OVERSIZED,
         ROLLOUT_INDEX_KEY,
@@ -42,6 +47,7 @@ if __package__:
 UNREADABLE = "!"
 SEPARATOR = "\x1f"
 LINE_ITEM = "="  # an argument printed as a line of its own (no benchmark name starts with it)
+GROUP_ITEM = "+"  # an argument naming the field whose value groups related tasks, for the files after it
 
 
 def metric_value(row, metric):
@@ -62,9 +68,10 @@ def metric_value(row, metric):
 _ABSENT = object()
 
 
-def project_line(line, metric, digest=False):
+def project_line(line, metric, digest=False, group=None):
     """One line of ``rollouts.jsonl`` (or of the materialized inputs) reduced to its indices and
-    metric (or, ``digest``, the digest of the row's content: ``facts.inputs_digest`` reads it)."""
+    metric (or, ``digest``, the digest of the row's content: ``facts.inputs_digest`` reads it), and
+    with ``group`` the value of that field (a scalar, cut to ``GROUP_VALUE_MAX``) as ``GROUP_KEY``."""
     if line is None:
         return OVERSIZED
     if not line.strip():
@@ -80,6 +87,10 @@ def project_line(line, metric, digest=False):
             kept[metric] = value if scalar else None
     if digest:
         kept[INPUT_DIGEST_KEY] = input_row_digest(row)
+    if group:
+        value = metric_value(row, group)
+        if isinstance(value, (str, bool, int, float)):
+            kept[GROUP_KEY] = str(value)[:GROUP_VALUE_MAX]
     return json.dumps(kept)
 
 
@@ -90,7 +101,7 @@ def numeric_keys(line):
     return sorted(k for k, v in row.items() if isinstance(v, (bool, int, float)) and not k.startswith("_ng_"))
 
 
-def project_file(path, metric, digest=False):
+def project_file(path, metric, digest=False, group=None):
     """(metric names of the first readable row, zlib of the projected lines joined by newlines)."""
     packer = zlib.compressobj(6)
     chunks = []
@@ -101,7 +112,8 @@ def project_file(path, metric, digest=False):
             line = None if raw is None else raw.decode("utf-8", "replace")
             if names is None and line is not None and line.strip():
                 names = numeric_keys(line) or None
-            chunks.append(packer.compress((("" if first else "\n") + project_line(line, metric, digest)).encode()))
+            projected = project_line(line, metric, digest, group)
+            chunks.append(packer.compress((("" if first else "\n") + projected).encode()))
             first = False
     chunks.append(packer.flush())
     return names or [], b"".join(chunks)
@@ -111,7 +123,12 @@ def main(argv):
     marker, metric, rest = argv[0], argv[1], argv[2:]
     out = sys.stdout
     i = 0
+    group = None
     while i < len(rest):
+        if rest[i].startswith(GROUP_ITEM):
+            group = rest[i][len(GROUP_ITEM) :] or None
+            i += 1
+            continue
         if rest[i].startswith(LINE_ITEM):
             # A line printed as it is, between files (a run's marker: one call serves several runs).
             out.write(rest[i][len(LINE_ITEM) :] + "\n")
@@ -125,7 +142,9 @@ def main(argv):
             if not os.path.isfile(path):
                 continue
             try:
-                names, packed = project_file(path, part_metric, digest=part == "expected")
+                names, packed = project_file(
+                    path, part_metric, part == "expected", group if part == "rollouts" else None
+                )
             except OSError:
                 continue
             fields = [benchmark, part, "z", ",".join(names), base64.b64encode(packed).decode()]

@@ -14,7 +14,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -60,9 +60,10 @@ class RolloutSet:
     unreadable_lines: tuple[int, ...]  # 1-based line numbers of the first MAX_REPORTED_LINES of them
     oversized_lines: tuple[int, ...] = ()  # the first MAX_REPORTED_LINES of those over MAX_ROW_BYTES
     oversized: int = 0  # lines over MAX_ROW_BYTES, refused unparsed
+    groups: Mapping[int, str] = field(default_factory=dict)  # task -> its group of related tasks (``group_key``)
 
 
-def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
+def parse_rollouts(lines: Iterable[str], metric: str = "reward", group_key: str | None = None) -> RolloutSet:
     """Read ``rollouts.jsonl`` lines; never raises on bad content.
 
     Blank lines are skipped. A line that is not a JSON object with integer indices is unreadable.
@@ -73,8 +74,11 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
     line over ``MAX_ROW_BYTES`` (or the projection's ``OVERSIZED`` in its place) is unreadable,
     unparsed, and counted in ``oversized`` too. ``metric`` is looked up as a
     top-level key first, then, if it contains dots, as a path through nested objects
-    (``"response.reward"``), so keys that themselves contain dots still work.
+    (``"response.reward"``), so keys that themselves contain dots still work. With ``group_key``,
+    each task's group is its first row's value of that field (as the projection kept it, or read
+    the same way from a whole row).
     """
+    groups: dict[int, str] = {}
     rewards: dict[TaskRollout, float] = {}
     written: set[TaskRollout] = set()
     duplicates: list[TaskRollout] = []
@@ -91,6 +95,10 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
             duplicates.append(pair)
             continue
         written.add(pair)
+        if group_key and pair[0] not in groups:
+            group = _group_of(row, group_key)
+            if group is not None:
+                groups[pair[0]] = group
         value = _metric_value(row, metric)
         if isinstance(value, NoScore):
             no_score[pair] = value
@@ -98,6 +106,7 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward") -> RolloutSet:
             rewards[pair] = value
     return RolloutSet(
         metric=metric,
+        groups=MappingProxyType(groups),
         rewards=MappingProxyType(rewards),
         written=frozenset(written),
         duplicates=tuple(duplicates),
@@ -153,6 +162,28 @@ def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = N
     """
     by_task = _scores_by_task(rollouts, only)
     return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
+
+
+def _group_of(row: Mapping[str, Any], group_key: str) -> str | None:
+    """A row's group: the projection's ``GROUP_KEY``, or the field itself in a whole row."""
+    if facts.GROUP_KEY in row:
+        value = row[facts.GROUP_KEY]
+    else:
+        value = _field(row, group_key)
+    if isinstance(value, (str, bool, int, float)):
+        return str(value)[: facts.GROUP_VALUE_MAX]
+    return None
+
+
+def _field(row: Mapping[str, Any], name: str) -> Any:
+    if name in row or "." not in name:
+        return row.get(name)
+    node: Any = row
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _metric_value(row: Mapping[str, Any], metric: str) -> float | NoScore:

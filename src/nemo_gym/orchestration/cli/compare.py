@@ -50,6 +50,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "false alarms at most 5%%, for exploring), none (each benchmark alone)",
     )
     p.add_argument(
+        "--group-key",
+        metavar="FIELD",
+        help="a field of gym's rows naming a group of related tasks (e.g. a passage several questions share): "
+        "each group is one unit of evidence, so the standard error, CI and test are clustered by group",
+    )
+    p.add_argument(
         "--allow-different-inputs",
         action="store_true",
         help="let a benchmark whose runs were asked different tasks (their materialized inputs' digests "
@@ -70,6 +76,7 @@ def run_compare(args: argparse.Namespace) -> int:
         args.metric,
         allow_different_inputs=args.allow_different_inputs,
         correction=Correction(args.correction),
+        group_key=args.group_key,
     )
     echo(outcome.to_json() if args.json else comparison_text(outcome))
     if not args.fail_on_regression:

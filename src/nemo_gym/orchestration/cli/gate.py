@@ -67,6 +67,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="how the critical and supporting benchmarks' p-values are adjusted together: holm (default: "
         "an unchanged model gets NO-GO by chance at most 5%% of the time), bh (Benjamini-Hochberg), none",
     )
+    p.add_argument(
+        "--group-key",
+        metavar="FIELD",
+        help="a field of gym's rows naming a group of related tasks (e.g. a passage several questions share): "
+        "each group is one unit of evidence, so the standard error, CI and test are clustered by group",
+    )
     add_json_flag(p, "the verdict and every benchmark's finding")
     p.set_defaults(handler=run_gate)
 
@@ -92,7 +98,7 @@ def decide(args: argparse.Namespace) -> GateOutcome:
 
     policy = read_policy(args.policy, POLICY_MAX_BYTES)
     base, candidate = select([args.base]).records, select([args.candidate]).records
-    return gate(base, candidate, policy, correction=Correction(args.correction))
+    return gate(base, candidate, policy, correction=Correction(args.correction), group_key=args.group_key)
 
 
 def number(value: float | None, signed: bool = False) -> str:

@@ -22,6 +22,7 @@ def gate(
     policy: GatePolicy,
     *,
     correction: Correction | None = None,
+    group_key: str | None = None,
     connect: Connect = connect,
 ) -> GateOutcome:
     """BASE against CANDIDATE on the policy's benchmarks. Each side is one run or several (a
@@ -34,7 +35,7 @@ def gate(
     missing: dict[str, str] = {}
     measured: set[str] = set()
     for metric in sorted({policy.metric_of(name) for name in policy.benchmarks}):
-        runs = results([*base, *candidate], metric, connect=connect)
+        runs = results([*base, *candidate], metric, group_key=group_key, connect=connect)
         base_side = by_benchmark(runs[: len(base)], "BASE", policy.benchmarks.keys())
         candidate_side = by_benchmark(runs[len(base) :], "CANDIDATE", policy.benchmarks.keys())
         measured |= base_side.keys() | candidate_side.keys()

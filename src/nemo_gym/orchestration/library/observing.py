@@ -117,7 +117,11 @@ def _known_checks(previous: RunStatus) -> dict[str, SampleCheck]:
 
 
 def results(
-    records: list[SubmissionRecord], metric: str | None = None, *, connect: Connect = connect
+    records: list[SubmissionRecord],
+    metric: str | None = None,
+    *,
+    group_key: str | None = None,
+    connect: Connect = connect,
 ) -> list[RunResults]:
     """Each run's results, in order, over one connection per host (a sweep's runs share one): every
     run's states in one round trip, then every run's files in one more: each benchmark's metrics, samples against
@@ -127,7 +131,7 @@ def results(
     def batch(conn: Connection, indices: list[int]) -> list[RunResults]:
         runs = [records[i] for i in indices]
         statuses = probe_runs(runs, conn)
-        found = collect_results(runs, statuses, conn, metric or DEFAULT_METRIC)
+        found = collect_results(runs, statuses, conn, metric or DEFAULT_METRIC, group_key)
         return [RunResults(r, s, f) for r, s, f in zip(runs, statuses, found)]
 
     found = over_their_hosts(records, connect, batch)
@@ -143,6 +147,7 @@ def compare(
     *,
     allow_different_inputs: bool = False,
     correction: Correction | None = None,
+    group_key: str | None = None,
     connect: Connect = connect,
 ) -> RunComparison:
     """BASE against CANDIDATE, per benchmark, on the tasks both runs have, the benchmarks judged as
@@ -151,7 +156,7 @@ def compare(
     from nemo_gym.orchestration.comparison import compare_runs
     from nemo_gym.orchestration.stats import Correction
 
-    runs = results([base, candidate], metric, connect=connect)
+    runs = results([base, candidate], metric, group_key=group_key, connect=connect)
     return compare_runs(
         runs[0],
         runs[1],
