@@ -204,8 +204,6 @@ def judge_benchmark(
 ) -> BenchmarkGate:
     """One benchmark's finding. ``missing`` says why there is no comparison, or why it cannot
     decide (not complete, not started); ``comparison`` is None when a side lacks the benchmark."""
-    from nemo_gym.orchestration.stats import IMPROVED, REGRESSED  # numpy: only when a gate runs
-
     rule = policy.benchmarks[name]
     metric = policy.metric_of(name)
 
@@ -219,6 +217,18 @@ def judge_benchmark(
     if paired.n < needed or paired.delta is None or paired.base_mean is None:
         return found(Finding.INSUFFICIENT, f"{paired.n} paired task(s); the policy asks at least {needed}")
     tolerance = tolerated_drop(rule, paired.base_mean)
+    finding, why = judge_drop(rule, metric, comparison, tolerance)
+    return found(finding, why, tolerance)
+
+
+def judge_drop(
+    rule: BenchmarkPolicy, metric: str, comparison: BenchmarkComparison, tolerance: float
+) -> tuple[Finding, str]:
+    """A comparable benchmark's finding against its tolerated drop, and why, in one line."""
+    from nemo_gym.orchestration.stats import IMPROVED, REGRESSED  # numpy: only when a gate runs
+
+    paired = comparison.paired
+    assert paired.delta is not None and paired.base_mean is not None and paired.candidate_mean is not None
     higher = rule.direction is Direction.HIGHER
     drop = -paired.delta if higher else paired.delta
     significant = comparison.verdict == (REGRESSED if higher else IMPROVED)
@@ -228,33 +238,24 @@ def judge_benchmark(
     shown = f"{metric} {paired.base_mean:.4f} -> {paired.candidate_mean:.4f} ({paired.delta:+.4f})"
     p_value = p_words(comparison)
     if drop > tolerance and significant and least_drop is not None and least_drop > tolerance:
-        return found(
-            Finding.BREACH,
+        return Finding.BREACH, (
             f"{shown}, beyond the tolerated {tolerance:.4f}: significant ({p_value}), and the 95 % CI "
-            f"puts the drop at {least_drop:.4f} or more",
-            tolerance,
+            f"puts the drop at {least_drop:.4f} or more"
         )
     if has_limit(rule) and detectable is not None and tolerance < detectable:
-        return found(
-            Finding.INSUFFICIENT,
+        return Finding.INSUFFICIENT, (
             f"{shown}: the tolerated drop {tolerance:.4f} is below the smallest drop this pair can detect "
-            f"({detectable:.4f}); more tasks or repeats would tell (gym eval plan)",
-            tolerance,
+            f"({detectable:.4f}); more tasks or repeats would tell (gym eval plan)"
         )
     if drop <= tolerance:
-        return found(Finding.PASS, f"{shown}, within the tolerated drop of {tolerance:.4f}", tolerance)
+        return Finding.PASS, f"{shown}, within the tolerated drop of {tolerance:.4f}"
     if not has_limit(rule) and not significant:
-        return found(
-            Finding.PASS,
-            f"{shown}, no significant drop ({p_value}); this pair can detect drops of {detectable:.4f} or more",
-            tolerance,
-        )
+        can = "" if detectable is None else f"; this pair can detect drops of {detectable:.4f} or more"
+        return Finding.PASS, f"{shown}, no significant drop ({p_value}){can}"
     allowed = 0.0 if least_drop is None else max(least_drop, 0.0)
-    return found(
-        Finding.INSUFFICIENT,
+    return Finding.INSUFFICIENT, (
         f"{shown}, beyond the tolerated {tolerance:.4f}, but the evidence does not establish it ({p_value}; "
-        f"the 95 % CI allows a drop of only {allowed:.4f}): more tasks or repeats would tell",
-        tolerance,
+        f"the 95 % CI allows a drop of only {allowed:.4f}): more tasks or repeats would tell"
     )
 
 

@@ -71,12 +71,10 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward", group_key: str 
     appends, so the first row is the one the original run produced. A metric value is usable when
     it is a finite number or a bool (counted 0/1); anything else, or its absence, makes the row
     ``no_metric`` (``no_score`` says why): it still counts as written, it just has no score. A
-    line over ``MAX_ROW_BYTES`` (or the projection's ``OVERSIZED`` in its place) is unreadable,
-    unparsed, and counted in ``oversized`` too. ``metric`` is looked up as a
-    top-level key first, then, if it contains dots, as a path through nested objects
-    (``"response.reward"``), so keys that themselves contain dots still work. With ``group_key``,
-    each task's group is its first row's value of that field (as the projection kept it, or read
-    the same way from a whole row).
+    line over ``MAX_ROW_BYTES`` (or the projection's ``OVERSIZED``) is unreadable, unparsed, and
+    counted in ``oversized`` too. ``metric`` is looked up as a top-level key first, then, if it
+    contains dots, as a path through nested objects (``"response.reward"``). With ``group_key``,
+    each task's group is its first row's value of that field.
     """
     groups: dict[int, str] = {}
     rewards: dict[TaskRollout, float] = {}
@@ -96,9 +94,7 @@ def parse_rollouts(lines: Iterable[str], metric: str = "reward", group_key: str 
             continue
         written.add(pair)
         if group_key and pair[0] not in groups:
-            group = _group_of(row, group_key)
-            if group is not None:
-                groups[pair[0]] = group
+            groups.update(_group_of(pair[0], row, group_key))
         value = _metric_value(row, metric)
         if isinstance(value, NoScore):
             no_score[pair] = value
@@ -164,15 +160,13 @@ def per_task_means(rollouts: RolloutSet, only: frozenset[TaskRollout] | None = N
     return {task: math.fsum(values) / len(values) for task, values in sorted(by_task.items())}
 
 
-def _group_of(row: Mapping[str, Any], group_key: str) -> str | None:
-    """A row's group: the projection's ``GROUP_KEY``, or the field itself in a whole row."""
-    if facts.GROUP_KEY in row:
-        value = row[facts.GROUP_KEY]
-    else:
-        value = _field(row, group_key)
+def _group_of(task: int, row: Mapping[str, Any], group_key: str) -> dict[int, str]:
+    """{task: its group} from a row: the projection's ``GROUP_KEY``, or the field itself in a whole
+    row; {} when the row has no scalar there."""
+    value = row[facts.GROUP_KEY] if facts.GROUP_KEY in row else _field(row, group_key)
     if isinstance(value, (str, bool, int, float)):
-        return str(value)[: facts.GROUP_VALUE_MAX]
-    return None
+        return {task: str(value)[: facts.GROUP_VALUE_MAX]}
+    return {}
 
 
 def _field(row: Mapping[str, Any], name: str) -> Any:

@@ -153,40 +153,19 @@ def paired_comparison(
     base_values = _finite_scores(base, common, "base")
     candidate_values = _finite_scores(candidate, common, "candidate")
     deltas = [c - b for b, c in zip(base_values, candidate_values)]
-    improved_tasks = tuple(t for t, d in zip(common, deltas) if d > 0)
-    regressed_tasks = tuple(t for t, d in zip(common, deltas) if d < 0)
-    n = len(common)
-    empty = PairedComparison(
-        n=n,
-        base_mean=None,
-        candidate_mean=None,
-        delta=None,
-        ci=None,
-        p_value=None,
-        test=None,
-        verdict=NO_COMMON_TASKS,
-        improved=len(improved_tasks),
-        regressed=len(regressed_tasks),
-        unchanged=n - len(improved_tasks) - len(regressed_tasks),
-        improved_tasks=improved_tasks,
-        regressed_tasks=regressed_tasks,
-        only_in_base=len(base.keys() - candidate.keys()),
-        only_in_candidate=len(candidate.keys() - base.keys()),
-        confidence=confidence,
-        alpha=alpha,
-        seed=seed,
-    )
-    if n == 0:
-        return empty
+    counted = _counted(common, deltas, base, candidate, confidence, alpha, seed)
+    if not common:
+        return counted
     base_mean, candidate_mean = _mean(base_values), _mean(candidate_values)
     delta = candidate_mean - base_mean
     units = _units(common, deltas, groups)
-    se, df = clustered_standard_error(units, n)
-    test, p_value = _test(units, n, base_values + candidate_values, len(improved_tasks), len(regressed_tasks), seed)
+    se, df = clustered_standard_error(units, len(common))
+    scores = base_values + candidate_values
+    test, p_value = _test(units, len(common), scores, counted.improved, counted.regressed, seed)
     half = _t_quantile(1 - (1 - confidence) / 2, df) * se
-    spread = max(base_values + candidate_values) - min(base_values + candidate_values)
+    spread = max(scores) - min(scores)
     return replace(
-        empty,
+        counted,
         base_mean=base_mean,
         candidate_mean=candidate_mean,
         delta=delta,
@@ -198,6 +177,40 @@ def paired_comparison(
         df=df,
         groups=len(units) if groups is not None else None,
         value_range=spread if spread > 0 else 1.0,
+    )
+
+
+def _counted(
+    tasks: Sequence[int],
+    deltas: Sequence[float],
+    base: Mapping[int, float],
+    candidate: Mapping[int, float],
+    confidence: float,
+    alpha: float,
+    seed: int,
+) -> PairedComparison:
+    """The comparison's counts (tasks up, down, unchanged, in one run only), nothing tested yet."""
+    improved = tuple(t for t, d in zip(tasks, deltas) if d > 0)
+    regressed = tuple(t for t, d in zip(tasks, deltas) if d < 0)
+    return PairedComparison(
+        n=len(tasks),
+        base_mean=None,
+        candidate_mean=None,
+        delta=None,
+        ci=None,
+        p_value=None,
+        test=None,
+        verdict=NO_COMMON_TASKS,
+        improved=len(improved),
+        regressed=len(regressed),
+        unchanged=len(tasks) - len(improved) - len(regressed),
+        improved_tasks=improved,
+        regressed_tasks=regressed,
+        only_in_base=len(base.keys() - candidate.keys()),
+        only_in_candidate=len(candidate.keys() - base.keys()),
+        confidence=confidence,
+        alpha=alpha,
+        seed=seed,
     )
 
 

@@ -32,6 +32,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ready", metavar="FILE", help="a checkpoint is ready once FILE is in it (default: once nothing in it changed)"
     )
+    add_pacing(p)
+    p.add_argument(
+        "--key", metavar="KEY", help="the config key a checkpoint's path goes in (default: the policy's model)"
+    )
+    p.add_argument("--once", action="store_true", help="one look (submit what is new and ready), then exit: for cron")
+    p.set_defaults(handler=run_watch)
+
+
+def add_pacing(p: argparse.ArgumentParser) -> None:
+    """How often it looks, how long a checkpoint must settle, how much it may hold and retry."""
     p.add_argument(
         "--settle",
         type=number_in(0, WEEK),
@@ -59,11 +69,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
         metavar="N",
         help="a checkpoint's runs, resubmits included (default 3)",
     )
-    p.add_argument(
-        "--key", metavar="KEY", help="the config key a checkpoint's path goes in (default: the policy's model)"
-    )
-    p.add_argument("--once", action="store_true", help="one look (submit what is new and ready), then exit: for cron")
-    p.set_defaults(handler=run_watch)
 
 
 def run_watch(args: argparse.Namespace) -> int:
