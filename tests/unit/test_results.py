@@ -153,20 +153,41 @@ def test_a_truncated_last_row_is_missing_not_written(tmp_path) -> None:
     assert job.state == "incomplete" and job.check is not None and job.check.first_missing == ((last_task, 0),)
 
 
-def test_results_are_the_same_where_the_host_has_no_python3(tmp_path, monkeypatch) -> None:
-    run_dir = copy_of_the_real_run(tmp_path / "run")
-    without_tasks(run_dir, {5})
-    projected = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
+def without_python3(tmp_path: Path, monkeypatch) -> None:
+    """A PATH with every tool of this one but python."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
         for tool in Path(directory).glob("*") if Path(directory).is_dir() else ():
             if not tool.name.startswith("python") and not (bin_dir / tool.name).exists():
                 (bin_dir / tool.name).symlink_to(tool)
-    monkeypatch.setenv("PATH", str(bin_dir))  # no python3: the files come whole, base64
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+
+def test_results_are_the_same_where_the_host_has_no_python3(tmp_path, monkeypatch) -> None:
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    without_tasks(run_dir, {5})
+    projected = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
+    without_python3(tmp_path, monkeypatch)  # the files come base64, not projected
     raw = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
     assert raw.as_dict() == projected.as_dict() and raw.task_means == projected.task_means
     assert raw.missing == [(5, 0)]
+
+
+def test_without_python3_a_row_over_the_bound_is_cut_where_it_lies(tmp_path, monkeypatch) -> None:
+    """The files travel base64 without the projection, but each line only to one byte past the row
+    bound: a row of 200 MB costs a bounded read on this side, counted oversized as the projection
+    counts it."""
+    run_dir = copy_of_the_real_run(tmp_path / "run")
+    rows = run_dir / BENCH / contract.ROLLOUTS_FILE
+    with rows.open("a") as fh:
+        fh.write(json.dumps({"x": "a" * (facts.MAX_ROW_BYTES + 5), "_ng_task_index": 99, "_ng_rollout_index": 0}))
+        fh.write("\n")
+    projected = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
+    without_python3(tmp_path, monkeypatch)
+    raw = library.results([run_in_directory(str(run_dir))])[0].benchmarks[0]
+    assert raw.unreadable_lines == projected.unreadable_lines == 1
+    assert raw.task_means == projected.task_means
 
 
 def inputs_file(run_dir: Path) -> Path:

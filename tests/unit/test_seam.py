@@ -67,7 +67,8 @@ def test_the_scan_sees_the_neutral_modules_and_templates() -> None:
         "api.py",
         "contract.py",
         "resume.py",
-        "observe.py",
+        "observe/folding.py",
+        "observe/probe.py",
         "cli/cancel.py",
         "templates/job.sh.j2",
         "templates/lib.sh.j2",
@@ -85,11 +86,11 @@ def test_the_scan_sees_the_neutral_modules_and_templates() -> None:
 
 def test_the_scan_names_a_slurm_word_by_file_and_line(tmp_path: Path) -> None:
     """A Slurm word put back into a neutral module fails the scan, named by file and line."""
-    lines = (PACKAGE / "observe.py").read_text().splitlines()
+    lines = (PACKAGE / "observe" / "folding.py").read_text().splitlines()
     lines.insert(2, 'said = "sbatch refused"')
-    copy = tmp_path / "observe.py"
+    copy = tmp_path / "folding.py"
     copy.write_text("\n".join(lines))
-    assert slurm_words_in([copy], root=tmp_path) == ["observe.py:3: sbatch"]
+    assert slurm_words_in([copy], root=tmp_path) == ["folding.py:3: sbatch"]
 
 
 # Kubernetes' client and the keys of its objects: only its backend's files speak them.

@@ -16,7 +16,6 @@ FUNCTION_LINES = 50
 KNOWN_LARGE_MODULES = {
     "plan.py",
     "api.py",
-    "observe.py",
     "contract.py",
     "backends/kubernetes.py",
     "gateway/ray_serve_gateway.py",
@@ -26,7 +25,7 @@ KNOWN_LONG_FUNCTIONS = {
     ("exporters/mlflow_rest.py", "export_to_mlflow"),
     ("library/submitting.py", "_record"),
     ("library/viewing.py", "serve"),
-    ("observe.py", "_unit_status"),
+    ("observe/folding.py", "_unit_status"),
     ("otel.py", "render_collector_config"),
     ("plan.py", "build_plan"),
     ("plan.py", "vllm_step"),
@@ -48,8 +47,8 @@ def test_no_function_grows_past_50_lines() -> None:
     long = set()
     for name, text in sources().items():
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if (node.end_lineno or node.lineno) - node.lineno + 1 > FUNCTION_LINES:
-                    long.add((name, node.name))
+            function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if function and (node.end_lineno or node.lineno) - node.lineno + 1 > FUNCTION_LINES:
+                long.add((name, node.name))
     assert long - KNOWN_LONG_FUNCTIONS == set(), "cut it into functions whose names say what they do"
     assert KNOWN_LONG_FUNCTIONS - long == set(), "made short: take it off the list"

@@ -227,6 +227,7 @@ def runs_results_script(records: list[SubmissionRecord], metric: str, group_key:
         max_bytes=untrusted.MAX_DOCUMENT_BYTES,
         too_large=TOO_LARGE,
         provenance_bytes=facts.PROVENANCE_MAX_BYTES,
+        max_row_bytes=facts.MAX_ROW_BYTES,
     )
 
 

@@ -2,8 +2,8 @@
 gym_projection='<facts.py and rollout_projection.py>'
 if ! { command -v python3 >/dev/null 2>&1 && python3 -c "$gym_projection" __GYM_ROLLOUTS: reward '=__GYM_RUN:0' answer-judge /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl; }; then
   printf '%s\n' __GYM_RUN:0
-  [ -f /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: answer-judge rollouts; base64 -w0 </lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl; echo; }
-  [ -f /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: answer-judge expected; base64 -w0 </lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl; echo; }
+  [ -f /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: answer-judge rollouts; cut -b 1-67108865 /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl | base64 -w0; echo; }
+  [ -f /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: answer-judge expected; cut -b 1-67108865 /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts_materialized_inputs.jsonl | base64 -w0; echo; }
 fi
 printf '%s\n' __GYM_RUN:0
 p="$(for f in /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/provenance /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/.gym/provenance; do [ -f "$f" ] && tail -c 4096 "$f"; done 2>/dev/null | tail -c 4096 | base64 -w0)"; [ -z "$p" ] || printf '%s%s\x1f%s\n' __GYM_PROVENANCE: answer-judge "$p"

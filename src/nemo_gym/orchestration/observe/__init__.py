@@ -1,0 +1,131 @@
+"""What a run's jobs are doing, told truthfully: the job's own state file, combined with what the
+scheduler says, in one round trip.
+
+The job scripts write ``<job dir>/.gym/<job id>/state`` (phase, detail) as they go, so the state
+is known even where the scheduler has no accounting or has forgotten the job. When neither source
+can tell, the state is ``unknown`` with the reason. What the scheduler says, and how it combines
+with the job's own word, is the backend's; following a resumable benchmark's chain is shared.
+
+One job a module: ``status`` (the types), ``probe`` (the script, and running it), ``reading`` (its
+answer read), ``folding`` (each job's state told from it), ``costs`` (what the jobs cost).
+"""
+
+from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.observe.costs import benchmark_usage, own_records_by_job, run_usage
+from nemo_gym.orchestration.observe.folding import (
+    _NO_PROBE,
+    _RESUMABLE_ENDS,
+    _VERDICT_STATES,
+    _Seen,
+    _unit_status,
+    _waiting_in_lane,
+    chain_status,
+    exports_text,
+    fold_shard_states,
+    shard_ids_label,
+    sharded_status,
+    statuses_from,
+    statuses_json,
+    sum_checks,
+)
+from nemo_gym.orchestration.observe.probe import (
+    SCAN_WINDOW,
+    _outputs_by_run,
+    _scan_constants,
+    check_samples_shell,
+    missing_inputs_shell,
+    probe_functions,
+    probe_runs,
+    probe_script,
+    runs_probe_script,
+    snapshot_script,
+    was_queued,
+)
+from nemo_gym.orchestration.observe.reading import (
+    _RECORD_READERS,
+    ProbeAnswer,
+    _add_mtime,
+    _ProbeReading,
+    _read_accounting,
+    _read_benchmark,
+    _read_check,
+    _read_clock,
+    _read_event,
+    _read_export,
+    _read_fact,
+    _read_job,
+    _read_merged,
+    _read_mtime,
+    _receipt,
+    _sample_check,
+    parse_probe,
+)
+from nemo_gym.orchestration.observe.status import (
+    CANCELLED_BY_USER_KEY,
+    CAUSE_KEY,
+    JOB_END_KEY,
+    MISSING_NAMED,
+    Attempt,
+    JobStatus,
+    SampleCheck,
+    missing_text,
+    rounded,
+)
+
+__all__ = [
+    "Attempt",
+    "CANCELLED_BY_USER_KEY",
+    "CAUSE_KEY",
+    "JOB_END_KEY",
+    "JobStatus",
+    "MISSING_NAMED",
+    "ProbeAnswer",
+    "SCAN_WINDOW",
+    "SampleCheck",
+    "_NO_PROBE",
+    "_ProbeReading",
+    "_RECORD_READERS",
+    "_RESUMABLE_ENDS",
+    "_Seen",
+    "_VERDICT_STATES",
+    "_add_mtime",
+    "_outputs_by_run",
+    "own_records_by_job",
+    "_read_accounting",
+    "_read_benchmark",
+    "_read_check",
+    "_read_clock",
+    "_read_event",
+    "_read_export",
+    "_read_fact",
+    "_read_job",
+    "_read_merged",
+    "_read_mtime",
+    "_receipt",
+    "rounded",
+    "_sample_check",
+    "_scan_constants",
+    "_unit_status",
+    "benchmark_usage",
+    "_waiting_in_lane",
+    "backend_named",
+    "chain_status",
+    "check_samples_shell",
+    "exports_text",
+    "fold_shard_states",
+    "missing_inputs_shell",
+    "missing_text",
+    "parse_probe",
+    "probe_functions",
+    "probe_runs",
+    "probe_script",
+    "run_usage",
+    "runs_probe_script",
+    "shard_ids_label",
+    "sharded_status",
+    "snapshot_script",
+    "statuses_from",
+    "statuses_json",
+    "sum_checks",
+    "was_queued",
+]
