@@ -1,0 +1,15 @@
+"""The CLI's copies of library words, kept for --help without importing the library, equal their
+owners (one fact, one owner; the copy only spells it)."""
+
+from __future__ import annotations
+
+from nemo_gym.orchestration import checkpoints, sample_size
+from nemo_gym.orchestration.cli import common, plan, watch
+from nemo_gym.orchestration.stats import Correction
+
+
+def test_the_help_copies_equal_their_owners() -> None:
+    assert tuple(c.value for c in Correction) == common.CORRECTIONS
+    assert plan.DEFAULT_CORRELATION == sample_size.DEFAULT_CORRELATION
+    assert plan.DEFAULT_MAX_REPEATS == sample_size.DEFAULT_MAX_REPEATS
+    assert watch.WEEK == checkpoints.MAX_SETTLE_SECONDS
