@@ -109,3 +109,22 @@ def test_a_job_its_walltime_ended_reads_timed_out_while_slurm_still_calls_it_com
     view = SchedulerView(word="COMPLETING", running=True, time_limit="00:01:00")
     state = SLURM.job_state("21", Probe(own, view, False, "143", Cause.WALLTIME), 0, {})
     assert (state.status, state.detail) == (Status.TIMED_OUT, "walltime reached (00:01:00)")
+
+
+def test_a_job_a_cancel_ended_reads_cancelled_while_slurm_still_calls_it_completing() -> None:
+    """A cancelled shard's job wrote "cancelled (SIGTERM)" and Slurm still shows it COMPLETING (its
+    epilog under way): cancelled, the user's when the cancel marker is there, never failed."""
+    from nemo_gym.orchestration.backends.base import JobProbe as Probe
+    from nemo_gym.orchestration.backends.base import SchedulerView
+    from nemo_gym.orchestration.contract import Cause, StateFile, Status
+
+    own = StateFile.from_fields({"phase": "failed", "detail": "cancelled (SIGTERM)"})
+    view = SchedulerView(word="COMPLETING", running=True)
+    table = [
+        (True, Cause.CANCELLED, (Status.CANCELLED, "cancelled by the user (gym eval cancel)")),
+        (False, Cause.CANCELLED, (Status.CANCELLED, "cancelled (SIGTERM)")),
+        (True, Cause.SIGNAL, (Status.FAILED, "cancelled (SIGTERM)")),
+    ]
+    for by_user, cause, expected in table:
+        state = SLURM.job_state("22", Probe(own, view, by_user, "143", cause), 0, {})
+        assert (state.status, state.detail) == expected, (by_user, cause)

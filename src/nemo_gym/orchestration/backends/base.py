@@ -79,6 +79,9 @@ class JobState:
     detail: str
 
 
+CANCELLED_BY_USER = JobState(Status.CANCELLED, "cancelled by the user (gym eval cancel)")
+
+
 def recorded_outcome(probe: JobProbe) -> JobState | None:
     """The end a job recorded itself (succeeded, failed, cancelled), if it did."""
     if probe.phase is not None and probe.phase.ended:
@@ -86,6 +89,10 @@ def recorded_outcome(probe: JobProbe) -> JobState | None:
             # Its own record says its walltime ended it: timed out, as the scheduler says too once it
             # has caught up (it may still call the job COMPLETING when the probe looks).
             return JobState(Status.TIMED_OUT, f"walltime reached ({probe.scheduler.time_limit or 'its limit'})")
+        if probe.phase == Phase.FAILED and probe.cause == Cause.CANCELLED:
+            # Its own record says a cancel ended it (while the scheduler may still call it COMPLETING):
+            # cancelled, never failed, and the user's if a cancel marker says so.
+            return CANCELLED_BY_USER if probe.cancelled_by_user else JobState(Status.CANCELLED, probe.detail)
         return JobState(Status.of(probe.phase), probe.detail)
     return None
 
@@ -99,9 +106,6 @@ def self_recorded_end(probe: JobProbe) -> JobState | None:
     if (recorded.status == Status.SUCCEEDED) != (probe.job_end == "0"):
         return None  # the two records disagree: neither is the job's settled word
     return recorded
-
-
-CANCELLED_BY_USER = JobState(Status.CANCELLED, "cancelled by the user (gym eval cancel)")
 
 
 def running_state(probe: JobProbe, rollouts: int) -> JobState:
