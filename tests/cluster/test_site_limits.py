@@ -141,12 +141,9 @@ def test_a_sweep_that_fits_runs_and_is_cancelled_in_one_go(limited, cluster_run,
     assert len(jobs) == LIMIT and not set(queued_jobs()) & set(ids)
 
 
-def test_a_sweep_past_its_qos_limit_goes_in_lanes_and_one_past_a_full_qos_is_refused(
-    limited, cluster_run, tmp_path
-) -> None:
-    """Account my-account's jobs get QOS capped by default, which only the accounting database
-    says: submitted from a login node that reaches it (the daemons' slurm.conf)."""
-    models = checkpoints(tmp_path)[:2]  # 2 checkpoints x 2 benchmarks: 4 jobs, one past the QOS's 3
+def one_lane_of_four(cluster_run, tmp_path: Path) -> tuple[list[str], dict, dict]:
+    """2 checkpoints x 2 benchmarks (4 jobs, one past the QOS's 3) of account my-account, each to
+    begin an hour from now; and the environment that submits them where the QOS is known."""
     benchmarks = {name: {"run": {"standin_rollouts": 2}} for name in ("math", "code")}
     config = sweep_config(
         cluster_run, benchmarks, compute={"account": "my-account", "extra_args": {"begin": "now+1hour"}}
@@ -156,6 +153,15 @@ def test_a_sweep_past_its_qos_limit_goes_in_lanes_and_one_past_a_full_qos_is_ref
         "SLURM_CONF": os.environ["LOCAL_SLURM_ACCOUNTING_CONF"],
         "XDG_CACHE_HOME": str(cluster_run.tmp_path / "cache"),
     }
+    return checkpoints(tmp_path)[:2], config, env
+
+
+def test_a_sweep_past_its_qos_limit_goes_in_lanes_and_one_past_a_full_qos_is_refused(
+    limited, cluster_run, tmp_path
+) -> None:
+    """Account my-account's jobs get QOS capped by default, which only the accounting database
+    says: submitted from a login node that reaches it (the daemons' slurm.conf)."""
+    models, config, env = one_lane_of_four(cluster_run, tmp_path)
     # Room for 3: one lane (a lane holds two at once), its first job queued (held an hour), the
     # others each to be queued by the one before.
     sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}", env=env)
@@ -190,6 +196,46 @@ def test_a_sweep_past_its_qos_limit_goes_in_lanes_and_one_past_a_full_qos_is_ref
     )
     assert proc.returncode != 0 and f"of QOS capped, per user, {QOS_LIMIT} counted already" in proc.stderr, proc.stderr
     subprocess.run(["scancel", *ids], capture_output=True)
+
+
+def start_now(jobs: list[str]) -> None:
+    """Jobs held back by their --begin time, let go now (a lane's job queues the next with it too)."""
+    for job_id in jobs:
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+
+
+def test_a_lane_stalled_by_a_job_cancelled_unstarted_is_told_and_resubmit_feeds_it(
+    limited, cluster_run, tmp_path
+) -> None:
+    """One lane of four jobs (room for three): its first job, still waiting, is cancelled by
+    scancel (an administrator, a dependency Slurm gave up on), so it never queues the second.
+    Status says the lane stalled there (the jobs behind it too: failed, never waiting for ever);
+    resubmit queues the second as its lane would have, which feeds the rest, and all three end
+    succeeded."""
+    from test_resubmit import resubmit
+
+    models, config, env = one_lane_of_four(cluster_run, tmp_path)
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}", env=env)
+    [head] = [b["job_id"] for r in sweep["records"] for b in r["benchmarks"] if b["job_id"]]
+    subprocess.run(["scancel", head], check=True)
+    stalled = wait_until(cluster_run, sweep["sweep_id"], lambda js: js[0][2] == "cancelled", 60)
+    assert [state for _, _, state in stalled] == ["cancelled", "failed", "failed", "failed"], stalled
+    status = json.loads(cluster_run.cli("status", sweep["sweep_id"], "--json").stdout)
+    second = status["runs"][0]["jobs"][1]
+    assert second["turn"] == "stalled" and "never queued: its lane stalled" in second["detail"], second
+    assert status["runs"][1]["jobs"][0]["turn"] == "behind-a-stall"
+    rc, answer = resubmit(cluster_run, sweep["sweep_id"], "code", env=env)
+    [fed] = [b for run in answer["runs"] for b in run["benchmarks"] if b["job_id"]]
+    assert rc == 0 and fed["remedy"] == "feed" and fed["benchmark"] == "code", answer
+    deadline = time.monotonic() + 300
+    while True:
+        start_now(queued_jobs())
+        jobs = sweep_status(cluster_run, sweep["sweep_id"])
+        if all(state in ("succeeded", "failed", "cancelled") for _, _, state in jobs[1:]):
+            break
+        assert time.monotonic() < deadline, jobs
+        time.sleep(1)
+    assert [state for _, _, state in jobs] == ["cancelled", "succeeded", "succeeded", "succeeded"], jobs
 
 
 def test_a_job_array_past_the_site_s_max_array_size_is_refused_before_anything_is_queued(

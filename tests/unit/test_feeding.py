@@ -14,7 +14,7 @@ from test_site_limits import config_file, three_checkpoints
 
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.feeding import dealt, held_at_once, plan_lanes
+from nemo_gym.orchestration.feeding import LaneJob, Turn, dealt, held_at_once, plan_lanes, turns
 from nemo_gym.orchestration.record import load_record
 
 # -- the rules ---------------------------------------------------------------------------------------
@@ -52,6 +52,60 @@ def test_the_lanes_chosen_are_the_most_that_fit_and_hold_every_job_once(count: i
     assert sorted(job for lane in lanes.lanes for job in lane) == list(range(count))
     assert all(list(lane) == sorted(lane) for lane in lanes.lanes)
     assert len(asked) <= count.bit_length() + 1
+
+
+# -- a lane's turns: waiting, stalled, behind a stall -----------------------------------------------
+
+RUNNING = LaneJob()  # queued by the submission, going
+ENDED = LaneJob(ended=True)  # queued, and over: whatever it was to queue, it queued as it started
+
+
+def waiting(fed_by: str, **kw: bool) -> LaneJob:
+    return LaneJob(fed_by=fed_by, queued=False, **kw)
+
+
+TURNS = [
+    # its feeder is still going: it waits
+    ({"a": RUNNING, "b": waiting("a")}, {"b": (Turn.WAITING, "")}),
+    # its feeder ended and never queued it (cancelled while pending): stalled at b
+    ({"a": ENDED, "b": waiting("a")}, {"b": (Turn.STALLED, "b")}),
+    # the rest of that lane waits behind b
+    (
+        {"a": ENDED, "b": waiting("a"), "c": waiting("b"), "d": waiting("c")},
+        {"b": (Turn.STALLED, "b"), "c": (Turn.BEHIND_A_STALL, "b"), "d": (Turn.BEHIND_A_STALL, "b")},
+    ),
+    # the feeder tried and the scheduler refused: stalled there, the next behind it
+    (
+        {"a": ENDED, "b": waiting("a", refused=True, ended=True), "c": waiting("b")},
+        {"b": (Turn.STALLED, "b"), "c": (Turn.BEHIND_A_STALL, "b")},
+    ),
+    # a job cancelled before its lane queued it is passed over: the one before it feeds the next
+    (
+        {"a": RUNNING, "b": waiting("a", cancelled=True, ended=True), "c": waiting("b")},
+        {"c": (Turn.WAITING, "")},
+    ),
+    ({"a": ENDED, "b": waiting("a", cancelled=True, ended=True), "c": waiting("b")}, {"c": (Turn.STALLED, "c")}),
+    # a feeder in a run not asked about is taken to be on its way
+    ({"b": waiting("elsewhere/a"), "c": waiting("b")}, {"b": (Turn.WAITING, ""), "c": (Turn.WAITING, "")}),
+    # a lane head the submission could not queue: the rest of its lane is behind it
+    (
+        {"a": LaneJob(queued=False, refused=True, ended=True), "b": waiting("a")},
+        {"b": (Turn.BEHIND_A_STALL, "a")},
+    ),
+    # fed already (queued): not told
+    ({"a": ENDED, "b": LaneJob(fed_by="a")}, {}),
+    # labels read back that loop: never followed for ever
+    ({"b": waiting("c"), "c": waiting("b")}, {"b": (Turn.WAITING, ""), "c": (Turn.WAITING, "")}),
+    (
+        {"b": waiting("c", cancelled=True), "c": waiting("b", cancelled=True), "d": waiting("c")},
+        {"d": (Turn.WAITING, "")},
+    ),
+]
+
+
+@pytest.mark.parametrize(("jobs", "told"), TURNS)
+def test_a_lane_job_waits_while_its_feeder_may_still_start_and_stalls_once_it_cannot(jobs, told) -> None:
+    assert turns(jobs) == told
 
 
 # -- a submission past the limit ---------------------------------------------------------------------
@@ -151,3 +205,40 @@ def test_cancel_stops_the_lanes_and_cancels_what_they_queued(base, tmp_path, wri
     assert [(Path(b.job_dir) / contract.CHAIN_CANCELLED_FILE).exists() for b in jobs] == [True] * 6, reports
     after = states(conn, submission)
     assert [s for s, _, _ in after[3:]] == ["cancelled"] * 3, after
+
+
+def test_a_lane_whose_feeder_ended_unstarted_is_told_stalled_and_resubmit_feeds_it(
+    base, tmp_path, write_config, conn, cluster
+) -> None:
+    """Lane 0 2 4: its first job (101) is cancelled by scancel while it waits (an administrator, a
+    dependency Slurm gave up on), so it never queues job 2. Status says where the lane stalled and
+    what to do; resubmit queues job 2 (held, recorded as fed, released), and job 4 waits its turn
+    again; the other lane (1 3 5) is not touched."""
+    submission = fed_submission(base, tmp_path, write_config, conn, cluster)
+    jobs = jobs_of(submission)
+    cluster.set_state("101", "CANCELLED")
+    cluster.set_state("102", "RUNNING")
+    told = states(conn, submission)
+    assert [s for s, _, _ in told] == ["cancelled", "starting", "failed", "queued", "failed", "queued"], told
+    assert told[2][2] == (
+        f"never queued: its lane stalled: {jobs[0].fed_by or submission.records[0].gym_job_id + '/a'} ended "
+        "(cancelled) without queuing it; gym eval resubmit queues it"
+    )
+    assert told[4][2].startswith(f"not queued: its lane stalled at {jobs[4].fed_by}; gym eval resubmit queues")
+    assert told[3][2].startswith("waiting its turn in its lane")
+    # A run asked alone still sees its lane: the runs that feed it are read from the index.
+    [alone] = library.status([submission.records[2]], connect=conn.connect)
+    assert [job.state for job in alone.jobs] == ["failed", "queued"] and alone.jobs[0].stalled_at == jobs[4].fed_by
+    [second, third] = library.info(submission.records[1:], connect=conn.connect)
+    assert [b.plan.remedy for b in second.benchmarks + third.benchmarks] == ["feed", "wait", "wait", "wait"]
+    assert "its lane stalled here" in second.benchmarks[0].plan.text
+    [run1, run2] = library.resubmit(submission.records[1:], connect=conn.connect)
+    assert [(b.benchmark, bool(b.job_id)) for b in run1.benchmarks] == [("a", True), ("b", False)], run1
+    assert not run2.queued
+    [held] = [argv for argv in cluster.calls("sbatch") if "--hold" in argv]
+    assert held[-1] == f"{jobs[2].job_dir}/{contract.JOB_SCRIPT}"
+    chain = (Path(jobs[2].job_dir) / contract.CHAIN_FILE).read_text().split("\t")
+    assert chain[:3] == [contract.RECORD_FED, run1.benchmarks[0].job_id, contract.FED_BY_RESUBMIT]
+    after = states(conn, submission)
+    assert after[2][:2] == ("queued", run1.benchmarks[0].job_id) and after[4][0] == "queued", after
+    assert after[4][2].startswith("waiting its turn in its lane")

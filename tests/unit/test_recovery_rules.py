@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from nemo_gym.orchestration import recovery
 from nemo_gym.orchestration.contract import Cause, Status
+from nemo_gym.orchestration.feeding import Turn
 from nemo_gym.orchestration.recovery import Evidence, Plan, Remedy, Samples, pairs_text, plan
 
 COMPLETE = Samples(expected=12, written=12, missing=0)
@@ -245,5 +246,25 @@ def test_the_planner_is_stdlib_only() -> None:
         for alias in node.names
     }
     ours = {name for name in imported if name.startswith("nemo_gym")}
-    assert ours == {"nemo_gym.orchestration.contract"}  # itself stdlib only
+    # each itself stdlib only
+    assert ours == {"nemo_gym.orchestration.contract", "nemo_gym.orchestration.feeding"}
+    feeding = Path(recovery.__file__).with_name("feeding.py").read_text()
+    assert "import nemo_gym" not in feeding and "from nemo_gym" not in feeding
     assert {name.split(".")[0] for name in imported - ours} <= set(sys.stdlib_module_names)
+
+
+LANE_TURNS = [
+    # a lane's job its lane stalled at is fed, whatever its state says (failed, never run), with
+    # no attempt spent and nothing it could keep on disk
+    (Turn.STALLED, Status.FAILED, 3, Remedy.FEED),
+    (Turn.BEHIND_A_STALL, Status.FAILED, 1, Remedy.WAIT),
+    (Turn.WAITING, Status.QUEUED, 1, Remedy.WAIT),
+]
+
+
+@pytest.mark.parametrize(("turn", "status", "attempts", "expected"), LANE_TURNS)
+def test_a_lane_job_is_fed_where_its_lane_stalled_and_waits_behind_it(turn, status, attempts, expected) -> None:
+    made = plan(Evidence(status, attempts=attempts, turn=turn, stalled_at="run-1/math"))
+    assert made.remedy == expected and made.remedy.acts == (expected == Remedy.FEED)
+    if turn == Turn.BEHIND_A_STALL:
+        assert "stalled at run-1/math" in made.text

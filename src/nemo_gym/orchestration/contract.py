@@ -419,6 +419,7 @@ RECORD_RESUBMIT = "resubmit"
 # unfed <by job> <what the scheduler said> when it refused.
 RECORD_FED = "fed"
 RECORD_UNFED = "unfed"
+FED_BY_RESUBMIT = "resubmit"  # a fed record's queuer when gym eval resubmit fed a stalled lane
 UNFED_SHOWN = 300  # characters of why a lane could not queue its next job, as status shows them
 # Records whose first field is a job id (a verdict's too): checked before it is believed.
 ID_FIRST_RECORDS = (RECORD_START, RECORD_NO_SUCCESSOR, RECORD_VERDICT, RECORD_FED, RECORD_RESUBMIT)

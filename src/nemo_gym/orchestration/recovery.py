@@ -5,6 +5,9 @@ Like ``resume.py``'s rules, the decision is a table with plain unit tests
 (``tests/unit/test_recovery_rules.py``); the callers (``gym eval info``, later ``resubmit``) do the
 I/O. The rules, first match wins:
 
+* a lane's job nothing will queue (its lane stalled at it: ``feeding.turns``) -> feed: queue it now,
+  as its lane would have (not an attempt: no job of it ran); one behind such a stall -> wait, as
+  the job at the stall queues it in its turn;
 * still queued, starting or running -> wait: nothing to resubmit yet;
 * its state unknown -> unknown: refuse to guess;
 * ended well (succeeded, incomplete): without the list of expected samples -> unknown (nothing can
@@ -27,6 +30,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from nemo_gym.orchestration.contract import Cause, Status
+from nemo_gym.orchestration.feeding import Turn
 
 # Attempts a benchmark may have (its first job included) before resubmit stops; ``--max-attempts``.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -46,6 +50,7 @@ class Remedy(str, Enum):
     STOP_BUDGET_SPENT = "stop-budget-spent"
     STOP_WOULD_REPEAT = "stop-would-repeat"
     STOP_CANNOT_CONTINUE = "stop-cannot-continue"  # its job would start over: scored samples again
+    FEED = "feed"  # a lane's job nothing else will queue: queued now, its first job
     WAIT = "wait"  # a job of it is still queued or running
     UNKNOWN = "unknown"  # its state or completeness cannot be told: refused
 
@@ -55,7 +60,7 @@ class Remedy(str, Enum):
     @property
     def acts(self) -> bool:
         """Whether resubmit would queue a job for it."""
-        return self in (Remedy.GENERATE_MISSING, Remedy.REQUEUE)
+        return self in (Remedy.GENERATE_MISSING, Remedy.REQUEUE, Remedy.FEED)
 
 
 class Samples(NamedTuple):
@@ -77,6 +82,8 @@ class Evidence(NamedTuple):
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     blocked: str = ""  # why a job of it cannot keep what is on disk; "" when it can
     previous_cause: Cause | None = None  # what the job before the latest recorded, if it failed
+    turn: Turn | None = None  # a lane's job not queued yet: where it stands
+    stalled_at: str = ""  # its lane's job (run/benchmark) at the stall, when it is behind one
 
 
 class Plan(NamedTuple):
@@ -109,6 +116,8 @@ def plan(evidence: Evidence) -> Plan:
 
 
 def _plan(evidence: Evidence) -> Plan:
+    if evidence.turn is not None:
+        return _lane_turn(evidence.turn, evidence.stalled_at)
     status = evidence.status
     if status in _STILL_GOING:
         return Plan(Remedy.WAIT, f"wait: it is {status}; nothing to resubmit until it ends")
@@ -121,6 +130,20 @@ def _plan(evidence: Evidence) -> Plan:
         f"refused: its state is {status}, so what it needs cannot be told; "
         "run gym eval status again once the cluster answers",
     )
+
+
+def _lane_turn(turn: Turn, stalled_at: str) -> Plan:
+    if turn == Turn.STALLED:
+        return Plan(
+            Remedy.FEED,
+            "queue it: its lane stalled here (the job before it ended without queuing it); "
+            "as it starts it queues the rest of its lane",
+        )
+    if turn == Turn.BEHIND_A_STALL:
+        return Plan(
+            Remedy.WAIT, f"wait: its lane stalled at {stalled_at}, which resubmit queues; that queues this in turn"
+        )
+    return Plan(Remedy.WAIT, "wait: the job before it in its lane queues it as that one starts")
 
 
 def _after_a_good_end(evidence: Evidence) -> Plan:

@@ -316,6 +316,11 @@ class RequeuedJob:
     def generates_missing(self) -> bool:
         return self.remedy == Remedy.GENERATE_MISSING
 
+    @property
+    def feeds(self) -> bool:
+        """A lane's job its lane stalled at: queued as its first job, recorded as fed."""
+        return self.remedy == Remedy.FEED
+
 
 def own_process_group_line(launch: Launch) -> str:
     """Bash: a step's script started beside the job script (this machine; the job's own

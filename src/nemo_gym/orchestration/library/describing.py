@@ -154,11 +154,15 @@ def evidence(
         max_attempts,
         _blocked(record, job),
         before.cause if before else None,
+        job.turn,
+        job.stalled_at,
     )
 
 
 def _blocked(record: SubmissionRecord, job: JobStatus) -> str:
     own = next((b for b in record.units if b.benchmark == job.benchmark), None)
+    if own is not None and not own.job_id and own.fed_by and job.turn is not None:
+        return ""  # a lane's job: its first job is queued as its lane would have (nothing on disk yet)
     if own is not None and not own.job_id:
         return "it was never queued (its submission was refused), so there is no job to follow; submit it again"
     if own is not None and not backend_named(record.executor).is_job_id(own.job_id or ""):

@@ -14,7 +14,15 @@ from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.estimate import Spent
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.observe import MISSING_NAMED, JobStatus, SampleCheck, probe_runs, run_usage, was_queued
-from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, all_records, all_sweeps, write_observation
+from nemo_gym.orchestration.observe.lanes import with_lane_turns
+from nemo_gym.orchestration.record import (
+    SubmissionRecord,
+    SweepRecord,
+    all_records,
+    all_sweeps,
+    indexed_run,
+    write_observation,
+)
 from nemo_gym.orchestration.results import DEFAULT_METRIC, RunResults, collect_results, require_metric
 from nemo_gym.orchestration.usage import Usage
 
@@ -72,16 +80,49 @@ def status(
     connection per host: one round trip per host, however many runs; none for runs nobody could
     queue (no cluster needs to be asked). ``previous``: the statuses a moment ago, whose final sample
     counts are kept, not made again (they cannot change once a job has ended). ``missing_named``: how
-    many missing samples each benchmark's count names."""
-    known = [_known_checks(run) for run in previous] if previous else [{} for _ in records]
+    many missing samples each benchmark's count names. A lane's jobs are told their turn, the runs
+    whose jobs feed theirs (a sweep's lanes run across its runs) asked along from the index."""
+    asked = len(records)
+    records = records + feeder_runs(records)
+    known = [_known_checks(run) for run in previous] if previous else []
+    known += [{} for _ in records[len(known) :]]
 
     def batch(opened: Connection | None, indices: list[int]) -> list[RunStatus]:
         statuses = probe_runs([records[i] for i in indices], opened, [known[i] for i in indices], missing_named)
-        return [_observed(RunStatus(records[i], s)) for i, s in zip(indices, statuses)]
+        return [RunStatus(records[i], s) for i, s in zip(indices, statuses)]
 
     if conn is None and not any(was_queued(record) for record in records):
-        return batch(None, list(range(len(records))))
-    return over_their_hosts(records, connect, batch, conn)
+        runs = batch(None, list(range(len(records))))
+    else:
+        runs = over_their_hosts(records, connect, batch, conn)
+    told = with_lane_turns([(run.record, run.jobs) for run in runs])
+    return [_observed(RunStatus(run.record, jobs)) for run, jobs in zip(runs[:asked], told)]
+
+
+# However far back a lane is followed into other runs of its sweep.
+FEEDER_RUNS_READ = 2000
+
+
+def feeder_runs(records: list[SubmissionRecord]) -> list[SubmissionRecord]:
+    """The runs, not among ``records``, whose jobs queue theirs in their lanes (and theirs, and so
+    on), as the local index records them; those it does not hold are left out (their jobs' turns
+    then read as waiting)."""
+    have = {record.gym_job_id for record in records}
+    found: list[SubmissionRecord] = []
+    wanted = _feeding_runs(records) - have
+    while wanted and len(found) < FEEDER_RUNS_READ:
+        run_id = min(wanted)
+        wanted.discard(run_id)
+        have.add(run_id)
+        record = indexed_run(run_id)
+        if record is not None:
+            found.append(record)
+            wanted |= _feeding_runs([record]) - have
+    return found
+
+
+def _feeding_runs(records: list[SubmissionRecord]) -> set[str]:
+    return {unit.fed_by.split("/", 1)[0] for record in records for unit in record.units if unit.fed_by}
 
 
 def watch(records: list[SubmissionRecord], interval: float, *, connect: Connect = connect) -> Iterator[list[RunStatus]]:

@@ -124,10 +124,10 @@ def _requeued_jobs(record: SubmissionRecord, infos: list[BenchmarkInfo]) -> list
     jobs = []
     for info in infos:
         job = info.status
-        if not info.plan.remedy.acts or not job.job_id:
+        if not info.plan.remedy.acts or not job.job_id and info.plan.remedy != Remedy.FEED:
             continue
         own = next(b for b in record.units if b.benchmark == job.benchmark)
-        attempt = job.resubmits + 2
+        attempt = 1 if info.plan.remedy == Remedy.FEED else job.resubmits + 2
         jobs.append(
             RequeuedJob(
                 benchmark=job.benchmark,
@@ -135,7 +135,7 @@ def _requeued_jobs(record: SubmissionRecord, infos: list[BenchmarkInfo]) -> list
                 script=f"{job.job_dir}/{contract.JOB_SCRIPT}",
                 attempt=attempt,
                 remedy=info.plan.remedy,
-                after=job.job_id,
+                after=job.job_id or "",
                 local_id=backend.requeued_id(own.job_id or "", attempt),
                 queued_as=dict(own.queued_as),
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from nemo_gym.orchestration.contract import Cause, Status
+from nemo_gym.orchestration.feeding import Turn
 from nemo_gym.orchestration.usage import NO_USAGE, Usage
 
 # The probe's name for the exit status of a job's own job-end event, beside its state file's keys.
@@ -76,6 +77,9 @@ class JobStatus:
     # Whether its scheduler still holds its current job (queued, running or being ended), whatever
     # the job's own word: until it lets go the job counts against the user's limits.
     held: bool = False
+    # A lane's job not queued yet: where it stands (``feeding.turns``), and where its lane stalled.
+    turn: Turn | None = None
+    stalled_at: str = ""
 
     def as_dict(self) -> dict:
         out = asdict(self)
