@@ -12,7 +12,7 @@ from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named, slurm_arrays
 from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.compose import compose_config
-from nemo_gym.orchestration.export_runs import BOOTSTRAP, bootstrap_source, export_script
+from nemo_gym.orchestration.export_runs import bootstrap_source, export_script
 from nemo_gym.orchestration.library.submitting import _record
 from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script, runs_cancel_script
 from nemo_gym.orchestration.observe import probe_script, runs_probe_script
@@ -54,8 +54,8 @@ GOLDEN_SECRETS = {"GYM_GOLDEN_SECRET": "golden-secret-value"}
 # Embedded payloads a golden names instead of holding: the tarball's gzip header carries the time of
 # packing, and the two Python sources are the package's own modules (their own tests cover them).
 TARBALL_STAND_IN = "<the staged files, tar.gz, base64>"
-SOURCES_STAND_IN = "<the staged exporter modules, JSON, base64>"
-PROJECTION_STAND_IN = "<facts.py and rollout_projection.py>"
+EXPORTERS_STAND_IN = "<shipping.inline(Program.EXPORTERS)>\n"
+PROJECTION_STAND_IN = "<shipping.inline(Program.PROJECTION)>"
 
 
 def golden_record(staged: StagedRun) -> SubmissionRecord:
@@ -120,5 +120,5 @@ def golden_requeue(record: SubmissionRecord) -> RequeuedRun:
 def golden_form(script: str) -> str:
     """A submit-side script with its embedded payloads named (see the stand-ins above)."""
     script = re.sub(r"(<<'GYM_TAR_EOF'[^\n]*\n)[^\n]*\n", lambda m: f"{m.group(1)}{TARBALL_STAND_IN}\n", script)
-    script = script.replace(bootstrap_source(), BOOTSTRAP % {"sources": SOURCES_STAND_IN})
+    script = script.replace(bootstrap_source(), EXPORTERS_STAND_IN)
     return script.replace(shlex.quote(projection_source()), shlex.quote(PROJECTION_STAND_IN))

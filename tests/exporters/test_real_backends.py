@@ -1,7 +1,7 @@
 """The exports against the real backends: a real ``mlflow server`` on loopback (SQLite store, the
 artifact proxy it serves by default), the real ``wandb`` library offline, and the table's files.
 
-The exports run as a job runs them: ``steps/exporters/run_exports.py`` staged into a copy of the
+The exports run as a job runs them: ``run_exports`` shipped (``shipping.staged``) into a copy of the
 real quickstart job, run by a python that has no access to our package (the one of the MLflow
 environment, which also has wandb, as a node's python3 might). What they wrote is read back with
 MLflow's own client and with wandb's own record format.
@@ -25,7 +25,9 @@ import pytest
 from export_jobs import BENCHMARK, RUN_ID, receipt, run_staged, staged_job
 from mlflow_server import Forwarder, Server, mlflow_runs
 
-from nemo_gym.orchestration.exporters import SPEC_FILE, STAGED_DIR, spec
+from nemo_gym.orchestration import contract, shipping
+from nemo_gym.orchestration.exporters import SPEC_FILE, spec
+from nemo_gym.orchestration.shipping import Program
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +83,7 @@ def test_an_export_reaches_mlflow_whole(backend_python: str, mlflow_server: Serv
 KILL_AFTER_FIRST_BATCH = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
-import mlflow_rest, run_exports
+from nemo_gym.orchestration.exporters import mlflow_rest, run_exports
 logged = mlflow_rest.MlflowClient.log_batch
 def log_then_die(self, *args, **kwargs):
     logged(self, *args, **kwargs)
@@ -97,7 +99,7 @@ def test_an_export_killed_mid_way_is_finished_by_the_rerun_in_the_same_run(
     experiment = f"exp-{tmp_path.name}"
     job = staged_job(tmp_path, {"mlflow": {"tracking_uri": mlflow_server.url, "experiment": experiment}})
     killed = subprocess.run(
-        [backend_python, "-E", "-s", "-c", KILL_AFTER_FIRST_BATCH, str(job / STAGED_DIR), str(job)],
+        [backend_python, "-E", "-s", "-c", KILL_AFTER_FIRST_BATCH, str(job / contract.SHIPPED_DIR), str(job)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -282,7 +284,7 @@ def test_jobs_finishing_together_share_the_table(backend_python: str, tmp_path: 
     ]
     procs = [
         subprocess.Popen(
-            [backend_python, "-E", "-s", str(j / STAGED_DIR / "run_exports.py"), str(j)],
+            [backend_python, *shipping.launch_words(Program.EXPORTERS, tree=str(j)).split()[1:], str(j)],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -221,8 +221,9 @@ def test_any_valid_resumable_config_renders_sound_scripts(retries, cap, flag, mo
         text=True,
         env={**os.environ, "GYM_JOB_DIR": "/j"},
     ).stdout.splitlines()
-    caps, scheduler, rest = _arguments(shown[4:])
-    assert shown[:4] == ["-E", "-s", "/j/steps/resume.py", "begin"] and rest == ["7", "0"]
+    caps, scheduler, rest = _arguments(shown[5:])
+    assert shown[:5] == ["-E", "-s", "/j/steps/py/gym_run.py", "nemo_gym.orchestration.resume", "begin"]
+    assert rest == ["7", "0"]
     assert scheduler == "slurm_node"
     assert caps.max_retries == (3 if flag else retries)
     assert caps.max_walltime_seconds == (walltime_seconds(cap) if cap and not flag else 0)

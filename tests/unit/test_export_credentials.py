@@ -20,7 +20,7 @@ from fakes.fake_mlflow import FakeMlflowServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemo_gym.orchestration import exporters, library
+from nemo_gym.orchestration import contract, exporters, library
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.export_runs import export_script
@@ -159,8 +159,8 @@ def run_record(job: Path, export_to: dict[str, str] | None = None) -> Submission
 
 def plant(job: Path) -> None:
     """Every staged module replaced by a thief, and a few beside the run directory too."""
-    staged = job / exporters.STAGED_DIR
-    for module in staged.glob("*.py"):
+    staged = job / contract.SHIPPED_DIR
+    for module in staged.rglob("*.py"):
         module.write_text(PLANTED)
     for directory in (job, job.parent):
         for name in ("run_exports.py", "record.py", "json.py", "base64.py"):
@@ -194,7 +194,7 @@ def test_gym_eval_export_of_a_planted_run_directory_runs_our_code_and_leaks_noth
 def test_the_script_names_no_file_of_the_run_directory_to_run_and_ships_our_source(tmp_path: Path) -> None:
     job = staged_job(tmp_path, {"table": {"dir": "/t"}})
     script = export_script(run_record(job), [], False, {"MLFLOW_TRACKING_TOKEN": TOKEN})
-    assert exporters.RUNNER not in script and ".py" not in script.replace("run_exports.main", "")
+    assert contract.SHIPPED_DIR not in script and ".py" not in script
     assert "cd / " in script and "python3 - " in script
     # The same script goes over ssh: our source inside it, the credential only in its export line.
     assert script.count(TOKEN) == 1 and f"export MLFLOW_TRACKING_TOKEN={TOKEN}" in script

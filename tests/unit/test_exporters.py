@@ -27,13 +27,13 @@ from fakes.fake_mlflow import FakeMlflowServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nemo_gym.orchestration.exporters as exporters_pkg
-from nemo_gym.orchestration import contract, facts, untrusted, usage
+from nemo_gym.orchestration import contract, facts, shipping, untrusted, usage
 from nemo_gym.orchestration.contract import Phase, Status
 from nemo_gym.orchestration.exporters import jobfiles, mlflow_rest, receipts, spec, table, wandb_export
 from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError, export_to_mlflow
 from nemo_gym.orchestration.exporters.run_exports import Runner, main, scrub
+from nemo_gym.orchestration.shipping import Program
 
 PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
 # MLflow's own rule for param, metric and tag names (mlflow/utils/validation.py, non-Windows).
@@ -992,14 +992,13 @@ NODE_SIDE_STDLIB = {
     "collections",
     "urllib",
 }
-SIBLINGS = set(exporters_pkg.NODE_MODULES) | set(exporters_pkg.SHARED_MODULES) | {"wandb"}
-PACKAGE_DIR = Path(exporters_pkg.__file__).parent.parent
+# Our own modules (shipped with them: tests/unit/test_shipping.py), and wandb where the job has it.
+SIBLINGS = {"nemo_gym", "wandb"}
 
 
-@pytest.mark.parametrize("module", exporters_pkg.NODE_MODULES + exporters_pkg.SHARED_MODULES)
+@pytest.mark.parametrize("module", Program.EXPORTERS.modules)
 def test_node_side_modules_parse_as_python_3_8_and_import_only_stdlib(module: str) -> None:
-    here = Path(exporters_pkg.__file__).parent if module in exporters_pkg.NODE_MODULES else PACKAGE_DIR
-    source = (here / f"{module}.py").read_text()
+    source = shipping.module_source(module)
     ast.parse(source, feature_version=(3, 8))
     imported = set()
     for node in ast.walk(ast.parse(source)):

@@ -1,4 +1,4 @@
-"""The resume judge as a job runs it: steps/resume.sh calling steps/resume.py under bash, one
+"""The resume judge as a job runs it: steps/resume.sh calling the shipped resume.py under bash, one
 situation each (the rules themselves are unit-tested in test_resume_rules.py).
 
 Slurm's answers are faked here (a scontrol/sacct/sbatch/scancel on PATH that say what the test
@@ -52,6 +52,7 @@ class Job:
     def caps(self, max_retries: int, max_walltime: str | None = None, seconds: int | None = None) -> None:
         files = resume_files("run", ResumePlan(max_retries, max_walltime, seconds), backend_named("slurm"))
         for rel, staged in files.items():
+            (self.dir / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.dir / rel).write_text(staged.content)
 
     def rollouts(self, n: int) -> None:

@@ -106,6 +106,7 @@ def split_unit(unit: str) -> tuple[str, int | None]:
 JOB_SCRIPT = "job.sh"
 JOB_MANIFEST = "job.yaml"  # a Kubernetes Job's manifest, beside its job script
 STEPS_DIR = "steps"
+SHIPPED_DIR = "steps/py"  # this package's modules a job runs, as a package tree (shipping.staged)
 LOGS_DIR = "logs"
 ARTIFACTS_DIR = "artifacts"
 ROLLOUTS_FILE = "artifacts/rollouts.jsonl"

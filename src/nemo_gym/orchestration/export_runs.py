@@ -5,9 +5,8 @@ The script runs *this package's* exporters (``nemo_gym.orchestration.exporters``
 stages), shipped inside the script, against each job directory's data: its export spec, results,
 events and receipts. Nothing from the run directory is run: a run directory may have been copied
 or shared, and a ``run_exports.py`` planted there would be handed this shell's credentials. The
-modules travel as one base64 document in a here-document that a small loader imports from
-(``BOOTSTRAP``), run by the host's ``python3`` from ``/`` with the current directory off its
-path; receipts and keys are the job's own, so an export done already is skipped unless forced.
+modules travel inside the program, in a here-document (``shipping.inline``), run by the host's
+``python3`` from ``/`` with the current directory off its path; receipts and keys are the job's own, so an export done already is skipped unless forced.
 
 The credentials this shell holds are exported at the top of the script, which travels on standard
 input: they never reach a file or a command line. A credential holding a control character (a
@@ -16,14 +15,13 @@ token file's CRLF) is refused before anything runs, naming the variable and neve
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration import contract, exporters
+from nemo_gym.orchestration import contract, exporters, shipping
 from nemo_gym.orchestration.api import env_sources_of
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.exporters.record import credential_problem, scrub_secrets
@@ -31,6 +29,7 @@ from nemo_gym.orchestration.exporters.spec import ENV_TRACKING_URI, MLFLOW, SECR
 from nemo_gym.orchestration.plan import EXPORT_CREDENTIALS
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import render_template
+from nemo_gym.orchestration.shipping import Program
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, SubmitConfig
@@ -41,39 +40,10 @@ HEREDOC_END = "__GYM_EXPORTERS_END__"  # base64 and the loader never hold it
 SPEC_END = "__GYM_SPEC_END__"  # one line of JSON never is it
 CREDENTIAL_VARIABLES = sorted({var for names in EXPORT_CREDENTIALS.values() for var in names})
 
-# Imports the exporters' modules from SOURCES (module name -> source) rather than from any
-# directory, and runs run_exports.main. Python 3.8, stdlib only: it runs on the submit host.
-BOOTSTRAP = """\
-import sys
-sys.path[:] = [p for p in sys.path if p not in ("", ".")]  # nothing from the current directory
-import base64, importlib.abc, importlib.util, json
-SOURCES = json.loads(base64.b64decode(%(sources)r).decode("utf-8"))
-
-
-class GymExporters(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name not in SOURCES:
-            return None
-        return importlib.util.spec_from_loader(name, self, origin="nemo_gym.orchestration.exporters:" + name)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        exec(compile(SOURCES[module.__name__], module.__spec__.origin, "exec"), module.__dict__)
-
-
-sys.meta_path.insert(0, GymExporters())
-import run_exports
-sys.exit(run_exports.main(sys.argv[1:]))
-"""
-
 
 def bootstrap_source() -> str:
-    """The loader with every staged module of this package inside it (module name -> source)."""
-    sources = {rel.rsplit("/", 1)[-1][: -len(".py")]: text for rel, text in exporters.staged_files().items()}
-    blob = base64.b64encode(json.dumps(sources).encode()).decode("ascii")
-    return BOOTSTRAP % {"sources": blob}
+    """The installed exporters as one program for the host's ``python3 -`` (``shipping.inline``)."""
+    return shipping.inline(Program.EXPORTERS)
 
 
 def export_script(

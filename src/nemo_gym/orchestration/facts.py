@@ -23,14 +23,8 @@ import re
 from enum import Enum
 from typing import Any, NamedTuple
 
-if __package__:
-    from . import contract as c
-    from . import untrusted as u
-elif __name__ != "__main__":  # staged: contract.py and untrusted.py sit beside this file
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import untrusted as u  # type: ignore[no-redef,import-not-found]
-# Else this is the front of the rollout projection's ``python3 -c`` source, which reads no events
-# nor receipts (and must import nothing from the directory it runs in).
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration import untrusted as u
 
 # -- metric names ------------------------------------------------------------------------------------
 

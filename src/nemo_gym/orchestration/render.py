@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-from nemo_gym.orchestration import contract, exporters
+from nemo_gym.orchestration import contract, exporters, shipping
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan import (
     COLLECTOR_STEP,
@@ -28,6 +27,7 @@ from nemo_gym.orchestration.plan import (
 )
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
+from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
 from nemo_gym.orchestration.yamlio import dump_yaml
 
@@ -65,38 +65,26 @@ class StagedRun:
         ]
 
 
-def _module_source(name: str) -> str:
-    """A module of this package (``resume``, ``backends.slurm_node``) staged into a job as it is
-    (stdlib-only helpers run on the node)."""
-    *package, module = name.split(".")
-    return resources.files(".".join(["nemo_gym.orchestration", *package])).joinpath(f"{module}.py").read_text()
-
-
 def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str, StagedFile]:
-    """A resumable job's judge: its shell wrapper, ``resume.py`` with the contract and the facts
-    (and what they read with) beside it, and
-    the backend's node module it talks to its scheduler through (all flat under ``steps/``, where
-    the node's python3 imports them by name)."""
+    """A resumable job's judge: its shell wrapper, and ``resume.py`` shipped with what it imports
+    and the backend's node module it talks to its scheduler through."""
     if backend.node_scheduler is None:
         raise ValueError(f"the {backend.name} backend runs no resumable jobs")
-    scheduler = f"{contract.STEPS_DIR}/{backend.node_scheduler}.py"
-    return {
-        contract.step_script("resume"): StagedFile(
-            render_template(
-                "resume.sh.j2",
-                run_id=run_id,
-                resume=resume,
-                exit_stop=EXIT_STOP,
-                missing_exit=EXIT_MISSING,
-                scheduler=backend.node_scheduler,
-            )
-        ),
-        f"{contract.STEPS_DIR}/resume.py": StagedFile(_module_source("resume")),
-        f"{contract.STEPS_DIR}/contract.py": StagedFile(_module_source("contract")),
-        f"{contract.STEPS_DIR}/facts.py": StagedFile(_module_source("facts")),
-        f"{contract.STEPS_DIR}/untrusted.py": StagedFile(_module_source("untrusted")),
-        scheduler: StagedFile(_module_source(f"backends.{backend.node_scheduler}")),
-    }
+    wrapper = render_template(
+        "resume.sh.j2",
+        run_id=run_id,
+        resume=resume,
+        exit_stop=EXIT_STOP,
+        missing_exit=EXIT_MISSING,
+        scheduler=backend.node_scheduler,
+        resume_run=shipping.launch_words(Program.RESUME_JUDGE),
+    )
+    files = {contract.step_script("resume"): StagedFile(wrapper)}
+    return files | _shipped(Program.RESUME_JUDGE, f"backends.{backend.node_scheduler}")
+
+
+def _shipped(program: Program, *more: str) -> dict[str, StagedFile]:
+    return {rel: StagedFile(text) for rel, text in shipping.staged(program, *more).items()}
 
 
 def render_run(plan: RunPlan) -> StagedRun:
@@ -145,12 +133,11 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
             render_template("collector.sh.j2", otel=job.otel), EXECUTABLE
         )
     if any(isinstance(step, VllmGatewayStep) for step in job.steps):
-        from nemo_gym.orchestration.gateway import SCRIPT_NAME, script_text
-
-        files[f"{contract.STEPS_DIR}/{SCRIPT_NAME}"] = StagedFile(script_text())
+        files.update(_shipped(Program.GATEWAY))
+    gateway_run = shipping.launch_words(Program.GATEWAY, isolated=False)
     for step in job.steps:
         files[contract.step_script(step.name)] = StagedFile(
-            render_template("step.sh.j2", run_id=plan.run_id, job=job, step=step), EXECUTABLE
+            render_template("step.sh.j2", run_id=plan.run_id, job=job, step=step, gateway_run=gateway_run), EXECUTABLE
         )
     return files
 
@@ -187,7 +174,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,
         exports=job.export is not None or (job is plan.shared and any(b.export for b in (*plan.jobs, *plan.guests))),
-        export_runner=exporters.RUNNER,
+        export_run=shipping.launch_words(Program.EXPORTERS, tree='"$2"'),
         missing_exit=EXIT_MISSING,
     )
 
@@ -201,14 +188,14 @@ def _driver_files(plan: RunPlan, job: JobPlan) -> dict[str, StagedFile]:
         driver=job.driver,
         command_file=COMMAND_FILE,
         merge_start_timeout=MERGE_START_TIMEOUT,
+        shards_run=shipping.launch_words(Program.SHARDS),
     )
     files = {contract.step_script(DRIVER_STEP): StagedFile(text, EXECUTABLE)}
     if job.driver.command is not None:
         files[f"{contract.STEPS_DIR}/{COMMAND_FILE}"] = StagedFile(job.driver.command)
     if job.shard is not None:
         # Its slice and the merge's decisions, run by the driver's python3 (stdlib).
-        files[f"{contract.STEPS_DIR}/shards.py"] = StagedFile(_module_source("shards"))
-        files[f"{contract.STEPS_DIR}/contract.py"] = StagedFile(_module_source("contract"))
+        files.update(_shipped(Program.SHARDS))
     return files
 
 
@@ -216,7 +203,7 @@ def _export_files(job: JobPlan) -> dict[str, StagedFile]:
     """The stdlib exporters and this benchmark's spec (no credential: those come from the job's env)."""
     if job.export is None:
         return {}
-    files = {rel: StagedFile(text) for rel, text in exporters.staged_files().items()}
+    files = _shipped(Program.EXPORTERS)
     files[exporters.SPEC_FILE] = StagedFile(json.dumps(job.export.spec, indent=2) + "\n")
     return files
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.orchestration import contract, facts, untrusted
+from nemo_gym.orchestration import contract, facts, shipping, untrusted
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.errors import UserError
@@ -45,6 +45,7 @@ from nemo_gym.orchestration.rollouts import (
     per_task_means,
     repeat_spread,
 )
+from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.submission import split_by_run
 from nemo_gym.orchestration.usage import NO_USAGE, Usage
 
@@ -55,7 +56,6 @@ DEFAULT_METRIC = "reward"
 PREFERRED = tuple(
     facts.mlflow_safe_key(name) for name in ("mean/reward", "pass@1/accuracy", "pass@1/f1", "mean_reward", "accuracy")
 )
-PROJECTION_FILES = (Path(facts.__file__), Path(__file__).with_name("rollout_projection.py"))
 NO_EXPECTED_LIST = (
     f"no {Path(contract.MATERIALIZED_INPUTS_FILE).name} (gym before 0.7.0 writes none): nothing lists the samples "
     f"the driver meant to write"
@@ -253,9 +253,9 @@ def _batches(runs: list[tuple[str, dict[str, Any]]]) -> list[list[tuple[str, dic
 
 
 def projection_source() -> str:
-    """What the host's ``python3 -c`` runs: ``facts.py`` (the row and index definitions) and the
-    projection after it, one program that imports nothing from the directory it runs in."""
-    return "\n".join(path.read_text() for path in PROJECTION_FILES)
+    """What the host's ``python3 -c`` runs: the rollout projection with what it imports, one
+    program that imports nothing from the directory it runs in (``shipping.inline``)."""
+    return shipping.inline(Program.PROJECTION)
 
 
 @dataclass

@@ -21,11 +21,11 @@ The chain also stops when its jobs have run ``max_walltime`` together, and at ``
 
 The scheduler is behind ``Scheduler``, a small protocol: what its word for a job says of how the
 job ended, queueing a successor, cancelling one. The backend that runs the chain implements it in
-a module of its own, staged beside this file and named by ``--scheduler`` (Slurm's:
+a module of its own, shipped with this one and named by ``--scheduler`` (Slurm's:
 ``backends/slurm_node.py``).
 
-Stdlib only, Python 3.8 syntax: staged into the job as ``steps/resume.py`` beside
-``steps/contract.py`` and the scheduler's module, and run with the node's ``python3``. The
+Stdlib only, Python 3.8 syntax: shipped into the job with the contract, the facts and the
+scheduler's module (``shipping.Program.RESUME_JUDGE``), and run with the node's ``python3``. The
 decisions are pure functions (``outcome_of``, ``resume_action``, ``judge``, ``opening``); ``main``
 does the I/O.
 """
@@ -38,12 +38,8 @@ import time
 from importlib import import_module
 from typing import TYPE_CHECKING, NamedTuple
 
-if __package__:
-    from . import contract as c
-    from . import facts as f
-else:  # staged into a job: the contract and the facts sit beside this file
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import facts as f  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration import facts as f
 
 EXIT_GO = 0
 EXIT_STOP = 10  # the chain stops here: the job must not run
@@ -232,9 +228,8 @@ class Scheduler(Protocol):
 
 
 def load_scheduler(module: str) -> Scheduler:
-    """The ``NodeScheduler`` of a backend's node module: beside this file on the node, in
-    ``backends/`` of the package."""
-    found = import_module(f"{__package__}.backends.{module}" if __package__ else module)
+    """The ``NodeScheduler`` of a backend's node module (``backends/<module>.py``, shipped with this one)."""
+    found = import_module(f"nemo_gym.orchestration.backends.{module}")
     return found.NodeScheduler()
 
 

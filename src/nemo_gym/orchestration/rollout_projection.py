@@ -13,7 +13,7 @@ own name only when it is a scalar (a non-scalar value is no score either way). L
 linear time and bounded memory: at most one row of ``MAX_ROW_BYTES`` and one block at a time.
 Run as
 
-    python3 -c "$(cat facts.py rollout_projection.py)" MARKER METRIC [+GROUP] BENCHMARK ROLLOUTS EXPECTED [=LINE] [BENCHMARK ROLLOUTS EXPECTED ...]
+    python3 -c "$(shipping.inline(Program.PROJECTION))" MARKER METRIC [+GROUP] BENCHMARK ROLLOUTS EXPECTED [=LINE] [BENCHMARK ROLLOUTS EXPECTED ...]
 
 (``+GROUP``: each rollout row also keeps the value of its field GROUP, the group of related tasks
 ``compare --group-key`` clusters by.)
@@ -29,20 +29,17 @@ import os
 import sys
 import zlib
 
-if __package__:
-    from .facts import (
-        GROUP_KEY,
-        GROUP_VALUE_MAX,
-        INPUT_DIGEST_KEY,
-        OVERSIZED,
-        ROLLOUT_INDEX_KEY,
-        TASK_INDEX_KEY,
-        input_row_digest,
-        lines_of,
-        parse_row,
-    )
-# Else run as ``python3 -c`` with ``facts.py``'s source in front of this one
-# (``results.projection_source``): its names are defined above.
+from nemo_gym.orchestration.facts import (
+    GROUP_KEY,
+    GROUP_VALUE_MAX,
+    INPUT_DIGEST_KEY,
+    OVERSIZED,
+    ROLLOUT_INDEX_KEY,
+    TASK_INDEX_KEY,
+    input_row_digest,
+    lines_of,
+    parse_row,
+)
 
 UNREADABLE = "!"
 SEPARATOR = "\x1f"

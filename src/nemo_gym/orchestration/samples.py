@@ -14,12 +14,8 @@ import json
 import sys
 from typing import Any, Iterable, NamedTuple
 
-if __package__:
-    from . import facts as f
-    from . import untrusted
-else:  # sent to a run's host: the facts sit beside this file
-    import facts as f  # type: ignore[no-redef,import-not-found]
-    import untrusted  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import facts as f
+from nemo_gym.orchestration import untrusted
 
 PAGE_SIZE = 50
 TEXT_CAP = 20_000  # characters of a prompt or a response shown

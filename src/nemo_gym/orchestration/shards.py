@@ -31,10 +31,7 @@ import sys
 import time
 from typing import Iterable, Iterator
 
-if __package__:
-    from . import contract as c
-else:  # staged into a job: the contract sits beside this file
-    import contract as c  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
 
 TASK_INDEX_KEY = "_ng_task_index"
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
-if __package__:
-    from .. import contract as c
-else:  # staged into a job: the contract sits beside this file
-    import contract as c  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
 
 # -- Slurm's job states ------------------------------------------------------------------------------
 

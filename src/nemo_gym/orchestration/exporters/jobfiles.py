@@ -23,19 +23,11 @@ import glob
 import os
 import time
 
-if __package__:
-    from .. import contract as c
-    from .. import facts as f
-    from .. import untrusted as u
-    from . import record as r
-    from . import spec as s
-else:  # staged into a job: contract.py, facts.py, untrusted.py and the exporters sit side by side
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import facts as f  # type: ignore[no-redef,import-not-found]
-    import record as r  # type: ignore[no-redef,import-not-found]
-    import spec as s  # type: ignore[no-redef,import-not-found]
-    import untrusted as u  # type: ignore[no-redef,import-not-found]
-
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration import facts as f
+from nemo_gym.orchestration import untrusted as u
+from nemo_gym.orchestration.exporters import record as r
+from nemo_gym.orchestration.exporters import spec as s
 
 # -- metrics -----------------------------------------------------------------------------------------
 
@@ -169,9 +161,9 @@ def _latest(dirs: dict[str, str]) -> str | None:
 
     def stamp(name: str) -> float:
         times = []
-        for f in (c.STATE_FILE, c.EVENTS_FILE):
+        for file_name in (c.STATE_FILE, c.EVENTS_FILE):
             try:
-                times.append(os.path.getmtime(os.path.join(dirs[name], f)))
+                times.append(os.path.getmtime(os.path.join(dirs[name], file_name)))
             except OSError:
                 continue
         return max(times) if times else 0.0

@@ -48,14 +48,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from .. import contract as c
-    from . import record as r
-    from .spec import tracking_uri_problem
-else:  # staged into a job: contract.py and the exporters' modules sit side by side
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import record as r  # type: ignore[no-redef,import-not-found]
-    from spec import tracking_uri_problem  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration.exporters import record as r
+from nemo_gym.orchestration.exporters.spec import tracking_uri_problem
 
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_TOKEN = "MLFLOW_TRACKING_TOKEN"

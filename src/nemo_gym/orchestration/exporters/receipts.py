@@ -22,21 +22,14 @@ import json
 import os
 import time
 
-if __package__:
-    from .. import contract as c
-    from .. import facts as f
-    from .. import untrusted as u
-else:  # staged into a job: the contract, facts and untrusted sit beside the exporters
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import facts as f  # type: ignore[no-redef,import-not-found]
-    import untrusted as u  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration import facts as f
+from nemo_gym.orchestration import untrusted as u
 
 # Job-directory paths of the exports (relative to the job directory). They belong with the
 # run-directory contract; they live here until the contract names them.
 EXPORTS_DIR = c.EXPORTS_DIR  # receipts and their locks
-STAGED_DIR = c.EXPORTERS_DIR  # the node-side modules, contract.py, and the spec
-SPEC_FILE = f"{STAGED_DIR}/export-spec.json"
-RUNNER = f"{STAGED_DIR}/run_exports.py"
+SPEC_FILE = f"{c.EXPORTERS_DIR}/export-spec.json"  # the exporters' modules are shipped (shipping.py)
 
 # A receipt and its states are ``facts``' (status reads them too).
 ReceiptState = f.ReceiptState

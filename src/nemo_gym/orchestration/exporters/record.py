@@ -21,12 +21,8 @@ import json
 import re
 from typing import Any, NamedTuple
 
-if __package__:
-    from .. import contract as c
-    from .. import facts as f
-else:  # staged into a job: contract.py and facts.py sit beside the exporters
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import facts as f  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration import facts as f
 
 PARAM_VALUE_LIMIT = 500
 KEY_LIMIT = f.KEY_LIMIT
@@ -78,7 +74,7 @@ def scrub_secrets(text: str, secrets: Any) -> str:
     for secret in secrets:
         if secret:
             forms |= {secret, secret.strip(), repr(secret)[1:-1], secret.encode("unicode_escape").decode("ascii")}
-    for form in sorted((f for f in forms if f), key=len, reverse=True):
+    for form in sorted((form for form in forms if form), key=len, reverse=True):
         text = text.replace(form, "***")
     return _AUTH_VALUE.sub(lambda m: f"{m.group(1) or m.group(3)}{m.group(2) or m.group(4)}***", text)
 

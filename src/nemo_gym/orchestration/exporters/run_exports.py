@@ -36,20 +36,10 @@ import time
 # cannot subscript collections.abc.Callable.
 from typing import Any, Callable  # noqa: UP035
 
-if __package__:
-    from .. import contract as c
-    from . import jobfiles, mlflow_rest, receipts, table, wandb_export
-    from . import record as r
-    from . import spec as s
-else:  # staged into a job: contract.py and the exporters' modules sit side by side
-    import contract as c  # type: ignore[no-redef,import-not-found]
-    import jobfiles  # type: ignore[no-redef,import-not-found]
-    import mlflow_rest  # type: ignore[no-redef,import-not-found]
-    import receipts  # type: ignore[no-redef,import-not-found]
-    import record as r  # type: ignore[no-redef,import-not-found]
-    import spec as s  # type: ignore[no-redef,import-not-found]
-    import table  # type: ignore[no-redef,import-not-found]
-    import wandb_export  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration import contract as c
+from nemo_gym.orchestration.exporters import jobfiles, mlflow_rest, receipts, table, wandb_export
+from nemo_gym.orchestration.exporters import record as r
+from nemo_gym.orchestration.exporters import spec as s
 
 EXIT_USAGE = 2
 # Environment variables whose values must never reach a file or a log line.

@@ -17,10 +17,7 @@ import json
 import urllib.parse
 from typing import Any, NamedTuple
 
-if __package__:
-    from . import record as r
-else:  # staged into a job: the exporters' modules sit side by side
-    import record as r  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration.exporters import record as r
 
 SPEC_VERSION = 1
 MLFLOW = "mlflow"

@@ -32,10 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from . import record as r
-else:  # staged into a job: the exporters' modules sit side by side
-    import record as r  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration.exporters import record as r
 
 CSV_FILE = "results.csv"
 JSON_FILE = "results.json"

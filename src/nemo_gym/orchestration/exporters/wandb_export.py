@@ -26,10 +26,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from . import record as r
-else:  # staged into a job: the exporters' modules sit side by side
-    import record as r  # type: ignore[no-redef,import-not-found]
+from nemo_gym.orchestration.exporters import record as r
 
 MODES = ("online", "offline")
 DEFAULT_MODE = "online"

@@ -10,7 +10,6 @@ elsewhere only with a token (asked once, then kept in a cookie).
 
 from __future__ import annotations
 
-import base64
 import hmac
 import ipaddress
 import json
@@ -22,16 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from pathlib import Path
 
-from nemo_gym.orchestration import contract, samples, view
+from nemo_gym.orchestration import contract, samples, shipping, view
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.observing import RunStatus, list_runs, list_sweeps, results, status
 from nemo_gym.orchestration.library.selecting import Selection, select
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord
 from nemo_gym.orchestration.results import DEFAULT_METRIC
+from nemo_gym.orchestration.shipping import Program
 
 TOKEN_COOKIE = "gym_view"
 # Sent with every page: it runs no script and loads nothing from elsewhere.
@@ -211,31 +210,16 @@ def read_tasks(
     return found
 
 
-# The package's modules samples.py reads with, in the order they import each other (stdlib only).
-_SENT = ("contract", "untrusted", "facts", "samples")
 _PROGRAM_END = "__GYM_SAMPLES_END__"  # base64 and the loader never hold it
 
 
 def _on_host(record: SubmissionRecord, args: list[str], connect: Connect) -> dict:
-    """``samples.py ARGS`` run by the host's python3 (the package's own modules, sent in the
-    script, on its standard input: never an argument, whatever their size); its JSON answer,
+    """``samples.py ARGS`` run by the host's python3 (the package's own modules, shipped in the
+    script on its standard input: never an argument, whatever their size); its JSON answer,
     bounded and read as untrusted ({} when there is none)."""
-    package = resources.files("nemo_gym.orchestration")
-    sources = {name: package.joinpath(f"{name}.py").read_text() for name in _SENT}
-    blob = base64.b64encode(json.dumps(sources).encode()).decode()
-    program = "\n".join(
-        [
-            "import base64, json, sys, types",
-            f"src = json.loads(base64.b64decode('{blob}'))",
-            f"for name in {_SENT!r}:",
-            "    module = types.ModuleType(name)",
-            "    sys.modules[name] = module",
-            "    exec(compile(src[name], name + '.py', 'exec'), module.__dict__)",
-            "sys.exit(sys.modules['samples'].main(sys.argv[1:]))",
-        ]
-    )
+    program = shipping.inline(Program.SAMPLES)
     words = " ".join(shlex.quote(a) for a in args)
-    script = f"cd / && python3 - {words} <<'{_PROGRAM_END}'\n{program}\n{_PROGRAM_END}\n"
+    script = f"cd / && python3 - {words} <<'{_PROGRAM_END}'\n{program}{_PROGRAM_END}\n"
     with connect(record.hostname) as conn:
         out = conn.run_script(script).stdout
     try:

@@ -1,5 +1,5 @@
 # shellcheck disable=SC2016
-gym_projection='<facts.py and rollout_projection.py>'
+gym_projection='<shipping.inline(Program.PROJECTION)>'
 if ! { command -v python3 >/dev/null 2>&1 && python3 -c "$gym_projection" __GYM_ROLLOUTS: reward '=__GYM_RUN:0' a /lustre/runs/gym-job-20260101T000000Z-000000/a/artifacts/rollouts.jsonl /lustre/runs/gym-job-20260101T000000Z-000000/a/artifacts/rollouts_materialized_inputs.jsonl b /lustre/runs/gym-job-20260101T000000Z-000000/b/artifacts/rollouts.jsonl /lustre/runs/gym-job-20260101T000000Z-000000/b/artifacts/rollouts_materialized_inputs.jsonl c /lustre/runs/gym-job-20260101T000000Z-000000/c/artifacts/rollouts.jsonl /lustre/runs/gym-job-20260101T000000Z-000000/c/artifacts/rollouts_materialized_inputs.jsonl; }; then
   printf '%s\n' __GYM_RUN:0
   [ -f /lustre/runs/gym-job-20260101T000000Z-000000/a/artifacts/rollouts.jsonl ] && { printf '%s%s\x1f%s\x1fraw\x1f\x1f' __GYM_ROLLOUTS: a rollouts; cut -b 1-67108865 /lustre/runs/gym-job-20260101T000000Z-000000/a/artifacts/rollouts.jsonl | base64 -w0; echo; }

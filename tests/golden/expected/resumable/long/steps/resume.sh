@@ -1,11 +1,11 @@
 # shellcheck shell=bash
 # A resumable benchmark runs as a chain of Slurm jobs over one job directory. The decisions (judge
-# the job before this one, stop or go on, queue the successor) are made by steps/resume.py, with the
+# the job before this one, stop or go on, queue the successor) are made by resume.py (shipped: steps/py), with the
 # node's python3; this file only calls it and keeps the heartbeat the next job measures this one by.
 # Rendered by gym orchestration for run gym-job-20260101T000000Z-000000.
 
 gym_resume() {
-    python3 -E -s "$GYM_JOB_DIR/steps/resume.py" "$1" --max-retries 2 \
+    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.resume "$1" --max-retries 2 \
         --max-walltime 1-00:00:00 --max-walltime-seconds 86400 \
         --chain-limit 100 --scheduler slurm_node "${@:2}"
 }
@@ -47,5 +47,5 @@ gym_resume_finish() {
 # The driver exited 0: are the samples all there? Prints "N of M" and returns 3 when some are
 # missing (the job then ends cut short, and its successor finishes them).
 gym_resume_missing() {
-    python3 -E -s "$GYM_JOB_DIR/steps/resume.py" missing
+    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.resume missing
 }

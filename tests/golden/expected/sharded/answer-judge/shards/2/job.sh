@@ -107,7 +107,7 @@ gym_ending_cause() {
 # in it. Once each; a failure is recorded in its receipt and never changes the benchmark's state.
 gym_export() {
     gym_log "exporting the results of $(basename "$2")"
-    python3 "$2/steps/exporters/run_exports.py" "$2" --job-id "$GYM_JOB_ID" --state "$1" ||
+    python3 -E -s "$2"/steps/py/gym_run.py nemo_gym.orchestration.exporters.run_exports "$2" --job-id "$GYM_JOB_ID" --state "$1" ||
         gym_log "WARNING: the exports could not run here (python3 on this node?); gym eval export runs them later"
 }
 

@@ -11,10 +11,10 @@ mkdir -p "$GYM_JOB_DIR/work" && cd "$GYM_JOB_DIR/work" || exit 1
 # Shard 2 of 3: not done until it ends well again (a merge meanwhile would take its
 # old rows). gym prepares the benchmark's inputs as one job would, then this shard keeps its slice
 # of them, which gym eval run takes as its prepared data.
-python3 "$GYM_JOB_DIR/steps/shards.py" starting /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 2 || exit 1
+python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards starting /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 2 || exit 1
 gym_log "driver: shard 2 of 3: gym dataset collate"
 gym dataset collate --model-type openai_model '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"' +mode=train_preparation +should_download=true +output_dirpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/2/artifacts/rollouts/preprocessed_datasets || exit 1
-python3 "$GYM_JOB_DIR/steps/shards.py" slice /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/2/artifacts/rollouts/preprocessed_datasets benchmark 2 3 12 || exit 1
+python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards slice /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/2/artifacts/rollouts/preprocessed_datasets benchmark 2 3 12 || exit 1
 
 run_cmd=(
     gym
@@ -45,7 +45,7 @@ gym_step_run "${run_cmd[@]}" || exit
 # due (every shard done, these done markers not merged yet: shards.py decides): gym's servers score
 # the union of the shards' rollouts into the benchmark's own artifacts (gym eval aggregate). A
 # shard that finds the lock held leaves it to the holder, which looks again before letting go.
-python3 "$GYM_JOB_DIR/steps/shards.py" finished /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 2 "$GYM_JOB_ID" || exit 1
+python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards finished /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 2 "$GYM_JOB_ID" || exit 1
 env_cmd=(gym env start --model-type openai_model '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"')
 aggregate_cmd=(gym eval aggregate '+config_paths=[responses_api_models/openai_model/configs/openai_model.yaml]' '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"' '+input_glob=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/artifacts/rollouts.jsonl' +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl)
 gym_merge_env_pid=''
@@ -90,7 +90,7 @@ gym_merge_shards() {
     fi
     [ "$got" -eq 0 ] || gym_log "WARNING: no lock on /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/.gym/shards/merge.lock here (flock); merging without it"
     while :; do
-        python3 "$GYM_JOB_DIR/steps/shards.py" merge-due /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 "$seen"
+        python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards merge-due /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 "$seen"
         due=$?
         [ "$due" -ne 1 ] || break
         [ "$due" -eq 0 ] || { rc=1; break; }
@@ -98,8 +98,8 @@ gym_merge_shards() {
         gym_merge_servers || { rc=1; break; }
         gym_log "driver: ${aggregate_cmd[*]}"
         if ! "${aggregate_cmd[@]}" ||
-            ! python3 "$GYM_JOB_DIR/steps/shards.py" gather /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 ||
-            ! python3 "$GYM_JOB_DIR/steps/shards.py" merged /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge "$seen"; then
+            ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards gather /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 3 ||
+            ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards merged /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge "$seen"; then
             rc=1
             break
         fi
