@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,12 @@ def run_submit(cluster_run, config, env) -> subprocess.CompletedProcess:
 
 def queued_for(run_dir: str) -> set[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i %Z"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if run_dir in line}
+
+
+def tasks_for(run_dir: str) -> set[str]:
+    """Every queued job and array task working under ``run_dir``."""
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %Z"], capture_output=True, text=True).stdout
     return {line.split()[0] for line in out.splitlines() if run_dir in line}
 
 
@@ -119,3 +126,54 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
     for b in record.benchmarks:
         if not b.job_id:
             assert b.error == "not submitted: the connection was lost before its sbatch ran"
+
+
+def test_a_sweep_submit_killed_after_queueing_is_recorded_by_the_next_submit_never_queued_twice(
+    cluster_run, tmp_path
+) -> None:
+    """gym eval submit -m killed with SIGKILL once the real sbatch has queued the sweep's jobs,
+    before it could record them (an sbatch in front of the real one holds the answer back a few
+    seconds: the kill's chosen point). The submission script runs on to its end, logging every job
+    it queued; the same command again records those runs and queues nothing."""
+    from test_sweeps import checkpoints, sweep_config
+
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    queued_flag = tmp_path / "queued"
+    real = subprocess.run(["bash", "-c", "command -v sbatch"], capture_output=True, text=True).stdout.strip()
+    (shim / "sbatch").write_text(
+        f'#!/bin/bash\nout=$({real} "$@" 2>&1); rc=$?\ntouch {queued_flag}\nsleep 3\nprintf "%s\\n" "$out"\nexit $rc\n'
+    )
+    (shim / "sbatch").chmod(0o755)
+    models = checkpoints(tmp_path)
+    config = sweep_config(cluster_run, {"math": {}}, compute={"extra_args": {"begin": "now+1hour"}})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "-m"]
+    argv.append(f"services.policy.model={','.join(models)}")
+    first = subprocess.Popen(
+        argv, env={**env, "PATH": f"{shim}:{env['PATH']}"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while not queued_flag.exists():
+        assert first.poll() is None and time.monotonic() < deadline, "the submit never reached sbatch"
+        time.sleep(0.1)
+    first.kill()
+    first.wait()
+    runs = tmp_path / "runs"
+    deadline = time.monotonic() + 60
+    while len(queued := tasks_for(str(runs))) < 3 or not all(
+        (d / ".gym-submitted").is_file() for d in runs.glob("gym-job-*")
+    ):
+        assert time.monotonic() < deadline, queued
+        time.sleep(0.5)
+    cluster_run.job_ids += sorted(queued)
+    assert not list((tmp_path / "cache" / "nemo-gym" / "jobs").glob("gym-job-*.json"))  # nothing recorded
+    second = subprocess.run(argv + ["--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert "nothing was queued again" in second.stderr and "queueing 3 of 3 job(s)" in second.stderr
+    sweep = json.loads(second.stdout)
+    assert sorted(b["job_id"] for r in sweep["records"] for b in r["benchmarks"]) == sorted(queued)
+    assert tasks_for(str(runs)) == queued  # nothing queued twice
+    assert len(list(runs.glob("gym-job-*"))) == 3

@@ -302,12 +302,12 @@ def index_dir() -> Path:
 
 def write_local_index(record: SubmissionRecord) -> Path | None:
     """Best effort: the jobs are queued already, so a full disk here must not fail the submit."""
-    return _write_index_file(index_dir() / f"{record.gym_job_id}.json", record.dumps())
+    return write_index_file(index_dir() / f"{record.gym_job_id}.json", record.dumps())
 
 
 def write_sweep_index(sweep: SweepRecord) -> Path | None:
     """Best effort, like a run's: the runs' own index entries name their sweep too."""
-    return _write_index_file(index_dir() / f"{sweep.sweep_id}{SWEEP_INDEX_SUFFIX}", sweep.dumps())
+    return write_index_file(index_dir() / f"{sweep.sweep_id}{SWEEP_INDEX_SUFFIX}", sweep.dumps())
 
 
 SWEEP_INDEX_SUFFIX = ".sweep.json"
@@ -320,7 +320,7 @@ def write_observation(run_id: str, summary: str, spent: list[Spent] | None = Non
     """What ``status`` last saw of a run (best effort): its state for ``list`` to show without
     asking, and what its successful jobs cost, for later submissions' estimates."""
     document = {"state": summary, "at": now_utc(), "spent": [asdict(s) for s in spent or []]}
-    _write_index_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", json.dumps(document) + "\n")
+    write_index_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", json.dumps(document) + "\n")
 
 
 # Observations read for an estimate: the newest, each bounded like any index file.
@@ -374,7 +374,7 @@ def last_observed(run_id: str) -> tuple[str, str] | None:
     return (state, at) if isinstance(state, str) and isinstance(at, str) else None
 
 
-def _write_index_file(path: Path, text: str) -> Path | None:
+def write_index_file(path: Path, text: str) -> Path | None:
     """Written whole or not at all (a temporary file in the same folder, renamed over), and only
     under a name an id makes: nothing read back steers where the index writes."""
     if not _INDEX_NAME_RE.fullmatch(path.name):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -211,7 +211,7 @@ class Backend(ABC):
         jobs the scheduler takes in one call (``most_queued_together``)."""
         lines = []
         for plan, export in zip(plans, exports):
-            lines += [run_marker_line(plan), "(", *export, *self.submit_lines(plan, fed or {}), ")"]
+            lines += run_block(plan, export, self.submit_lines(plan, fed or {}))
         return lines
 
     # -- site limits ------------------------------------------------------------------------------
@@ -328,6 +328,13 @@ def own_process_group_line(launch: Launch) -> str:
     its output in its log."""
     log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
     return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
+
+
+def run_block(plan: RunPlan, export: Sequence[str], job_lines: Sequence[str]) -> list[str]:
+    """Bash: a run's part of a submission, its jobs queued in a subshell with its own secrets; a run
+    with none to queue itself (a guest of another run's shared job) gets a no-op, since an empty
+    subshell is a syntax error (fatal inside the submission's one brace group)."""
+    return [run_marker_line(plan), "(", *export, *(job_lines or [":"]), ")"]
 
 
 def run_marker_line(plan: RunPlan) -> str:

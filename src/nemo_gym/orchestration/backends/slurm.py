@@ -19,7 +19,7 @@ from nemo_gym.orchestration.backends.base import (
     SchedulerView,
     job_answer_lines,
     recorded_outcome,
-    run_marker_line,
+    run_block,
     running_state,
     self_recorded_end,
 )
@@ -171,7 +171,7 @@ class SlurmBackend(Backend):
             lines += _array_lines(k, array, self.template_vars())
             tasks.update({job_dir: (k, i) for i, job_dir in enumerate(array.job_dirs)})
         for plan, export in zip(plans, exports):
-            lines += [run_marker_line(plan), "(", *export, *self._job_lines(plan, fed, tasks), ")"]
+            lines += run_block(plan, export, self._job_lines(plan, fed, tasks))
         return lines
 
     def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:

@@ -167,6 +167,8 @@ def report(submission: Submission, as_json: bool) -> int:
                 f"The site's limits let {lanes} of these jobs be queued at once: they run in {lanes} lanes, "
                 f"each job queuing the next of its lane as it starts ({len(fed)} wait their turn)"
             )
+    if submission.adopted:
+        print(f"note: {submission.adopted}", file=sys.stderr)
     if submission.interrupted:
         print(f"error: {submission.interrupted}", file=sys.stderr)
         return 1

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.comparison import BenchmarkComparison, RunComparison
     from nemo_gym.orchestration.gate import GateOutcome, GatePolicy
     from nemo_gym.orchestration.library.cancelling import CancelReport, cancel, cancel_command
+    from nemo_gym.orchestration.library.composing import (
+        Combination,
+        Composition,
+        compose,
+        resolved_config,
+        resolved_yaml,
+    )
     from nemo_gym.orchestration.library.describing import AttemptInfo, BenchmarkInfo, RunInfo, info, info_json
     from nemo_gym.orchestration.library.exporting import ExportResult, export
     from nemo_gym.orchestration.library.gating import gate, read_policy
@@ -61,16 +68,11 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
     from nemo_gym.orchestration.library.selecting import Selection, select, select_run
     from nemo_gym.orchestration.library.submitting import (
-        Combination,
-        Composition,
         Prepared,
         PreparedRun,
         Submission,
-        compose,
         job_kind,
         prepare,
-        resolved_config,
-        resolved_yaml,
         staged_directory,
         submit,
     )
@@ -92,8 +94,8 @@ _HOMES = {
     "BenchmarkResubmit": "nemo_gym.orchestration.library.resubmitting",
     "BenchmarkResult": "nemo_gym.orchestration.results",
     "CancelReport": "nemo_gym.orchestration.library.cancelling",
-    "Combination": "nemo_gym.orchestration.library.submitting",
-    "Composition": "nemo_gym.orchestration.library.submitting",
+    "Combination": "nemo_gym.orchestration.library.composing",
+    "Composition": "nemo_gym.orchestration.library.composing",
     "Correction": "nemo_gym.orchestration.stats",
     "DEFAULT_MAX_ATTEMPTS": "nemo_gym.orchestration.recovery",
     "DEFAULT_METRIC": "nemo_gym.orchestration.library.present",
@@ -128,7 +130,7 @@ _HOMES = {
     "cancel_command": "nemo_gym.orchestration.library.cancelling",
     "check_binding": "nemo_gym.orchestration.library.viewing",
     "compare": "nemo_gym.orchestration.library.observing",
-    "compose": "nemo_gym.orchestration.library.submitting",
+    "compose": "nemo_gym.orchestration.library.composing",
     "environment_token": "nemo_gym.orchestration.library.viewing",
     "estimate_text": "nemo_gym.orchestration.library.present",
     "export": "nemo_gym.orchestration.library.exporting",
@@ -150,8 +152,8 @@ _HOMES = {
     "read_policy": "nemo_gym.orchestration.library.gating",
     "ready_file_problem": "nemo_gym.orchestration.checkpoints",
     "report": "nemo_gym.orchestration.library.observing",
-    "resolved_config": "nemo_gym.orchestration.library.submitting",
-    "resolved_yaml": "nemo_gym.orchestration.library.submitting",
+    "resolved_config": "nemo_gym.orchestration.library.composing",
+    "resolved_yaml": "nemo_gym.orchestration.library.composing",
     "resubmit": "nemo_gym.orchestration.library.resubmitting",
     "results": "nemo_gym.orchestration.library.observing",
     "results_json": "nemo_gym.orchestration.library.present",

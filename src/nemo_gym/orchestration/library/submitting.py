@@ -8,22 +8,21 @@ records it; only a real sweep (``-m``) also gets a sweep record.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, journal
 from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, EnvSource, SubmitConfig, env_sources_of
 from nemo_gym.orchestration.backends import backend_named
-from nemo_gym.orchestration.compose import SharedComposition, compose_config
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.estimate import RunEstimate, estimate_run, over_budget
 from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
 from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.exporters.spec import destinations
+from nemo_gym.orchestration.library.composing import Combination, Composition, each_combination
 from nemo_gym.orchestration.plan import JobPlan, RunPlan, build_plan, deployment_key, share_deployments
 from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
 from nemo_gym.orchestration.record import (
@@ -49,89 +48,6 @@ from nemo_gym.orchestration.submission import (
     stage_and_submit,
     write_remote_files,
 )
-
-T = TypeVar("T")
-
-# -- compose and validate --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Combination:
-    """One config to run, composed and validated: a sweep's combination, or the one config."""
-
-    config: SubmitConfig
-    values: tuple[tuple[str, str], ...] = ()  # (swept key, value as written), in the order of the sweep
-    notes: tuple[str, ...] = ()  # validation's warnings
-
-    def label(self) -> str:
-        return values_label(dict(self.values))
-
-
-@dataclass(frozen=True)
-class Composition:
-    """What a config file and its overrides make: one config, or (``sweep_id`` set) a sweep's combinations."""
-
-    combinations: list[Combination]
-    sweep_id: str | None = None
-    config_path: str | None = None
-
-    @property
-    def warnings(self) -> list[str]:
-        """Each combination's, once each."""
-        return list(dict.fromkeys(note for c in self.combinations for note in c.notes))
-
-
-def compose(config_path: str | Path, overrides: list[str], *, multirun: bool = False) -> Composition:
-    """The config file with its Hydra overrides, validated; with ``multirun``, every combination of
-    the overrides (Hydra's multirun grammar) as a sweep: a bad value in any combination is reported,
-    naming the combination, and nothing is kept."""
-    from nemo_gym.orchestration.sweep import expand, new_sweep_id
-
-    if not multirun:
-        return Composition([_composed(config_path, overrides)], config_path=str(config_path))
-    points = expand(config_path, overrides)
-    shared = SharedComposition(config_path, _shared_overrides([point.overrides for point in points]))
-
-    def combination(i: int) -> Combination:
-        composed = replace(_composed(config_path, list(points[i].overrides), shared), values=points[i].values)
-        # A sweep's gym keys are checked here, with its validation, unlike a lone config's (whose
-        # --resolve-only prints the config as written, gym keys unchecked, by design): every
-        # combination's problems, a config error in one and a bad gym key in another, are then told
-        # together, each naming its combination. prepare checks them again (cheap) for a
-        # Composition built by hand.
-        check_gym_keys(composed.config)
-        return composed
-
-    combinations = _each_combination([point.values for point in points], combination)
-    return Composition(combinations, new_sweep_id(), str(Path(config_path).expanduser().resolve()))
-
-
-def _composed(config_path: str | Path, overrides: list[str], shared: SharedComposition | None = None) -> Combination:
-    from nemo_gym.orchestration.validate import validate_config
-
-    config, notes = validate_config(compose_config(config_path, overrides, shared))
-    return Combination(config, notes=tuple(notes))
-
-
-def _shared_overrides(combinations: list[tuple[str, ...]]) -> list[str]:
-    """The overrides every combination has."""
-    first, *others = combinations
-    return [o for o in first if all(o in other for other in others)]
-
-
-def resolved_config(config: SubmitConfig) -> dict:
-    """The validated config as ``--resolve-only --json`` prints it."""
-    from nemo_gym.orchestration.resolved import resolved_config_dict
-
-    return resolved_config_dict(config)
-
-
-def resolved_yaml(config: SubmitConfig) -> str:
-    """The validated config as ``--resolve-only`` prints it."""
-    from nemo_gym.orchestration.yamlio import dump_yaml
-
-    return dump_yaml(resolved_config(config))
-
 
 # -- prepare ---------------------------------------------------------------------------------------
 
@@ -186,15 +102,17 @@ class Prepared:
         return list(dict.fromkeys(w for run in self.runs for w in run.warnings))
 
 
-def prepare(what: SubmitConfig | Composition) -> Prepared:
+def prepare(what: SubmitConfig | Composition, run_ids: Sequence[str] = ()) -> Prepared:
     """Everything a submission stages, decided and rendered, once gym's run/prepare keys are
     checked, with the submit path's warnings; nothing is connected to. ``--dry-run`` stops here;
     ``submit`` goes on from here. A config is one run; a composition, each of its combinations (a
-    problem in any is reported naming its combination, and nothing is prepared)."""
+    problem in any is reported naming its combination, and nothing is prepared). ``run_ids``: the
+    runs' ids (an interrupted submission's, made again), new ones when not given."""
     composition = what if isinstance(what, Composition) else Composition([Combination(what)])
     combinations = composition.combinations
-    plans = _each_combination(
-        [c.values for c in combinations], lambda i: _planned(combinations[i], composition.sweep_id)
+    plans = each_combination(
+        [c.values for c in combinations],
+        lambda i: _planned(combinations[i], composition.sweep_id, run_ids[i] if run_ids else new_run_id()),
     )
     plans = share_deployments(plans)
     runs = [
@@ -231,9 +149,9 @@ def _estimates(runs: list[PreparedRun]) -> tuple[RunEstimate, ...]:
     return estimates
 
 
-def _planned(combination: Combination, sweep_id: str | None) -> RunPlan:
+def _planned(combination: Combination, sweep_id: str | None, run_id: str) -> RunPlan:
     check_gym_keys(combination.config)
-    return build_plan(combination.config, new_run_id(), sweep_id)
+    return build_plan(combination.config, run_id, sweep_id)
 
 
 def _sharing_notes(plans: list[RunPlan]) -> list[str]:
@@ -255,31 +173,6 @@ def _sharing_notes(plans: list[RunPlan]) -> list[str]:
             f"them once for all of those runs (one job that runs each run's benchmarks in turn)"
         ]
     return []
-
-
-def _each_combination(labels: list[tuple[tuple[str, str], ...]], make: Callable[[int], T]) -> list[T]:
-    """``make(i)`` for every combination; every combination's problems, each naming its
-    combination, when any has one (one config's as they are)."""
-    if len(labels) == 1 and not labels[0]:
-        return [make(0)]
-    made, problems = [], {}
-    for i, values in enumerate(labels):
-        try:
-            made.append(make(i))
-        except UserError as exc:
-            problems[values_label(dict(values))] = exc.problems
-    if problems:
-        raise UserError(_sweep_problems(problems, len(labels)))
-    return made
-
-
-def _sweep_problems(problems: dict[str, list[str]], combinations: int) -> list[str]:
-    """Each problem naming its combination; one every combination has, once and plainly."""
-    everywhere = set.intersection(*(set(p) for p in problems.values())) if len(problems) == combinations else set()
-    lines = [p for p in next(iter(problems.values())) if p in everywhere]
-    for label, found in problems.items():
-        lines += [f"combination {label or 'without swept values'}: {p}" for p in found if p not in everywhere]
-    return lines
 
 
 def _refuse_mixed(runs: list[PreparedRun]) -> None:
@@ -315,6 +208,9 @@ class Submission:
     # Set when the connection broke during the submission: the records were recovered from the
     # cluster's own log of what was queued, and this says what happened.
     interrupted: str | None = None
+    # Set when an earlier submit of this config was killed after queueing every job: its runs are
+    # recorded now instead, and this says so (nothing was queued again).
+    adopted: str | None = None
 
     @property
     def failed(self) -> list[tuple[SubmissionRecord, BenchmarkJob]]:
@@ -369,29 +265,95 @@ def submit(prepared: Prepared, *, connect: Connect = connect, joining: SweepReco
     script; then record each run (a sweep's with its sweep id and values, and the sweep), in the
     local index first (it cannot fail the submit, and it survives a lost connection) and then in
     every run directory, in one more script. A connection lost mid-way is reopened once and the
-    records rebuilt from the cluster's own log of what was queued. ``joining``: the sweep these
-    runs join (gym eval watch's, as it stands), whose record gets them after its own."""
+    records rebuilt from the cluster's own log of what was queued. A submission of the same config
+    that was killed before it recorded its runs (its journal left in the index) is recorded instead,
+    never queued twice. ``joining``: the sweep these runs join (gym eval watch's, as it stands),
+    whose record gets them after its own."""
     if joining is not None:
         prepared = replace(prepared, joining=joining)
+    digest = journal.fingerprint(
+        prepared.hostname, [(run.config.model_dump(mode="json"), run.values) for run in prepared.runs]
+    )
+    adopted = _adopt_interrupted(prepared, digest, connect)
+    if adopted is not None:
+        return adopted
+    run_ids = [run.plan.run_id for run in prepared.runs]
+    begun = journal.begin(prepared.named[1], digest, prepared.hostname, run_ids, prepared.sweep_id)
     runs = [RunToSubmit(run.staged, submission_secrets(run.config, run.plan)) for run in prepared.runs]
     try:
         with connect(prepared.hostname) as conn:
             queued = stage_and_submit(conn, runs)
-            sharing = _sharing(prepared)
-            records = [
-                _record(
-                    run.plan,
-                    q,
-                    values=run.values,
-                    carried=carried_from(run.config, run.plan),
-                    shared_with=sharing.get(run.plan.run_id),
-                )
-                for run, q in zip(prepared.runs, queued)
-            ]
+            records = _records(prepared, queued)
             sweep = _write_records(conn, prepared, records)
     except ConnectionLost as lost:
-        return _recover(prepared, lost, connect)
+        recovered = _recover(prepared, lost, connect)
+        journal.end(begun)
+        return recovered
+    journal.end(begun)
     return Submission(records, sweep)
+
+
+def _records(prepared: Prepared, queued: list[list[QueuedJob]], interrupted: bool = False) -> list[SubmissionRecord]:
+    sharing = _sharing(prepared)
+    return [
+        _record(
+            run.plan,
+            q,
+            interrupted=interrupted,
+            values=run.values,
+            carried=carried_from(run.config, run.plan),
+            shared_with=sharing.get(run.plan.run_id),
+        )
+        for run, q in zip(prepared.runs, queued)
+    ]
+
+
+def _adopt_interrupted(prepared: Prepared, digest: str, connect: Connect) -> Submission | None:
+    """The last submission of this config that never recorded its runs (killed), recorded now from
+    what its run directories say was queued; None when there is none, or it queued nothing."""
+    earlier = [j for j in journal.pending() if j.digest == digest and len(j.run_ids) == len(prepared.runs)]
+    if not earlier:
+        return None
+    live = next((j for j in earlier if j.alive()), None)
+    if live is not None:
+        raise UserError(
+            f"another gym eval submit of this config is under way (pid {live.pid}, since {live.started}); "
+            f"wait for it to end, or remove {live.path} if it is gone; nothing was submitted"
+        )
+    last = earlier[0]
+    composition = Composition(
+        [Combination(run.config, run.values) for run in prepared.runs], last.sweep_id, prepared.config_path
+    )
+    before = replace(prepare(composition, last.run_ids), joining=prepared.joining)
+    with connect(prepared.hostname) as conn:
+        queued = recover_results(conn, [run.staged for run in before.runs])
+        if any(q.job_id or q.fed_by for jobs in queued for q in jobs):
+            records = _records(before, queued, interrupted=True)
+            sweep = _write_records(conn, before, records)
+        else:
+            records, sweep = [], None
+    for stale in earlier:
+        journal.end(stale)
+    if not records:
+        return None
+    text = _adopted_text(last, before, records)
+    if any(not b.queued for r in records for b in r.units):
+        return Submission(records, sweep, interrupted=text)
+    return Submission(records, sweep, adopted=text)
+
+
+def _adopted_text(last: journal.Journal, before: Prepared, records: list[SubmissionRecord]) -> str:
+    kind, name = before.named
+    jobs = [b for r in records for b in r.units]
+    missing = [f"{r.gym_job_id}/{b.benchmark}" for r in records for b in r.units if not b.queued]
+    text = (
+        f"an earlier gym eval submit of this config (pid {last.pid}, {last.started}) was stopped before it "
+        f"recorded its runs, after queueing {len(jobs) - len(missing)} of {len(jobs)} job(s): they are recorded "
+        f"now as {kind} {name}, and nothing was queued again"
+    )
+    if missing:
+        text += f"; not queued: {', '.join(missing[:QUEUED_SHOWN])} (cancel it with gym eval cancel {name} and submit again)"
+    return text
 
 
 def _sharing(prepared: Prepared) -> dict[str, list[str]]:
@@ -555,18 +517,7 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
                 f"the connection to {host} was lost during submission and could not be re-opened, so it is unknown "
                 f"which jobs of {kind} {name} were queued; when it is back, {logs} on {host} list them ({lost.problems[0]})"
             ) from None
-        sharing = _sharing(prepared)
-        records = [
-            _record(
-                run.plan,
-                q,
-                interrupted=True,
-                values=run.values,
-                carried=carried_from(run.config, run.plan),
-                shared_with=sharing.get(run.plan.run_id),
-            )
-            for run, q in zip(prepared.runs, queued)
-        ]
+        records = _records(prepared, queued, interrupted=True)
         # What was queued is known now, and in the local index once _write_records starts: a record
         # that cannot be written (a full disk, the connection lost again) is said as such, job ids
         # and all.

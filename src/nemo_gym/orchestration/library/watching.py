@@ -30,9 +30,10 @@ from nemo_gym.orchestration.checkpoints import (
 )
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
+from nemo_gym.orchestration.library.composing import Composition, compose
 from nemo_gym.orchestration.library.observing import status
 from nemo_gym.orchestration.library.resubmitting import RunResubmit, resubmit
-from nemo_gym.orchestration.library.submitting import Composition, compose, prepare, submit
+from nemo_gym.orchestration.library.submitting import prepare, submit
 from nemo_gym.orchestration.overrides import hydra_value
 from nemo_gym.orchestration.record import (
     SubmissionRecord,

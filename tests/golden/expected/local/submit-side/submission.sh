@@ -1,5 +1,7 @@
+{
 set -u
 umask 022
+trap '' HUP PIPE
 gym_exists=0
 if [ -e /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000 ]; then echo __GYM_EXISTS:/tmp/gym-golden-runs/gym-job-20260101T000000Z-000000; gym_exists=1; fi
 [ "$gym_exists" -eq 0 ] || exit 4
@@ -20,3 +22,4 @@ setsid nohup bash /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/run-local
 printf '%s%s:0:%s\n' __GYM_JOB: first local-000000-1
 printf '%s%s:0:%s\n' __GYM_JOB: second local-000000-2
 )
+}

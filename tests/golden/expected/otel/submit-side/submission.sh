@@ -1,5 +1,7 @@
+{
 set -u
 umask 022
+trap '' HUP PIPE
 gym_exists=0
 if [ -e /lustre/runs/gym-job-20260101T000000Z-000000 ]; then echo __GYM_EXISTS:/lustre/runs/gym-job-20260101T000000Z-000000; gym_exists=1; fi
 [ "$gym_exists" -eq 0 ] || exit 4
@@ -22,3 +24,4 @@ printf -v line '%s%s:%s:%s' __GYM_JOB: b "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted
 printf '%s\n' "$line"
 )
+}

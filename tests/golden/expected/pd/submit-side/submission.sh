@@ -1,5 +1,7 @@
+{
 set -u
 umask 022
+trap '' HUP PIPE
 gym_missing=0
 test -e /lustre/models || { echo __GYM_MISSING:services.policy:/lustre/models; gym_missing=1; }
 [ "$gym_missing" -eq 0 ] || exit 3
@@ -25,3 +27,4 @@ printf -v line '%s%s:%s:%s' __GYM_JOB: b "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted
 printf '%s\n' "$line"
 )
+}

@@ -1,5 +1,7 @@
+{
 set -u
 umask 022
+trap '' HUP PIPE
 gym_missing=0
 test -e /data || { echo __GYM_MISSING:services.policy:/data; gym_missing=1; }
 test -e /scratch || { echo __GYM_MISSING:services.policy:/scratch; gym_missing=1; }
@@ -26,3 +28,4 @@ printf -v line '%s%s:%s:%s' __GYM_JOB: answer-judge "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted
 printf '%s\n' "$line"
 )
+}
