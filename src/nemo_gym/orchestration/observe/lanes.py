@@ -23,8 +23,9 @@ def with_lane_turns(runs: list[RunJobs]) -> list[list[JobStatus]]:
     """Each run's statuses, a lane's waiting jobs told their turn; runs without lanes as they were."""
     if not any(unit.fed_by for record, _ in runs for unit in record.units):
         return [jobs for _, jobs in runs]
-    statuses = {label: status for label, status, _ in _units(runs)}
-    lane = _Lane({label: lane_job(status, fed_by) for label, status, fed_by in _units(runs)}, statuses)
+    units = _units(runs)
+    statuses = {label: status for label, status, _ in units}
+    lane = _Lane({label: lane_job(status, fed_by) for label, status, fed_by in units}, statuses)
     return [[lane.told_job(record, job) for job in jobs] for record, jobs in runs]
 
 
