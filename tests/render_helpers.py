@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from unittest import mock
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration.backends import backend_named, slurm_arrays
 from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.compose import compose_config
@@ -22,6 +22,8 @@ from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
 from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, runs_results_script
+from nemo_gym.orchestration.shellquote import bash_quote
+from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.submission import (
     Packing,
     QueuedJob,
@@ -56,6 +58,7 @@ GOLDEN_SECRETS = {"GYM_GOLDEN_SECRET": "golden-secret-value"}
 TARBALL_STAND_IN = "<the staged files, tar.gz, base64>"
 EXPORTERS_STAND_IN = "<shipping.inline(Program.EXPORTERS)>\n"
 PROJECTION_STAND_IN = "<shipping.inline(Program.PROJECTION)>"
+SCHEDULER_HOST_STAND_IN = "<shipping.inline(Program.SCHEDULER_HOST)>"
 
 
 def golden_record(staged: StagedRun) -> SubmissionRecord:
@@ -121,4 +124,5 @@ def golden_form(script: str) -> str:
     """A submit-side script with its embedded payloads named (see the stand-ins above)."""
     script = re.sub(r"(<<'GYM_TAR_EOF'[^\n]*\n)[^\n]*\n", lambda m: f"{m.group(1)}{TARBALL_STAND_IN}\n", script)
     script = script.replace(bootstrap_source(), EXPORTERS_STAND_IN)
+    script = script.replace(bash_quote(shipping.inline(Program.SCHEDULER_HOST)), bash_quote(SCHEDULER_HOST_STAND_IN))
     return script.replace(shlex.quote(projection_source()), shlex.quote(PROJECTION_STAND_IN))

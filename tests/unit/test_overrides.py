@@ -44,6 +44,7 @@ def as_gym_sees_it(tokens: list[str]) -> dict:
         "  spaces  ",
         "ünïcode",
         "a\nb",
+        "\\\n",  # a backslash before a final newline is literal
     ],
 )
 def test_strings_survive(value) -> None:

@@ -20,8 +20,9 @@ def hydra_string(value: str) -> str:
     """A Hydra quoted string whose parsed and resolved value is exactly ``value``."""
     quote = '"' if value.count('"') <= value.count("'") else "'"
     text = _BACKSLASHES_BEFORE_INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", value)
-    # Hydra: backslashes are literal except before the closing quote or an escaped quote.
-    text = re.sub(r"(\\+)(?=" + quote + "|$)", lambda m: m.group(1) * 2, text)
+    # Hydra: backslashes are literal except before the closing quote or an escaped quote. \Z, not
+    # $: $ also matches before a final newline, where a backslash is literal.
+    text = re.sub(r"(\\+)(?=" + quote + r"|\Z)", lambda m: m.group(1) * 2, text)
     text = text.replace(quote, "\\" + quote)
     return f"{quote}{text}{quote}"
 

@@ -48,6 +48,7 @@ class Program(Enum):
     SAMPLES = ("samples", (*_WORDS, "samples"))
     PROJECTION = ("rollout_projection", (*_WORDS, "rollout_projection"))
     GATEWAY = ("gateway.ray_serve_gateway", ("gateway.ray_serve_gateway",))
+    SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node
 
     def __init__(self, entry: str, modules: tuple[str, ...]) -> None:
         self.entry = entry

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeConfig
 from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits, slurm_node
 from nemo_gym.orchestration.backends.base import (
@@ -26,6 +26,7 @@ from nemo_gym.orchestration.backends.base import (
 from nemo_gym.orchestration.contract import Phase, StateFile, Status
 from nemo_gym.orchestration.rules import pools_differ
 from nemo_gym.orchestration.shellquote import bash_quote
+from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ class SlurmBackend(Backend):
             "ending_groups": slurm_node.ending_groups,
             "task_id_variable": _TASK_ID_VARIABLE,
             "job_id_ere": _JOB_ID_ERE,
+            "host_program": shipping.inline(Program.SCHEDULER_HOST),
         }
 
     def launch_line(self, launch: Launch, runtime: str) -> str:

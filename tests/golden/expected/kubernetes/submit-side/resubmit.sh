@@ -102,7 +102,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
     gym_a="$gym_d/.gym/attempts/2"
     gym_ok=1
     # Planned from a probe a moment ago: a resubmit that has queued it since makes this one stale.
-    gym_made=$(awk -F'\t' '$1 == "resubmit"' "$gym_d/.gym/chain" 2>/dev/null | wc -l)
+    gym_made=$(grep -c "^resubmit"$'\t' "$gym_d/.gym/chain" 2>/dev/null) || gym_made=${gym_made:-0}
     if [ "$gym_made" -ne 0 ]; then
         printf '%s:1:%s\n' __GYM_JOB:first "it was resubmitted meanwhile (attempt $((gym_made + 1)) is queued); see gym eval status"
         gym_ok=0
@@ -154,7 +154,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
     gym_a="$gym_d/.gym/attempts/2"
     gym_ok=1
     # Planned from a probe a moment ago: a resubmit that has queued it since makes this one stale.
-    gym_made=$(awk -F'\t' '$1 == "resubmit"' "$gym_d/.gym/chain" 2>/dev/null | wc -l)
+    gym_made=$(grep -c "^resubmit"$'\t' "$gym_d/.gym/chain" 2>/dev/null) || gym_made=${gym_made:-0}
     if [ "$gym_made" -ne 0 ]; then
         printf '%s:1:%s\n' __GYM_JOB:second "it was resubmitted meanwhile (attempt $((gym_made + 1)) is queued); see gym eval status"
         gym_ok=0

@@ -53,8 +53,9 @@ gym_accounting_records() {
         fi
     fi
     [ -n "$ids" ] || return 0
-    sacct -X -D -n -P -j "$ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null |
-        awk -F'|' -v m="$2" '{ printf "%s\037%s\037%s\037%s\n", m, $1, $2, $3 }'
+    while IFS= read -r row; do
+        printf '%s\x1f%s\n' "$2" "${row//|/$'\x1f'}"
+    done < <(sacct -X -D -n -P -j "$ids" -o JobID,ElapsedRaw,AllocTRES 2>/dev/null)
 }
 
 # Bash builtins wherever they do: a sweep's probe reads hundreds of jobs, and a process per file
@@ -224,45 +225,28 @@ gym_check_samples() {
         }' <(LC_ALL=C cut -b "1-67108865" "$expected") <(LC_ALL=C cut -b "1-67108865" "$written")
 }
 
+# The host's Python (backends/slurm_host.py) reads scontrol's answer: without python3, no snapshot.
+gym_slurm_host='<shipping.inline(Program.SCHEDULER_HOST)>'
 gym_describe_snapshot() {
-    local all
+    local all line id base state code elapsed tres
     have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
-    # Job ids read back from chain files: Slurm's (digits) only, or one bad id fails the one sacct;
-    # each once (benchmarks that share a job each name it, and sacct would tell it as often).
-    gym_snapshot_ids=$(printf '%s\n' "${1//,/$'\n'}" | grep -E '^[0-9]+(_[0-9]+)?$' | awk '!seen[$0]++' | paste -sd, -)
-    # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
-    # SLURM_BITSTR_LEN=0: a job array's pending tasks in full (scontrol cuts them at 64 characters).
-    if ! all=$(SLURM_BITSTR_LEN=0 scontrol -a show job -o 2>/dev/null); then
-        gym_snapshot_ids=''  # slurmctld did not answer: each job is asked on its own
-        return 0
-    fi
+    gym_snapshot_ids=''  # until the snapshot is taken, each job is asked on its own
+    gym_sa_ok=0
     # Looked up by id (bash associative arrays): asking each of hundreds of jobs of one big text
     # would read it hundreds of times.
     declare -gA gym_sc_of=() gym_sa_of=() gym_runs_of=()
-    local line id base state code elapsed tres
-    while IFS=$'\x1f' read -r id line; do
-        [ -n "${gym_sc_of[$id]+set}" ] || gym_sc_of[$id]=$line  # a heterogeneous job's first component
-    done < <(printf '%s\n' "$all" | awk -v ids=",$gym_snapshot_ids," '
-        /^JobId=/ {
-            if (index(ids, "," substr($1, 7) ",")) print substr($1, 7) "\037" $0
-            # A job array: a started task is a record of its own (ArrayTaskId=5), the tasks still
-            # pending are one (ArrayTaskId=6-9,12%4); each task is known by its ARRAY_TASK id.
-            a = ""; t = ""
-            for (i = 2; i <= NF; i++) {
-                if ($i ~ /^ArrayJobId=/) a = substr($i, 12)
-                else if ($i ~ /^ArrayTaskId=/) t = substr($i, 13)
-            }
-            if (a == "" || t == "" || !index(ids, "," a "_")) next  # not an array of ours
-            sub(/%.*/, "", t)
-            n = split(t, parts, ",")
-            for (p = 1; p <= n; p++) {
-                lo = parts[p]; hi = lo
-                if (split(parts[p], r, "-") == 2) { lo = r[1]; hi = r[2] }
-                for (x = lo + 0; x <= hi + 0 && x <= lo + 100000; x++)
-                    if (index(ids, "," a "_" x ",")) print a "_" x "\037" $0
-            }
-        }')
-    gym_sa_ok=0
+    command -v python3 >/dev/null 2>&1 || return 0
+    # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
+    # SLURM_BITSTR_LEN=0: a job array's pending tasks in full (scontrol cuts them at 64 characters).
+    all=$(SLURM_BITSTR_LEN=0 scontrol -a show job -o 2>/dev/null) || return 0
+    # First the ids that are Slurm's (read back from chain files), each once, then each wanted
+    # job's record: an array's pending tasks are one record, each task known by its ARRAY_TASK id.
+    {
+        IFS= read -r gym_snapshot_ids
+        while IFS=$'\x1f' read -r id line; do
+            [ -n "${gym_sc_of[$id]+set}" ] || gym_sc_of[$id]=$line  # a heterogeneous job's first component
+        done
+    } < <(printf '%s\n' "$all" | python3 -E -s -c "$gym_slurm_host" snapshot "$1" 2>/dev/null)
     if [ "$have_sacct" = 1 ] && [ -n "$gym_snapshot_ids" ]; then
         # When sacct cannot answer, a forgotten job is asked on its own, as without a snapshot.
         all=$(sacct -X -D -n -P -j "$gym_snapshot_ids" -o JobID,State,ExitCode,ElapsedRaw,AllocTRES 2>/dev/null) &&

@@ -16,7 +16,7 @@ if gym_qos_defaults=$(timeout 10 sacctmgr -nP show assoc where user="$gym_user" 
   timeout 10 sacctmgr -nP show qos format=Name,MaxSubmitPU 2>/dev/null | head -c 262144
   echo
   # Every QOS a job could get: the allowed and default ones of each association, and Slurm's own.
-  gym_qos_names+=,$(printf '%s\n' "$gym_qos_defaults" | awk -F'|' '{ print $4 "," $5 }' | paste -sd, -),normal
+  gym_qos_names+=,$(printf '%s\n' "$gym_qos_defaults" | cut -d'|' -f4,5 | tr '|' , | paste -sd, -),normal
 fi
 # Those QOSes as slurmctld holds them, with their use: each one's own lines and only this user's
 # entry among its users' (every user of a QOS has one; their TRES lines are most of the text).
@@ -26,14 +26,7 @@ if [ -n "$gym_qos_names" ]; then
   printf '%s(%s)\n' "$gym_user" "$(id -u)"
   printf '%s\n' __GYM_LIMITS:qos
   scontrol show assoc_mgr users="$gym_user" qos="$gym_qos_names" flags=qos 2>/dev/null |
-    awk -v me="$gym_user" -v uid="$(id -u)" '
-      /^QOS=/ { block = "qos"; print; next }
-      /^ *Account Limits/ { block = "accounts"; print; next }
-      /^ *User Limits/ { block = "users"; print; next }
-      block == "users" && !/=/ { mine = ($1 == me "(" uid ")" || $1 == uid || $1 == me); if (mine) print; next }
-      /TRES[A-Za-z]*=/ { next }
-      block != "users" || mine { print }
-    ' | head -c 262144
+    python3 -E -s -c '<shipping.inline(Program.SCHEDULER_HOST)>' own-qos "$gym_user" "$(id -u)" 2>/dev/null | head -c 262144
   echo
 fi
 true

@@ -102,7 +102,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
     gym_a="$gym_d/.gym/attempts/2"
     gym_ok=1
     # Planned from a probe a moment ago: a resubmit that has queued it since makes this one stale.
-    gym_made=$(awk -F'\t' '$1 == "resubmit"' "$gym_d/.gym/chain" 2>/dev/null | wc -l)
+    gym_made=$(grep -c "^resubmit"$'\t' "$gym_d/.gym/chain" 2>/dev/null) || gym_made=${gym_made:-0}
     if [ "$gym_made" -ne 0 ]; then
         printf '%s:1:%s\n' __GYM_JOB:a "it was resubmitted meanwhile (attempt $((gym_made + 1)) is queued); see gym eval status"
         gym_ok=0
@@ -131,7 +131,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         gym_err=$(mktemp); gym_so=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/a/job.sh 2>"$gym_err"); gym_rc=$?
         gym_out="$gym_so $(cat "$gym_err")"; rm -f "$gym_err"
         # The id is the last line (site plugins may say more before it), without ";cluster"; digits only.
-        gym_id=$(printf '%s\n' "$gym_so" | awk 'NF { last = $0 } END { sub(/;.*/, "", last); print last }')
+        gym_id=''; while IFS= read -r gym_line; do [ -z "${gym_line// /}" ] || gym_id=${gym_line%%;*}; done <<<"$gym_so"
         case $gym_id in '' | *[!0-9]*) gym_id='' ;; esac
         [ "$gym_rc" -eq 0 ] || gym_id=''
         if [ -z "$gym_id" ]; then
@@ -155,7 +155,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
     gym_a="$gym_d/.gym/attempts/2"
     gym_ok=1
     # Planned from a probe a moment ago: a resubmit that has queued it since makes this one stale.
-    gym_made=$(awk -F'\t' '$1 == "resubmit"' "$gym_d/.gym/chain" 2>/dev/null | wc -l)
+    gym_made=$(grep -c "^resubmit"$'\t' "$gym_d/.gym/chain" 2>/dev/null) || gym_made=${gym_made:-0}
     if [ "$gym_made" -ne 0 ]; then
         printf '%s:1:%s\n' __GYM_JOB:b "it was resubmitted meanwhile (attempt $((gym_made + 1)) is queued); see gym eval status"
         gym_ok=0
@@ -176,7 +176,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         gym_err=$(mktemp); gym_so=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/b/job.sh 2>"$gym_err"); gym_rc=$?
         gym_out="$gym_so $(cat "$gym_err")"; rm -f "$gym_err"
         # The id is the last line (site plugins may say more before it), without ";cluster"; digits only.
-        gym_id=$(printf '%s\n' "$gym_so" | awk 'NF { last = $0 } END { sub(/;.*/, "", last); print last }')
+        gym_id=''; while IFS= read -r gym_line; do [ -z "${gym_line// /}" ] || gym_id=${gym_line%%;*}; done <<<"$gym_so"
         case $gym_id in '' | *[!0-9]*) gym_id='' ;; esac
         [ "$gym_rc" -eq 0 ] || gym_id=''
         if [ -z "$gym_id" ]; then
@@ -200,7 +200,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
     gym_a="$gym_d/.gym/attempts/2"
     gym_ok=1
     # Planned from a probe a moment ago: a resubmit that has queued it since makes this one stale.
-    gym_made=$(awk -F'\t' '$1 == "resubmit"' "$gym_d/.gym/chain" 2>/dev/null | wc -l)
+    gym_made=$(grep -c "^resubmit"$'\t' "$gym_d/.gym/chain" 2>/dev/null) || gym_made=${gym_made:-0}
     if [ "$gym_made" -ne 0 ]; then
         printf '%s:1:%s\n' __GYM_JOB:c "it was resubmitted meanwhile (attempt $((gym_made + 1)) is queued); see gym eval status"
         gym_ok=0
@@ -221,7 +221,7 @@ printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
         gym_err=$(mktemp); gym_so=$(sbatch --parsable --hold /lustre/runs/gym-job-20260101T000000Z-000000/c/job.sh 2>"$gym_err"); gym_rc=$?
         gym_out="$gym_so $(cat "$gym_err")"; rm -f "$gym_err"
         # The id is the last line (site plugins may say more before it), without ";cluster"; digits only.
-        gym_id=$(printf '%s\n' "$gym_so" | awk 'NF { last = $0 } END { sub(/;.*/, "", last); print last }')
+        gym_id=''; while IFS= read -r gym_line; do [ -z "${gym_line// /}" ] || gym_id=${gym_line%%;*}; done <<<"$gym_so"
         case $gym_id in '' | *[!0-9]*) gym_id='' ;; esac
         [ "$gym_rc" -eq 0 ] || gym_id=''
         if [ -z "$gym_id" ]; then

@@ -36,30 +36,16 @@ for gym_id in ${gym_chain_ids[@]+"${gym_chain_ids[@]}"}; do
 done
 
 )
+gym_slurm_host='<shipping.inline(Program.SCHEDULER_HOST)>'
+gym_out=''
 if [ -s "$gym_cancel_list" ]; then
-  # The tasks of one job array as one word (ID_[1,5,7]): slurmctld cancels them at once, where it
-  # takes a request per word.
-  gym_out=$(awk -F'\t' '
-    seen[$3]++ { next }
-    # Tested with "in" before the element is assigned: mawk makes it while reading the assignment.
-    $3 ~ /_/ { split($3, p, "_"); if (p[1] in tasks) tasks[p[1]] = tasks[p[1]] "," p[2]; else tasks[p[1]] = p[2]; next }
-    { print $3 }
-    END { for (a in tasks) print a "_[" tasks[a] "]" }
-  ' "$gym_cancel_list" | xargs scancel 2>&1) ||
-    printf '%s\n' "$gym_out" | awk -F'\t' -v rm=__GYM_RUN: -v cm=__GYM_CANCEL_FAILED: '
-      NR == FNR {
-        if (NF == 0) next
-        spoke = 1
-        if (/Invalid job id|already completing or completed/) next
-        # The tasks of an array were asked as one word (ID_[i,j]): its refusal refuses each of them.
-        if (match($0, /job id [0-9]+_\[/)) array_refused[substr($0, RSTART + 7, RLENGTH - 9)] = 1
-        else if (match($0, /job id [0-9]+(_[0-9]+)?/)) refused[substr($0, RSTART + 7, RLENGTH - 7)] = 1
-        else all = 1
-        next
-      }
-      (all || !spoke || $3 in refused || (split($3, p, "_") == 2 && p[1] in array_refused)) && !said[$1 FS $2]++ {
-        print rm $1; print cm $2
-      }
-    ' - "$gym_cancel_list"
+  # The words and whose cancel a failure refused are the host's Python's (backends/slurm_host.py);
+  # without python3 nothing is cancelled, and every cancel asked is refused.
+  gym_words=$(python3 -E -s -c "$gym_slurm_host" cancel-words "$gym_cancel_list" 2>&1) &&
+    gym_out=$(printf '%s\n' "$gym_words" | xargs scancel 2>&1) ||
+    printf '%s\n' "${gym_out:-}" | python3 -E -s -c "$gym_slurm_host" refused __GYM_RUN: __GYM_CANCEL_FAILED: "$gym_cancel_list" ||
+    cut -f1,2 "$gym_cancel_list" | sort -u | while IFS=$'\t' read -r gym_r gym_b; do
+      printf '%s\n' __GYM_RUN:"$gym_r" __GYM_CANCEL_FAILED:"$gym_b"
+    done
 fi
 true

@@ -7,8 +7,15 @@ gym_state_dir() {
     printf '%s/.gym/%s' "$GYM_JOB_DIR" "$GYM_JOB_ID"
 }
 
-gym_now() {
-    date +%s.%N
+# Milliseconds since the epoch: the waits below count in whole numbers, in bash.
+gym_now_ms() {
+    local ns
+    ns=$(date +%s%N)
+    printf '%s' "$((ns / 1000000))"
+}
+
+gym_sleep_ms() {
+    sleep "$(($1 / 1000)).$(printf '%03d' "$(($1 % 1000))")"
 }
 
 gym_log() {
@@ -47,7 +54,7 @@ gym_this_node() {
 # An IPv4 address for a node name (what vLLM and Ray want to bind and dial).
 gym_node_ip() {
     local ip
-    ip=$(getent ahostsv4 "$1" 2>/dev/null | awk '{print $1; exit}')
+    read -r ip _ < <(getent ahostsv4 "$1" 2>/dev/null) || :
     printf '%s' "${ip:-$1}"
 }
 
@@ -158,12 +165,14 @@ gym_port_free() {
 # Whether processes this step started outlive its program (in its process group, not this
 # shell's own helpers): then whoever answers on its port may be its own leftover, not another run.
 gym_own_processes_left() {
-    local table pgid
+    local table
     table=$(mktemp) || return 0
     ps -e -o pid=,ppid=,pgid= >"$table" 2>/dev/null
-    pgid=$(awk -v me="$$" '$1 == me {print $3}' "$table")
-    awk -v me="$$" -v g="$pgid" '$3 == g && $1 != me && $2 != me {found = 1} END {exit !found}' "$table"
-    local left=$?
+    local pid ppid group pgid='' left=1
+    while read -r pid ppid group; do [ "$pid" != "$$" ] || pgid=$group; done <"$table"
+    while read -r pid ppid group; do
+        [ "$group" = "$pgid" ] && [ "$pid" != "$$" ] && [ "$ppid" != "$$" ] && left=0
+    done <"$table"
     rm -f "$table"
     return "$left"
 }
@@ -222,8 +231,8 @@ gym_report_death() {
 # With IDENTITY (a vLLM server's run-unique alias), an answer counts only from a server that lists
 # it at /v1/models: whoever else holds the port fails the step at once, named.
 gym_wait_http() {
-    local service=$1 url=$2 timeout=$3 identity=${4:-} start delay=0.1 elapsed unproven=""
-    start=$(gym_now)
+    local service=$1 url=$2 timeout=$3 identity=${4:-} start delay=100 elapsed unproven=""
+    start=$(gym_now_ms)
     gym_phase starting "waiting for $service"
     gym_log "waiting for $service at $url (up to ${timeout}s)"
     while :; do
@@ -240,7 +249,8 @@ gym_wait_http() {
                 esac
             fi
             if [ -z "$unproven" ]; then
-                elapsed=$(awk -v s="$start" -v n="$(gym_now)" 'BEGIN{printf "%.1f", n-s}')
+                elapsed=$(($(gym_now_ms) - start))
+                elapsed=$((elapsed / 1000)).$((elapsed % 1000 / 100))
                 gym_log "$service is healthy after ${elapsed}s"
                 gym_event "healthy $service"
                 # A server proven ours (its alias) is a vLLM server: record which vLLM it is.
@@ -249,7 +259,7 @@ gym_wait_http() {
             fi
         fi
         gym_check_alive "$service" || return 1
-        if awk -v s="$start" -v n="$(gym_now)" -v t="$timeout" 'BEGIN{exit !(n-s >= t)}'; then
+        if [ "$(($(gym_now_ms) - start))" -ge "$((timeout * 1000))" ]; then
             if [ -n "$unproven" ]; then
                 gym_log "ERROR: service $service answers $url but lists no models at /v1/models within ${timeout}s"
                 gym_phase failed "service $service answers its health check but lists no models at /v1/models within ${timeout}s"
@@ -259,8 +269,8 @@ gym_wait_http() {
             gym_phase failed "service $service not healthy within ${timeout}s"
             return 1
         fi
-        sleep "$delay"
-        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>1) d=1; print d}')
+        gym_sleep_ms "$delay"
+        delay=$((delay * 2 > 1000 ? 1000 : delay * 2))
     done
 }
 
@@ -305,8 +315,8 @@ gym_check_identity() {
 
 # Like gym_wait_http, for steps that say they are ready with a marker file (Ray heads).
 gym_wait_marker() {
-    local service=$1 step=$2 timeout=$3 start delay=0.1
-    start=$(gym_now)
+    local service=$1 step=$2 timeout=$3 start delay=100
+    start=$(gym_now_ms)
     gym_phase starting "waiting for $service"
     gym_log "waiting for $service to report ready (up to ${timeout}s)"
     while :; do
@@ -316,13 +326,13 @@ gym_wait_marker() {
             return 0
         fi
         gym_check_alive "$service" || return 1
-        if awk -v s="$start" -v n="$(gym_now)" -v t="$timeout" 'BEGIN{exit !(n-s >= t)}'; then
+        if [ "$(($(gym_now_ms) - start))" -ge "$((timeout * 1000))" ]; then
             gym_log "ERROR: service $service not ready within ${timeout}s"
             gym_phase failed "service $service not ready within ${timeout}s"
             return 1
         fi
-        sleep "$delay"
-        delay=$(awk -v d="$delay" 'BEGIN{d*=2; if (d>1) d=1; print d}')
+        gym_sleep_ms "$delay"
+        delay=$((delay * 2 > 1000 ? 1000 : delay * 2))
     done
 }
 
