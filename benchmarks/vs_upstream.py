@@ -463,7 +463,7 @@ import rich; mark("import rich")
 import nemo_gym.orchestration.cli.main as m; m.build_parser(); mark("import our CLI modules + parser (rest)")
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.validate import validate_config
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.render import render_run
 from nemo_gym.orchestration.runid import new_run_id
 from nemo_gym.orchestration.resolved import resolved_config_dict

@@ -16,7 +16,7 @@ from nemo_gym.orchestration.export_runs import bootstrap_source, export_script
 from nemo_gym.orchestration.library.submitting import _record
 from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script, runs_cancel_script
 from nemo_gym.orchestration.observe import probe_script, runs_probe_script
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run

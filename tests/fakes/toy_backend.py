@@ -22,7 +22,7 @@ from nemo_gym.orchestration.contract import Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
-    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import Launch, RunPlan
 
 
 class ToyBackend(Backend):

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.render import render_run
 from nemo_gym.orchestration.resume import _arguments
 from nemo_gym.orchestration.stage import write_staged

@@ -29,7 +29,7 @@ from nemo_gym.orchestration.exporters import spec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError
 from nemo_gym.orchestration.exporters.run_exports import Runner, scrub
 from nemo_gym.orchestration.library.submitting import submission_secrets
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, write_local_index
 from nemo_gym.orchestration.validate import validate_config
 

@@ -347,7 +347,7 @@ def test_a_policy_host_from_the_environment_at_the_api_names_the_runtime_fix() -
 
 
 def test_a_router_pinned_to_a_later_pool_runs_on_the_drivers_node() -> None:
-    from nemo_gym.orchestration.plan import build_plan
+    from nemo_gym.orchestration.plan.building import build_plan
 
     data = prefill_decode()
     pools = data["compute"]["cluster"]["node_pools"]

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("config", ("api", "compose", "overrides", "resolved", "otel_destination")),
-    ("plan", ("plan",)),
+    ("plan", ("plan", "plan.*")),
     ("templates", ("templating",)),
     ("backends", ("backends", "backends.*", "connection")),
     ("render", ("render", "stage", "otel")),

@@ -23,7 +23,8 @@ import pytest
 from nemo_gym.orchestration import contract, record
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.plan import _with_identity, build_plan, serving_identity
+from nemo_gym.orchestration.plan.building import build_plan
+from nemo_gym.orchestration.plan.services import _with_identity, serving_identity
 from nemo_gym.orchestration.render import render_run
 
 RUN_ID = "gym-job-20260101T000000Z-00abcd"

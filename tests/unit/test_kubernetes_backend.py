@@ -165,7 +165,7 @@ def test_container_commands_parse_and_pass_shellcheck(command) -> None:
 def test_a_sidecar_command_really_runs_its_step_into_its_log(tmp_path) -> None:
     """The wrapper as a container runs it: the step's output in its log and on stdout, the state
     directories made, the step's exit status its own."""
-    from nemo_gym.orchestration.plan import Launch, NodeSlice
+    from nemo_gym.orchestration.plan.model import Launch, NodeSlice
 
     script = tmp_path / "steps" / "svc.sh"
     script.parent.mkdir()
@@ -188,7 +188,7 @@ def test_a_sidecar_command_really_runs_its_step_into_its_log(tmp_path) -> None:
 def test_a_sidecar_started_again_after_a_kill_leaves_the_death_the_job_reads(tmp_path) -> None:
     """A KILL (the OOM killer) leaves no exit status; the kubelet starts the sidecar again: that
     start does not serve again but writes 137 and why, which the job reads as the service's death."""
-    from nemo_gym.orchestration.plan import Launch, NodeSlice
+    from nemo_gym.orchestration.plan.model import Launch, NodeSlice
 
     script = tmp_path / "steps" / "svc.sh"
     script.parent.mkdir()

@@ -19,7 +19,8 @@ from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.compose import compose_config
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.otel import collector_env_names, render_collector_config, validate_destination
-from nemo_gym.orchestration.plan import (
+from nemo_gym.orchestration.plan.building import build_plan
+from nemo_gym.orchestration.plan.model import (
     Launch,
     NodeSlice,
     PlainStep,
@@ -27,9 +28,8 @@ from nemo_gym.orchestration.plan import (
     Step,
     VllmDataParallelStep,
     VllmRayStep,
-    build_plan,
-    metrics_nodes,
 )
+from nemo_gym.orchestration.plan.telemetry import metrics_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "gym-job-20260101T000000Z-abcdef"

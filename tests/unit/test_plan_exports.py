@@ -8,7 +8,7 @@ import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.library.submitting import submission_secrets
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.render import render_run
 
 BASE = {

@@ -7,7 +7,7 @@ import copy
 import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 
 HET = {
     "services": {

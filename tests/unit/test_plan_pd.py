@@ -10,7 +10,8 @@ import pytest
 
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.plan import PlainStep, VllmDataParallelStep, VllmRouterStep, build_plan
+from nemo_gym.orchestration.plan.building import build_plan
+from nemo_gym.orchestration.plan.model import PlainStep, VllmDataParallelStep, VllmRouterStep
 from nemo_gym.orchestration.validate import validate_config
 
 PD = {

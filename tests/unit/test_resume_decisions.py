@@ -15,7 +15,7 @@ import pytest
 
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.contract import CHAIN_LIMIT as RESUME_CHAIN_LIMIT
-from nemo_gym.orchestration.plan import ResumePlan
+from nemo_gym.orchestration.plan.model import ResumePlan
 from nemo_gym.orchestration.render import _library, resume_files
 
 FAKES = {

@@ -14,7 +14,7 @@ import yaml
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.plan import deployment_key
+from nemo_gym.orchestration.plan.sharing import deployment_key
 
 HOST = "login.fake"
 TEMPERATURES = "++driver.benchmarks.math.run.temperature=0.2,0.6,1.0"

@@ -14,7 +14,6 @@ MODULE_LINES = 600
 FUNCTION_LINES = 50
 
 KNOWN_LARGE_MODULES = {
-    "plan.py",
     "api.py",
     "contract.py",
     "backends/kubernetes.py",
@@ -27,9 +26,6 @@ KNOWN_LONG_FUNCTIONS = {
     ("library/viewing.py", "serve"),
     ("observe/folding.py", "_unit_status"),
     ("otel.py", "render_collector_config"),
-    ("plan.py", "build_plan"),
-    ("plan.py", "vllm_step"),
-    ("plan.py", "driver"),
 }
 
 

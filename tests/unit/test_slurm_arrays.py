@@ -16,7 +16,7 @@ from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import slurm_arrays
 from nemo_gym.orchestration.backends.slurm import SlurmBackend
 from nemo_gym.orchestration.backends.slurm_arrays import ARRAYS_FROM, arrays, shape
-from nemo_gym.orchestration.plan import DriverPlan, JobPlan, ResumePlan
+from nemo_gym.orchestration.plan.model import DriverPlan, JobPlan, ResumePlan
 
 SHAPE = (("account", "acct"), ("partition", "gpu"), ("nodes", "1"), ("gpus-per-node", "4"))
 
@@ -77,7 +77,7 @@ def test_a_throttle_makes_an_array_of_a_few_jobs_and_caps_its_tasks_at_once() ->
 def test_a_sharded_benchmark_s_shards_are_an_array_of_their_own_however_few() -> None:
     from dataclasses import replace
 
-    from nemo_gym.orchestration.plan import ShardPlan
+    from nemo_gym.orchestration.plan.model import ShardPlan
 
     def shard(i: int, bench: str) -> JobPlan:
         return replace(job(i), shard=ShardPlan(i, 2, bench, "", "", None, (), (), ()))

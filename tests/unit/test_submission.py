@@ -6,7 +6,7 @@ import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.backends import backend_named
-from nemo_gym.orchestration.plan import build_plan
+from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.render import render_run
 from nemo_gym.orchestration.submission import RunToSubmit, submission_script
 from nemo_gym.orchestration.submission import parse_submission_output as parse_sbatch_results

@@ -26,7 +26,7 @@ from nemo_gym.orchestration.api import env_sources_of
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.exporters.record import credential_problem, scrub_secrets
 from nemo_gym.orchestration.exporters.spec import ENV_TRACKING_URI, MLFLOW, SECRETS, tracking_uri_problem
-from nemo_gym.orchestration.plan import EXPORT_CREDENTIALS
+from nemo_gym.orchestration.plan.exports import EXPORT_CREDENTIALS
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.render import render_template
 from nemo_gym.orchestration.shipping import Program

@@ -9,7 +9,7 @@ from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import Backend
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import JobStatus
-from nemo_gym.orchestration.plan import DRIVER_STEP
+from nemo_gym.orchestration.plan.model import DRIVER_STEP
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 from nemo_gym.orchestration.render import backend_context, render_template
 

@@ -30,7 +30,7 @@ import yaml
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.otel_destination import validate_destination
-from nemo_gym.orchestration.plan import JobPlan, ScrapeJob
+from nemo_gym.orchestration.plan.model import JobPlan, ScrapeJob
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 
 __all__ = ["collector_env_names", "render_collector_config", "validate_destination"]

@@ -16,15 +16,8 @@ from typing import Any
 
 from nemo_gym.orchestration import contract, exporters, shipping
 from nemo_gym.orchestration.backends import Backend, backend_named
-from nemo_gym.orchestration.plan import (
-    COLLECTOR_STEP,
-    DRIVER_STEP,
-    MERGE_START_TIMEOUT,
-    JobPlan,
-    ResumePlan,
-    RunPlan,
-    VllmGatewayStep,
-)
+from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, JobPlan, ResumePlan, RunPlan, VllmGatewayStep
+from nemo_gym.orchestration.plan.sharding import MERGE_START_TIMEOUT
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shipping import Program

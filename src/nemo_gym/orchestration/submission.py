@@ -27,7 +27,7 @@ from nemo_gym.orchestration.backends.base import QueueDemand, run_marker_line
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.feeding import Lanes, plan_lanes
-from nemo_gym.orchestration.plan import JobPlan, RunPlan
+from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 from nemo_gym.orchestration.render import StagedRun, backend_context, render_template
 
 EXIT_MISSING_MOUNTS = 3

@@ -12,7 +12,7 @@ from typing import Any
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import RUNTIME_ENV_PREFIX
-from nemo_gym.orchestration.plan import COLLECTOR_STEP, DRIVER_STEP, EnvVar
+from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, EnvVar
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
 
 

@@ -22,7 +22,7 @@ from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
-    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
     from nemo_gym.orchestration.record import SubmissionRecord
 
 

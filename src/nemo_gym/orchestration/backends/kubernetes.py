@@ -45,7 +45,7 @@ from nemo_gym.orchestration.contract import Phase, Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
-    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gym-orchestration")
 RUN_LABEL = "gym-orchestration/run"
@@ -176,7 +176,7 @@ class KubernetesBackend(Backend):
     # -- rendering --------------------------------------------------------------------------------
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
-        from nemo_gym.orchestration.plan import DRIVER_STEP
+        from nemo_gym.orchestration.plan.model import DRIVER_STEP
 
         if launch.step == DRIVER_STEP:
             return own_process_group_line(launch)  # in the job's own container
@@ -655,7 +655,7 @@ def _not_carried(at: str, mounts: list[str], sources: Mapping[str, Any], compute
 def credentials_left_behind(config: SubmitConfig, compute_name: str, environ: Mapping[str, str]) -> list[str]:
     """The exporters' variables this shell has (credentials, MLflow's tracking URI), which reach a
     Slurm job with its submission but not a pod: its own export runs without them."""
-    from nemo_gym.orchestration.plan import export_carried_env
+    from nemo_gym.orchestration.plan.exports import export_carried_env
 
     here = [name for name in export_carried_env(config) if environ.get(name)]
     if not here:

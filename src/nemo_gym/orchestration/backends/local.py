@@ -25,7 +25,7 @@ from nemo_gym.orchestration.backends.base import (
 from nemo_gym.orchestration.contract import Phase, Status
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.plan import Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import Launch, RunPlan
     from nemo_gym.orchestration.record import SubmissionRecord
 
 RUNNER_FACT = "runner"

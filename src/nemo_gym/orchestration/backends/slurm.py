@@ -30,7 +30,7 @@ from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.plan import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
 
 
 def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from nemo_gym.orchestration import contract
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.plan import JobPlan
+    from nemo_gym.orchestration.plan.model import JobPlan
 
 # Jobs of one shape go as arrays from this many on: below, slurmctld's cost per job is small and
 # a job of its own (one id, one line in squeue) is what users read most easily.

@@ -20,7 +20,7 @@ from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.library.observing import RunStatus, status
 from nemo_gym.orchestration.manage import select_jobs
 from nemo_gym.orchestration.observe import Attempt, JobStatus, SampleCheck
-from nemo_gym.orchestration.plan import DRIVER_STEP
+from nemo_gym.orchestration.plan.model import DRIVER_STEP
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import PAIRS_NAMED, Plan
 from nemo_gym.orchestration.results import BenchmarkResult, collect_results

@@ -23,7 +23,9 @@ from nemo_gym.orchestration.export_runs import export_environment_problems, host
 from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.exporters.spec import destinations
 from nemo_gym.orchestration.library.composing import Combination, Composition, each_combination
-from nemo_gym.orchestration.plan import JobPlan, RunPlan, build_plan, deployment_key, share_deployments
+from nemo_gym.orchestration.plan.building import build_plan
+from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
+from nemo_gym.orchestration.plan.sharing import deployment_key, share_deployments
 from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
 from nemo_gym.orchestration.record import (
     BenchmarkJob,

@@ -1,0 +1,66 @@
+"""One job's plan: its services' steps, its collector, its driver, what it exports and how it resumes."""
+
+from __future__ import annotations
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.api import BenchmarkRunConfig
+from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
+from nemo_gym.orchestration.plan.driver import driver_plan
+from nemo_gym.orchestration.plan.exports import export_plan
+from nemo_gym.orchestration.plan.inputs import RunInputs
+from nemo_gym.orchestration.plan.model import JobPlan, ResumePlan, ShardPlan
+from nemo_gym.orchestration.plan.services import runs_ray, service_steps, service_url
+from nemo_gym.orchestration.plan.telemetry import otel_plan
+
+
+def shard_job_plan(
+    run: RunInputs, benchmark: str, bench_dir: str, index: int, count: int, local_job_id: str
+) -> JobPlan:
+    """Shard ``index`` of ``count`` of a benchmark: a job of its own in the benchmark's directory."""
+    job_dir = contract.shard_dir(bench_dir, index)
+    shard = ShardPlan(index, count, bench_dir, "", "", None, (), (), ())  # its commands: driver_plan
+    return job_plan(run, benchmark, job_dir, local_job_id, False, shard)
+
+
+def job_plan(
+    run: RunInputs,
+    benchmark: str,
+    job_dir: str,
+    local_job_id: str,
+    shared_driver: bool,
+    shard: ShardPlan | None = None,
+) -> JobPlan:
+    config = run.config
+    layout = run.layout
+    compute = next(iter(config.compute.values()))
+    steps, ray_addresses = service_steps(run, job_dir)
+    otel = otel_plan(run, benchmark, job_dir, steps) if config.otel.enabled else None
+    driver, shard = driver_plan(run, benchmark, job_dir, otel, shared_driver, shard)
+    unit = benchmark if shard is None else contract.shard_unit(benchmark, shard.index)
+    return JobPlan(
+        benchmark=benchmark,
+        local_job_id=local_job_id,
+        job_dir=job_dir,
+        directives=run.backend.directives(compute, unit, job_dir),
+        node_count=layout.node_count,
+        steps=tuple(steps),
+        driver=driver,
+        gpus=layout.gpu_count,
+        ray_addresses=tuple(ray_addresses),
+        service_urls=tuple(service_url(step) for step in steps if step.metrics_port is not None and step.health),
+        component_pools=tuple(layout.pools) if layout.heterogeneous else (),
+        resume=_resume_plan(config.driver.benchmarks[benchmark]),
+        otel=otel,
+        ray_token_file=f"{job_dir}/{contract.RAY_TOKEN_FILE}" if any(runs_ray(s) for s in steps) else None,
+        export=export_plan(run, benchmark, shared_driver),
+        shard=shard,
+        max_concurrent=config.job.max_concurrent,
+    )
+
+
+def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:
+    caps = bench.resume_config
+    if caps is None:
+        return None
+    cap = caps.max_walltime
+    return ResumePlan(caps.max_retries, cap, walltime_seconds(cap) if cap else None)

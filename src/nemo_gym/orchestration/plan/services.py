@@ -1,0 +1,376 @@
+"""Each deployed service's steps: vLLM (one instance, data parallel, on Ray, behind the Ray
+gateway, a prefill/decode tier), the prefill/decode router, Ray heads and workers; their argv,
+health checks and the names that tell a job's own vLLM server from another's."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.api import (
+    RayServiceConfig,
+    SubmitConfig,
+    VllmPDServiceConfig,
+    VllmPDTierConfig,
+    VllmServiceConfig,
+    effective_ray_serve,
+)
+from nemo_gym.orchestration.plan.inputs import RunInputs, shell_var
+from nemo_gym.orchestration.plan.layout import Layout
+from nemo_gym.orchestration.plan.model import (
+    EnvVar,
+    HealthCheck,
+    NodeSlice,
+    PlainStep,
+    RayAddress,
+    RayHeadStep,
+    RayWorkerStep,
+    ServiceUrl,
+    Step,
+    VllmDataParallelStep,
+    VllmGatewayStep,
+    VllmRayStep,
+    VllmRouterStep,
+)
+from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT
+
+# A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
+# a ray service's own head on the same node.
+VLLM_RAY_PORT = 6390
+# Ray services and ray-backed vLLM heads have no HTTP probe: their step writes a ready marker.
+DEFAULT_READY_TIMEOUT = 600
+
+
+def service_steps(run: RunInputs, job_dir: str) -> tuple[list[Step], list[RayAddress]]:
+    """Every deployed service's steps in declaration order, and where each ray service's head is."""
+    steps: list[Step] = []
+    ray_addresses: list[RayAddress] = []
+    for name, service in run.config.deployed_services.items():
+        env = run.env(name, service)
+        if isinstance(service, VllmServiceConfig):
+            steps.append(vllm_step(run, job_dir, name, service, env))
+        elif isinstance(service, VllmPDServiceConfig):
+            steps.append(router_step(run, job_dir, name, service, env, steps))
+        else:
+            assert isinstance(service, RayServiceConfig)
+            steps += ray_steps(run.layout, job_dir, name, service, env)
+            variable = contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name)
+            ray_addresses.append(RayAddress(name, run.layout.driver_node, service.port, variable))
+    return steps, ray_addresses
+
+
+def service_url(step: Step) -> ServiceUrl:
+    assert step.health is not None and step.health.port is not None
+    variable = contract.SERVICE_URL_ENV_PREFIX + shell_var(step.service)
+    return ServiceUrl(step.service, step.health.nodes[0], step.health.port, variable)
+
+
+def runs_ray(step: Step) -> bool:
+    return isinstance(step, (RayHeadStep, RayWorkerStep, VllmRayStep, VllmGatewayStep))
+
+
+# -- vLLM ---------------------------------------------------------------------------------------
+
+
+def vllm_step(run: RunInputs, job_dir: str, name: str, service: VllmServiceConfig, env: tuple[EnvVar, ...]) -> Step:
+    nodes = run.layout.service_nodes(service)
+    gpus = _known_gpus_per_node(run.config, service)
+    one_server_per_node = isinstance(service, VllmPDTierConfig) and service.server_per_node
+    identity = serving_identity(run.run_id, job_dir, name) if _identity_checkable(service) else None
+    base = _vllm_argv(service, identity)
+    n = service.number_of_instances
+    if isinstance(service, VllmPDTierConfig):
+        env = _nixl_env(service) + env  # the tier's own env still wins
+    common: dict[str, Any] = dict(
+        name=name,
+        service=name,
+        nodes=nodes,
+        env=env,
+        pre_command=service.pre_command,
+        health=_vllm_health(service, nodes, one_server_per_node, identity),
+        launch=run.layout.launch(job_dir, name, nodes, service),
+        metrics_port=service.port,
+    )
+    if one_server_per_node:
+        # Independent servers, one a node; the router lists each (validation holds n to 1).
+        return PlainStep(argv=tuple(base), **common)
+    if effective_ray_serve(service, nodes.count, gpus):
+        return _gateway_step(service, base, gpus, common)
+    if nodes.count == 1:
+        argv = base + (["--data-parallel-size", str(n)] if n > 1 else [])
+        return PlainStep(argv=tuple(argv), **common)
+    if n > 1:
+        return _data_parallel_step(service, base, nodes, common)
+    argv = base + ["--distributed-executor-backend", "ray"]
+    return VllmRayStep(argv=tuple(argv), ray_port=VLLM_RAY_PORT, **common)
+
+
+def _known_gpus_per_node(config: SubmitConfig, service: VllmServiceConfig) -> list[int]:
+    """GPUs a node of each of the service's pools has, where its pool says."""
+    compute = next(iter(config.compute.values()))
+    pools = [compute.node_pools[service.node_pool]] if service.node_pool else list(compute.node_pools.values())
+    return [p.gpus_per_node for p in pools if p.gpus_per_node is not None]
+
+
+def _vllm_health(
+    service: VllmServiceConfig, nodes: NodeSlice, one_server_per_node: bool, identity: str | None
+) -> HealthCheck:
+    assert service.health_check is not None and service.health_check.port is not None
+    check = service.health_check
+    probed = tuple(nodes.indices) if one_server_per_node else (nodes.start,)
+    return HealthCheck("http", check.timeout_seconds, check.port, check.path, probed, identity)
+
+
+def _gateway_step(service: VllmServiceConfig, base: list[str], gpus: list[int], common: dict[str, Any]) -> Step:
+    """Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
+    replica gets its own port from the gateway."""
+    footprint = service.tensor_parallel_size * service.pipeline_parallel_size
+    return VllmGatewayStep(
+        argv=tuple(_drop_flags(base, ("--port",))),
+        ray_port=VLLM_RAY_PORT,
+        instances=service.number_of_instances,
+        port=service.port,
+        gpus_per_instance=footprint if gpus else 0,
+        **common,
+    )
+
+
+def _data_parallel_step(service: VllmServiceConfig, base: list[str], nodes: NodeSlice, common: dict[str, Any]) -> Step:
+    n = service.number_of_instances
+    local = n // nodes.count
+    dp = [
+        "--data-parallel-size",
+        str(n),
+        "--data-parallel-size-local",
+        str(local),
+        "--data-parallel-rpc-port",
+        str(service.data_parallel_rpc_port),
+    ]
+    return VllmDataParallelStep(
+        argv=tuple(base + dp),
+        worker_argv=tuple(_drop_flags(base, _HEAD_ONLY_VLLM_FLAGS) + dp + ["--headless"]),
+        ranks_per_node=local,
+        **common,
+    )
+
+
+def _nixl_env(tier: VllmPDTierConfig) -> tuple[EnvVar, ...]:
+    """NIXL's side channel listens on the node's own address, known only there."""
+    return (
+        EnvVar("VLLM_NIXL_SIDE_CHANNEL_HOST", "node-address", ""),
+        EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", str(tier.nixl_side_channel_port)),
+    )
+
+
+def _vllm_argv(service: VllmServiceConfig, identity: str | None = None) -> list[str]:
+    """``vllm serve`` with the service's options, serving ``identity`` too when given; the
+    config's extra_args last, as written."""
+    argv = [
+        "vllm",
+        "serve",
+        service.model,
+        "--port",
+        str(service.port),
+        "--tensor-parallel-size",
+        str(service.tensor_parallel_size),
+    ]
+    if service.pipeline_parallel_size > 1:
+        argv += ["--pipeline-parallel-size", str(service.pipeline_parallel_size)]
+    extra = shlex.split(service.extra_args)
+    names_in_extra = any(arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=") for arg in extra)
+    names = [service.served_model_name] if service.served_model_name else []
+    if identity is not None and not names_in_extra:
+        names = (names or [service.model]) + [identity]  # the first name stays what clients see
+    if names:
+        argv += [_SERVED_NAME_FLAG, *names]
+    if service.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if isinstance(service, VllmPDTierConfig):
+        argv += ["--kv-transfer-config", json.dumps(service.kv_transfer_config, separators=(",", ":"))]
+    argv += extra
+    if identity is not None and names_in_extra:
+        argv = _with_identity(argv, identity)
+    return argv
+
+
+def serving_identity(run_id: str, job_dir: str, service: str) -> str:
+    """The served-model alias that makes a vLLM server this job's own: unique to the run, its job
+    (one per benchmark, or the shared deployment) and the service, so no two jobs that can run at
+    the same time share it (a resumable chain's jobs run one after another)."""
+    job = job_dir.rstrip("/").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{run_id}-{job}-{service}")
+
+
+_SERVED_NAME_FLAG = "--served-model-name"
+
+
+def _identity_checkable(service: VllmServiceConfig) -> bool:
+    """Whether the health check can ask the server its names: it probes the serving port itself,
+    and /v1/models needs no key (a server with --api-key or VLLM_API_KEY answers it 401)."""
+    assert service.health_check is not None
+    keyed = any(arg == "--api-key" or arg.startswith("--api-key=") for arg in shlex.split(service.extra_args))
+    return service.health_check.port == service.port and not keyed and "VLLM_API_KEY" not in service.env
+
+
+def _with_identity(argv: list[str], identity: str) -> list[str]:
+    """``argv``, whose extra_args name the served models, serving ``identity`` too after those
+    names: vLLM answers with the first name, so what clients see does not change."""
+    at = [i for i, arg in enumerate(argv) if arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=")]
+    last = at[-1]  # argparse keeps the last occurrence
+    if argv[last] == _SERVED_NAME_FLAG:
+        return argv[: last + 2] + [identity] + argv[last + 2 :]
+    first = argv[last].partition("=")[2]
+    return argv[:last] + [_SERVED_NAME_FLAG, first, identity] + argv[last + 1 :]
+
+
+def _drop_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """``argv`` without the given options, written ``--flag value`` or ``--flag=value``."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        flag, has_value, _ = arg.partition("=")
+        if flag in flags:
+            skip = not has_value
+            continue
+        out.append(arg)
+    return out
+
+
+# Headless vLLM ranks refuse --api-server-count: only the head serves the API.
+_HEAD_ONLY_VLLM_FLAGS = ("--api-server-count",)
+_HEAD_ONLY_RAY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard", "--dashboard-host", "--dashboard-port")
+
+
+# -- prefill/decode router ----------------------------------------------------------------------
+
+
+def router_step(
+    run: RunInputs, job_dir: str, name: str, service: VllmPDServiceConfig, env: tuple[EnvVar, ...], steps: list[Step]
+) -> Step:
+    """vllm-router on the driver's node, in front of the tiers planned just before it."""
+    tiers = {step.name: step for step in steps}
+    prefill, decode = (tiers[tier] for tier in service.tiers(name))
+    node = run.layout.driver_node
+    nodes = NodeSlice(node, 1)
+    assert service.health_check is not None and service.health_check.port is not None
+    check = service.health_check
+    metrics_port = router_metrics_port(run.config, name)
+    argv = [
+        "vllm-router",
+        "--vllm-pd-disaggregation",
+        "--prefill-policy",
+        service.prefill_policy,
+        "--decode-policy",
+        service.decode_policy,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(service.port),
+        "--intra-node-data-parallel-size",
+        str(service.intra_node_data_parallel_size),
+        "--request-timeout-secs",
+        str(service.request_timeout_secs),
+        "--log-level",
+        service.log_level,
+        # Its metrics on every interface, so the collector beside the driver can scrape them.
+        "--prometheus-host",
+        "0.0.0.0",
+        "--prometheus-port",
+        str(metrics_port),
+    ]
+    return VllmRouterStep(
+        name=name,
+        service=name,
+        nodes=nodes,
+        env=env,
+        pre_command=service.pre_command,
+        argv=tuple(argv),
+        launch=run.layout.launch(job_dir, name, nodes, service),
+        metrics_port=metrics_port,
+        health=HealthCheck("http", check.timeout_seconds, check.port, check.path, (node,)),
+        prefill=_serving_endpoints(prefill),
+        decode=_serving_endpoints(decode),
+    )
+
+
+def router_metrics_port(config: SubmitConfig, name: str) -> int:
+    """Where vllm_pd service ``name``'s router serves its Prometheus metrics: vllm-router's own
+    default port for the first, the next ports for the others (they all run on the driver's node)."""
+    routers = [n for n, s in config.services.items() if isinstance(s, VllmPDServiceConfig)]
+    return ROUTER_METRICS_PORT + routers.index(name)
+
+
+def _serving_endpoints(step: Step) -> tuple[tuple[int, int], ...]:
+    """(node, port) of each server a tier's step runs: every node of one server a node, else its head."""
+    assert step.health is not None and step.health.port is not None
+    return tuple((node, step.health.port) for node in step.health.nodes)
+
+
+# -- Ray ----------------------------------------------------------------------------------------
+
+
+def ray_steps(
+    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...]
+) -> list[Step]:
+    head = layout.driver_node
+    head_pool = next((p for p, s in layout.pools.items() if head in s.indices), None)
+    extra = shlex.split(service.extra_args)
+    common: dict[str, Any] = dict(service=name, env=env, pre_command=service.pre_command)
+    head_flags = _ray_resource_flags(service, head_pool if head_pool in service.node_pools else None)
+    if service.health_check is not None:
+        check = service.health_check
+        health = HealthCheck("http", check.timeout_seconds, check.port, check.path, (head,))
+    else:
+        health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, nodes=(head,))
+    worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
+    head_nodes = NodeSlice(head, 1)
+    steps: list[Step] = [
+        RayHeadStep(
+            name=name,
+            nodes=head_nodes,
+            ray_port=service.port,
+            ray_nodes=1 + worker_count,
+            argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
+            health=health,
+            launch=layout.launch(job_dir, name, head_nodes, service),
+            **common,
+        )
+    ]
+    for pool in service.node_pools:
+        workers = [i for i in layout.pools[pool].indices if i != head]
+        if not workers:
+            continue
+        # Workers of a pool are contiguous except where the head sits at the pool's start.
+        nodes = NodeSlice(workers[0], len(workers))
+        step = f"{name}_{pool}_workers"
+        steps.append(
+            RayWorkerStep(
+                name=step,
+                nodes=nodes,
+                head_address_variable=contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name),
+                argv=tuple(
+                    ["ray", "start", *_ray_resource_flags(service, pool), *_drop_flags(extra, _HEAD_ONLY_RAY_FLAGS)]
+                ),
+                launch=layout.launch(job_dir, step, nodes, service),
+                **common,
+            )
+        )
+    return steps
+
+
+def _ray_resource_flags(service: RayServiceConfig, pool: str | None) -> list[str]:
+    flags = []
+    if service.num_cpus is not None:
+        flags.append(f"--num-cpus={service.num_cpus}")
+    if service.num_gpus is not None:
+        flags.append(f"--num-gpus={service.num_gpus}")
+    if pool is not None and service.resources.get(pool):
+        amounts = {k: (int(v) if float(v).is_integer() else v) for k, v in sorted(service.resources[pool].items())}
+        flags.append("--resources=" + json.dumps(amounts, separators=(",", ":")))
+    return flags
