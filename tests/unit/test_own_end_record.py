@@ -124,7 +124,25 @@ def test_a_job_a_cancel_ended_reads_cancelled_while_slurm_still_calls_it_complet
         (True, Cause.CANCELLED, (Status.CANCELLED, "cancelled by the user (gym eval cancel)")),
         (False, Cause.CANCELLED, (Status.CANCELLED, "cancelled (SIGTERM)")),
         (True, Cause.SIGNAL, (Status.FAILED, "cancelled (SIGTERM)")),
+        # A preemption the job saw at its TERM (PreemptTime set): preempted, neither failed nor
+        # the user's cancel, whatever marker is there.
+        (False, Cause.PREEMPTED, (Status.PREEMPTED, "cancelled (SIGTERM)")),
+        (True, Cause.PREEMPTED, (Status.PREEMPTED, "cancelled (SIGTERM)")),
     ]
     for by_user, cause, expected in table:
         state = SLURM.job_state("22", Probe(own, view, by_user, "143", cause), 0, {})
         assert (state.status, state.detail) == expected, (by_user, cause)
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        # A site that cancels preempted jobs (PreemptMode=CANCEL): Slurm's word, whatever the job wrote.
+        ("JobState=PREEMPTED", Status.PREEMPTED),
+        # A site that requeues them: queued again under the same id.
+        ("JobState=PENDING Reason=BeginTime Restarts=1", Status.QUEUED),
+    ],
+)
+def test_a_preempted_job_reads_as_the_site_treats_it(fields: str, expected: Status) -> None:
+    state = SLURM.job_state("30", probe("failed", "143", fields, attempt="0"), 0, {})
+    assert state.status == expected, state

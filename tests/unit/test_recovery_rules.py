@@ -55,20 +55,20 @@ TABLE = [
     # whatever was written; the first time, and any other cause, re-queues
     *[
         (s, k, c, c, Remedy.STOP_WOULD_REPEAT)
-        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.PREEMPTED)
         for k in SAMPLES
         for c in REPEATING
     ],
     *[
         (s, k, c, before, Remedy.REQUEUE)
-        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.PREEMPTED)
         for k in SAMPLES
         for c in REPEATING
         for before in [None, *(other for other in Cause if other != c)]
     ],
     *[
         (s, k, c, before, Remedy.REQUEUE)
-        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+        for s in (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.PREEMPTED)
         for k in SAMPLES
         for c in [None, *NOT_REPEATING]
         for before in (None, c)
@@ -152,6 +152,8 @@ def test_a_repeating_cause_says_why_and_what_to_fix(cause: Cause, fix: str) -> N
         (Status.FAILED, None, "it failed"),
         (Status.CANCELLED, None, "it was cancelled"),
         (Status.TIMED_OUT, None, "it timed out"),
+        (Status.PREEMPTED, Cause.PREEMPTED, "it was preempted"),
+        (Status.PREEMPTED, None, "it was preempted"),
     ],
 )
 def test_a_requeue_says_why_and_what_it_keeps(status: Status, cause: Cause | None, why: str) -> None:

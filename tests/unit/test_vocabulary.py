@@ -74,6 +74,7 @@ def test_status_words_are_those_of_status_json_and_records() -> None:
         "failed",
         "cancelled",
         "timed out",
+        "preempted",
         "unknown",
     ]
     assert {s for s in Status if not s.final} == {Status.QUEUED, Status.STARTING, Status.RUNNING}

@@ -383,6 +383,9 @@ class Status(Word):
     FAILED = "failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed out"
+    # Taken back by the scheduler for a higher-priority job and not requeued (a site whose
+    # PreemptMode is CANCEL): neither a failure of the job nor anyone's cancel.
+    PREEMPTED = "preempted"
     UNKNOWN = "unknown"
 
     @classmethod

@@ -103,8 +103,13 @@ _FIX_ANY = "see the job's log (gym eval logs RUN BENCHMARK), fix what it reports
 
 _STILL_GOING = (Status.QUEUED, Status.STARTING, Status.RUNNING)
 _ENDED_WELL = (Status.SUCCEEDED, Status.INCOMPLETE)
-_ENDED_BADLY = (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-_ENDED_TEXT = {Status.FAILED: "it failed", Status.CANCELLED: "it was cancelled", Status.TIMED_OUT: "it timed out"}
+_ENDED_BADLY = (Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.PREEMPTED)
+_ENDED_TEXT = {
+    Status.FAILED: "it failed",
+    Status.CANCELLED: "it was cancelled",
+    Status.TIMED_OUT: "it timed out",
+    Status.PREEMPTED: "it was preempted",
+}
 
 
 def plan(evidence: Evidence) -> Plan:

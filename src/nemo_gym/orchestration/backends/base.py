@@ -89,6 +89,10 @@ def recorded_outcome(probe: JobProbe) -> JobState | None:
             # Its own record says its walltime ended it: timed out, as the scheduler says too once it
             # has caught up (it may still call the job COMPLETING when the probe looks).
             return JobState(Status.TIMED_OUT, f"walltime reached ({probe.scheduler.time_limit or 'its limit'})")
+        if probe.phase == Phase.FAILED and probe.cause == Cause.PREEMPTED:
+            # Its own record says a preemption ended it: preempted, never failed (the scheduler may
+            # have forgotten it, or still call it COMPLETING).
+            return JobState(Status.PREEMPTED, probe.detail)
         if probe.phase == Phase.FAILED and probe.cause == Cause.CANCELLED:
             # Its own record says a cancel ended it (while the scheduler may still call it COMPLETING):
             # cancelled, never failed, and the user's if a cancel marker says so.

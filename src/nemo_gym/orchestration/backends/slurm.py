@@ -71,6 +71,14 @@ _SHOWN_CAP = 200
 _JOB_ID_ERE = "[0-9]+(_[0-9]+)?"
 
 
+# Slurm requeues a preempted job where the site's PreemptMode is REQUEUE (the job then reads as
+# requeued); PREEMPTED is the state of one it cancelled instead.
+PREEMPTED_BY_SLURM = JobState(
+    Status.PREEMPTED,
+    "preempted by a higher-priority job, and not requeued: this site cancels preempted jobs (PREEMPTED)",
+)
+
+
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
     job_kind: ClassVar[str] = "Slurm job"
@@ -352,7 +360,7 @@ class SlurmBackend(Backend):
         if state == "OUT_OF_MEMORY":
             return JobState(Status.FAILED, "out of memory")
         if state == "PREEMPTED":
-            return JobState(Status.FAILED, "preempted by Slurm (PREEMPTED)")
+            return PREEMPTED_BY_SLURM
         return None
 
     # -- cancel -----------------------------------------------------------------------------------

@@ -41,25 +41,33 @@ STATE_OUTCOMES = {
     CANCELLED: c.Outcome.CANCELLED,
 }
 
-# While a job is being ended, Slurm's word for why (what its TERM was): state -> cause. A walltime
-# also shows as Reason=TimeLimit while the job is still COMPLETING.
+# While a job is being ended, Slurm's word for why (what its TERM was): a field of its scontrol
+# line -> cause. A walltime also shows as Reason=TimeLimit while the job is still COMPLETING; a
+# preemption that cancels (PreemptMode=CANCEL) only as the time it was preempted (PreemptTime=...),
+# until it has ended. A word ending in "=" is the field set to a time (not None).
 ENDING_CAUSES = (
     ("JobState=TIMEOUT", c.Cause.WALLTIME),
     ("JobState=DEADLINE", c.Cause.WALLTIME),
     ("Reason=TimeLimit", c.Cause.WALLTIME),
     ("JobState=PREEMPTED", c.Cause.PREEMPTED),
+    ("PreemptTime=", c.Cause.PREEMPTED),
     ("JobState=CANCELLED", c.Cause.CANCELLED),
 )
 
 
+def case_pattern(word: str) -> str:
+    """The bash ``case`` pattern matching an scontrol line that holds ``word`` (one field)."""
+    return f'*" {word}"[0-9]*' if word.endswith("=") else f'*" {word} "*'
+
+
 def ending_groups() -> list[tuple[c.Cause, list[str]]]:
-    """``ENDING_CAUSES`` grouped by cause, in order: [(cause, [field=value, ...]), ...]."""
+    """``ENDING_CAUSES`` grouped by cause, in order, as case patterns: [(cause, [pattern, ...]), ...]."""
     groups: list[tuple[c.Cause, list[str]]] = []
     for word, cause in ENDING_CAUSES:
         if groups and groups[-1][0] == cause:
-            groups[-1][1].append(word)
+            groups[-1][1].append(case_pattern(word))
         else:
-            groups.append((cause, [word]))
+            groups.append((cause, [case_pattern(word)]))
     return groups
 
 

@@ -83,7 +83,7 @@ declare -A GYM_SERVICE_STEPS=(
 # Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
 # its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
 # preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
-# its Reason still says TimeLimit after a walltime.
+# its Reason still says TimeLimit after a walltime, its PreemptTime is set after a preemption.
 gym_ending_cause() {
     local line
     if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
@@ -93,7 +93,7 @@ gym_ending_cause() {
     line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
     case "$line" in
         *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
-        *" JobState=PREEMPTED "*) printf 'preempted' ;;
+        *" JobState=PREEMPTED "* | *" PreemptTime="[0-9]*) printf 'preempted' ;;
         *" JobState=CANCELLED "*) printf 'cancelled' ;;
     esac
 }
