@@ -146,3 +146,25 @@ def test_a_job_a_cancel_ended_reads_cancelled_while_slurm_still_calls_it_complet
 def test_a_preempted_job_reads_as_the_site_treats_it(fields: str, expected: Status) -> None:
     state = SLURM.job_state("30", probe("failed", "143", fields, attempt="0"), 0, {})
     assert state.status == expected, state
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected"),
+    [
+        ("running", (Status.RUNNING, "as the job last wrote: driver running, 4 rollout(s) written")),
+        ("starting", (Status.STARTING, "as the job last wrote: driver finished")),
+        # Nothing written yet: last known queued, never forgotten or failed.
+        ("", (Status.QUEUED, "the job has written nothing yet, so it was last known queued")),
+        # An end the job recorded itself stands: the controller is not needed to tell it.
+        ("succeeded", (Status.SUCCEEDED, "driver finished")),
+    ],
+)
+def test_a_job_slurmctld_could_not_be_asked_about_reads_as_it_last_wrote(phase: str, expected) -> None:
+    down = "? Slurmctld(primary) at ctl is DOWN"
+    own = StateFile.from_fields({"phase": phase, "detail": "driver finished"} if phase else {})
+    job_end = "0" if phase == "succeeded" else None
+    state = SLURM.job_state("40", JobProbe(own, SLURM.describe([down, ""]), False, job_end), 4, {})
+    assert state.status == expected[0], state
+    assert state.detail.endswith(expected[1]), state
+    if phase != "succeeded":
+        assert state.detail.startswith("Slurm cannot be reached (Slurmctld(primary) at ctl is DOWN); "), state

@@ -112,6 +112,21 @@ def self_recorded_end(probe: JobProbe) -> JobState | None:
     return recorded
 
 
+# SchedulerView.word of a job its scheduler could not be asked about (its controller down, its API
+# out of reach): not a job the scheduler forgot, nor one that ended.
+UNANSWERED = "unanswered"
+
+
+def unanswered_state(scheduler: str, view: SchedulerView, probe: JobProbe, rollouts: int) -> JobState:
+    """A job its scheduler could not be asked about: shown as the job itself last wrote, and said
+    to be that, never ended by a scheduler that said nothing."""
+    why = f"{scheduler} cannot be reached" + (f" ({view.reason})" if view.reason else "")
+    if probe.own.written:
+        last = running_state(probe, rollouts)
+        return JobState(last.status, f"{why}; as the job last wrote: {last.detail}")
+    return JobState(Status.QUEUED, f"{why}; the job has written nothing yet, so it was last known queued")
+
+
 def running_state(probe: JobProbe, rollouts: int) -> JobState:
     """A job whose scheduler (or runner) still runs it, as far as its own phase tells."""
     if probe.phase == Phase.RUNNING:

@@ -12,6 +12,7 @@ from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeC
 from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits, slurm_node
 from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
+    UNANSWERED,
     Backend,
     JobProbe,
     JobState,
@@ -22,6 +23,7 @@ from nemo_gym.orchestration.backends.base import (
     run_block,
     running_state,
     self_recorded_end,
+    unanswered_state,
 )
 from nemo_gym.orchestration.contract import Phase, StateFile, Status
 from nemo_gym.orchestration.rules import pools_differ
@@ -69,6 +71,7 @@ _SHOWN_CAP = 200
 # A job's id, or a job array task's (ID_TASK): a POSIX ERE, so that Python's re and the templates'
 # bash [[ =~ ]], grep -E and awk all take it.
 _JOB_ID_ERE = "[0-9]+(_[0-9]+)?"
+_UNANSWERED = "?"  # the probe's line for a job slurmctld could not be asked about, then why
 
 
 # Slurm requeues a preempted job where the site's PreemptMode is REQUEUE (the job then reads as
@@ -130,6 +133,7 @@ class SlurmBackend(Backend):
             "task_id_variable": _TASK_ID_VARIABLE,
             "job_id_ere": _JOB_ID_ERE,
             "host_program": shipping.inline(Program.SCHEDULER_HOST),
+            "unanswered": _UNANSWERED,
         }
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
@@ -284,6 +288,8 @@ class SlurmBackend(Backend):
     def describe(self, answer: list[str]) -> SchedulerView:
         """scontrol's line and sacct's ``State|ExitCode`` (``describe_job`` in its template)."""
         scontrol, sacct = (field[:_ANSWER_FIELD_CAP] for field in (answer + ["", ""])[:2])
+        if scontrol.startswith(_UNANSWERED):
+            return SchedulerView(word=UNANSWERED, reason=scontrol[1:].strip()[:_SHOWN_CAP])
         fields = slurm_node.parse_scontrol_line(scontrol)
         state = fields.get("JobState", "")
         exit_code = fields.get("ExitCode", "")
@@ -335,6 +341,8 @@ class SlurmBackend(Backend):
         recorded = recorded_outcome(probe)
         if recorded is not None:
             return recorded
+        if view.word == UNANSWERED:
+            return unanswered_state("Slurm", view, probe, rollouts)
         if state == "FAILED":
             return JobState(
                 Status.FAILED, f"the job failed (exit code {view.exit_code or '?'}) before it recorded a reason"

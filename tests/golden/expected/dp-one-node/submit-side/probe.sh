@@ -1,7 +1,9 @@
 # What Slurm says of job $1, into gym_answer: scontrol's line, then sacct's State|ExitCode where there is accounting
 # (it remembers what scontrol forgot, MinJobAge). A heterogeneous job prints a line per component:
 # the first (offset 0) is the job's. After gym_describe_snapshot (describe_snapshot), both come
-# from its two calls for the jobs it was taken for; any other job is asked on its own.
+# from its two calls for the jobs it was taken for; any other job is asked on its own. When neither
+# answers and slurmctld is down, the line is ? and why: a job Slurm could not
+# be asked about is not a job it forgot.
 have_sacct=0; command -v sacct >/dev/null 2>&1 && have_sacct=1
 gym_describe_job() {
     local sc='' sa=''
@@ -17,10 +19,16 @@ gym_describe_job() {
             fi
             ;;
         *)
-            sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
+            sc=$(scontrol show job -o "$1" 2>/dev/null) || sc=''
+            sc=${sc%%$'\n'*}
             [ -n "$sc" ] || [ "$have_sacct" != 1 ] || sa=$(sacct -X -n -P -j "$1" -o State,ExitCode 2>/dev/null | head -1)
             ;;
     esac
+    if [ -z "$sc$sa" ]; then
+        # Asked once per probe: a controller that is down answers nothing for every job.
+        [ -n "${gym_ctld_said+set}" ] || gym_ctld_said=$(scontrol ping 2>/dev/null) || gym_ctld_said="? ${gym_ctld_said%%$'\n'*}"
+        [ "${gym_ctld_said:0:1}" != "?" ] || sc='?'" ${gym_ctld_said#? }"
+    fi
     printf -v gym_answer '%s\x1f%s' "$sc" "$sa"
 }
 # JobID|ElapsedRaw|AllocTRES of every run of the comma-separated jobs $1 (a heterogeneous job's
@@ -238,7 +246,13 @@ gym_describe_snapshot() {
     command -v python3 >/dev/null 2>&1 || return 0
     # Every job slurmctld holds (hidden partitions too), kept for the wanted ids only.
     # SLURM_BITSTR_LEN=0: a job array's pending tasks in full (scontrol cuts them at 64 characters).
-    all=$(SLURM_BITSTR_LEN=0 scontrol -a show job -o 2>/dev/null) || return 0
+    if ! all=$(SLURM_BITSTR_LEN=0 scontrol -a show job -o 2>/dev/null); then
+        # No answer: each job is asked on its own, unless slurmctld is down (for a maintenance):
+        # then each is told so (gym_describe_job), with what accounting still says.
+        gym_ctld_said=$(scontrol ping 2>/dev/null) && return 0
+        gym_ctld_said="? ${gym_ctld_said%%$'\n'*}"
+        all=''
+    fi
     # First the ids that are Slurm's (read back from chain files), each once, then each wanted
     # job's record: an array's pending tasks are one record, each task known by its ARRAY_TASK id.
     {

@@ -1,0 +1,48 @@
+"""The scheduler itself at fault, on the real local cluster: slurmctld stopped for a maintenance in
+the middle of a run and started again. Status never says a job failed because Slurm could not be
+asked: it says so and shows what the job last wrote, and is truthful again after the restart. The
+model service and the driver are stand-ins (no GPU here); Slurm and the job scripts are real."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import STANDIN_PATH
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+LOCAL_SLURM = Path(__file__).resolve().parents[2] / "scripts" / "local-slurm"
+
+
+def ctld(verb: str) -> None:
+    subprocess.run([str(LOCAL_SLURM), "ctld", verb], check=True, capture_output=True, timeout=60)
+
+
+def test_status_while_the_controller_is_down_says_so_and_what_the_job_last_wrote(cluster_run) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        benchmarks={"bench": {"run": {"standin_rollouts": 20, "standin_rollout_seconds": 0.5}}},
+        driver={"policy_model": "policy", "env": {"PATH": STANDIN_PATH}},
+    )
+    cluster_run.submit(config)
+    cluster_run.wait_for("bench", {"running"}, timeout=90)
+    ctld("stop")
+    try:
+        proc = cluster_run.cli("status", "--last", "--json")
+        assert proc.returncode == 0, proc.stderr
+        [job] = json.loads(proc.stdout)["jobs"]
+        # The job runs on without the controller: what it wrote is shown, never a failure.
+        assert job["state"] == "running", job
+        assert "cannot be reached" in job["detail"] and "last" in job["detail"], job
+        plain = cluster_run.cli("status", "--last")
+        assert plain.returncode == 0 and "cannot be reached" in plain.stdout, plain.stdout
+        time.sleep(3)
+    finally:
+        ctld("start")
+    done = cluster_run.wait_for("bench", {"succeeded", "failed", "unknown", "cancelled"}, timeout=120)
+    assert done["state"] == "succeeded" and done["samples"] == 20, done
+    assert "cannot be reached" not in done["detail"]
