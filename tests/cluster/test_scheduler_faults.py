@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import STANDIN_PATH
+from conftest import STANDIN_PATH, job_fields
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -46,3 +46,34 @@ def test_status_while_the_controller_is_down_says_so_and_what_the_job_last_wrote
     done = cluster_run.wait_for("bench", {"succeeded", "failed", "unknown", "cancelled"}, timeout=120)
     assert done["state"] == "succeeded" and done["samples"] == 20, done
     assert "cannot be reached" not in done["detail"]
+
+
+def test_a_node_of_a_two_node_job_lost_requeues_it_and_it_finishes_keeping_its_rows(cluster_run) -> None:
+    """One node of a two-node job goes down: Slurm requeues the whole job (same id); the restarted
+    job judges its first run, continues from the rows on disk, and no row is lost or doubled."""
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        pools={"gpu": {"partition": "debug", "nodes": 2, "gpus_per_node": 4}},
+        benchmarks={"bench": {"resumable": True, "run": {"standin_rollouts": 30, "standin_rollout_seconds": 0.5}}},
+        driver={"policy_model": "policy", "env": {"PATH": STANDIN_PATH}},
+    )
+    [job] = cluster_run.submit(config)["benchmarks"]
+    rollouts = Path(job["job_dir"], "artifacts", "rollouts.jsonl")
+    deadline = time.monotonic() + 90
+    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < 5:
+        assert time.monotonic() < deadline, cluster_run.status()
+        time.sleep(0.2)
+    nodes = subprocess.run(
+        ["scontrol", "show", "hostnames", job_fields(job["job_id"])["NodeList"]], capture_output=True, text=True
+    ).stdout.split()
+    assert len(nodes) == 2, nodes
+    lost = nodes[1]  # not the batch host: the job's script lives on, its step there dies
+    subprocess.run(["scontrol", "update", f"nodename={lost}", "state=down", "reason=gym-test-node-lost"], check=True)
+    try:
+        final = cluster_run.wait_for("bench", {"succeeded", "failed", "unknown", "timed out"}, timeout=300)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={lost}", "state=resume"])
+    cluster_run.job_ids += final["chain"]
+    assert final["state"] == "succeeded" and final["samples"] == 30, final
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    assert sorted(r["task_index"] for r in rows) == list(range(30))
