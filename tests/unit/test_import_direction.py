@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "backends",  # the registry alone: backends by name, each imported when first asked for
         ),
     ),
-    ("config", ("api", "compose", "overrides", "resolved", "otel_destination")),
+    ("config", ("api", "api.*", "compose", "overrides", "resolved", "otel_destination")),
     ("plan", ("plan",)),
     ("templates", ("templating",)),
     ("backends", ("backends", "backends.*", "connection")),
