@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "words",  # shared vocabulary, pure rules and node-side code: no I/O of the submit path
         (
-            "", "contract", "facts", "untrusted", "runid", "shellquote", "display", "yamlio", "usage", "stats",
+            "", "contract", "chain", "facts", "untrusted", "runid", "shellquote", "display", "yamlio", "usage", "stats",
             "estimate", "rollouts", "rollout_projection", "samples", "shards", "resume", "checkpoints",
             "feeding", "recovery", "shipping", "sample_size", "rules", "errors", "gym_eval_keys", "exporters", "exporters.*",
             "gateway", "gateway.*", "backends.slurm_node", "backends.*_rules", "backends.slurm_limits",

@@ -17,6 +17,7 @@ import pytest
 
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.chain import chain_record
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import LogRequest
 from nemo_gym.orchestration.record import SubmissionRecord, load_record
@@ -255,7 +256,7 @@ def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tm
     cluster.set_state(successor, "PENDING", reason="Dependency")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("successor", successor, "100"))
     cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
     job_wrote(record, "long", "100", "failed", "stopped by its walltime (SIGTERM)")
     [job] = library.status([record], connect=conn.connect)[0].jobs
@@ -264,7 +265,7 @@ def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tm
         f"resuming: job 100 timed out (walltime reached (00:01:00)); job {successor} waits in the queue (Dependency)"
     )
     with chain.open("a") as fh:
-        fh.write(contract.chain_record("end", "failed", "gave up: 4 resumes without progress"))
+        fh.write(chain_record("end", "failed", "gave up: 4 resumes without progress"))
     [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.state, job.detail) == ("failed", "gave up: 4 resumes without progress")
 
@@ -302,7 +303,7 @@ def test_cancel_stops_a_chain_its_running_job_and_the_one_queued_behind_it(base,
     successor = cluster.add_job("gym-long", "PENDING")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("successor", successor, "100"))
     job_wrote(record, "long", "100", "running", "driver")
     report = library.cancel([record], connect=conn.connect)[0]
     assert report.ok and sorted(cluster.cancelled_ids()) == sorted(["100", successor])
@@ -344,7 +345,7 @@ def test_an_ended_job_of_a_chain_that_strict_scancel_reports_is_no_refusal(base,
     successor = cluster.add_job("gym-long", "RUNNING")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", successor, 2, 0))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("start", successor, 2, 0))
     job_wrote(record, "long", successor, "running", "driver")
     cluster.strict_scancel = True
     report = library.cancel([record], connect=conn.connect)[0]
@@ -407,7 +408,7 @@ def test_logs_of_a_chain_are_its_latest_jobs(base, tmp_path, conn, cluster) -> N
     record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", "105", 9, 3))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("start", "105", 9, 3))
     (job_dir(record, "long") / contract.job_log("100")).write_text("first job\n")
     (job_dir(record, "long") / contract.job_log("105")).write_text("resumed job\n")
     assert library.logs([record], LogRequest(), connect=conn.connect)[0].text == "resumed job\n"
@@ -542,9 +543,9 @@ def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
     chain.write_text(
-        contract.chain_record("start", "100", 1000, 0)
-        + contract.chain_record("successor", successor, "100")
-        + contract.chain_record("start", successor, 5000, 40)
+        chain_record("start", "100", 1000, 0)
+        + chain_record("successor", successor, "100")
+        + chain_record("start", successor, 5000, 40)
     )
     cluster.set_state("100", "TIMEOUT")
     job_wrote(record, "long", "100", "failed", "stopped by its walltime")

@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from nemo_gym.orchestration import usage
 from nemo_gym.orchestration.backends import Backend
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe, JobState
-from nemo_gym.orchestration.contract import Chain, Outcome, Status
+from nemo_gym.orchestration.chain import Chain
+from nemo_gym.orchestration.contract import Outcome, Status
 from nemo_gym.orchestration.facts import ReceiptState
 from nemo_gym.orchestration.observe.costs import benchmark_usage, own_records_by_job, run_usage
 from nemo_gym.orchestration.observe.reading import ProbeAnswer
