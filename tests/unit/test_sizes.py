@@ -18,12 +18,6 @@ KNOWN_LARGE_MODULES = {
     "gateway/ray_serve_gateway.py",
 }
 KNOWN_LONG_FUNCTIONS = {
-    ("cli/status.py", "list_rows"),
-    ("exporters/mlflow_rest.py", "export_to_mlflow"),
-    ("library/submitting.py", "_record"),
-    ("library/viewing.py", "serve"),
-    ("observe/folding.py", "_unit_status"),
-    ("otel.py", "render_collector_config"),
     ("plan.py", "build_plan"),
     ("plan.py", "vllm_step"),
     ("plan.py", "driver"),
