@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import STANDIN_PATH, job_fields
+from test_resubmit import resubmit
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -77,3 +78,59 @@ def test_a_node_of_a_two_node_job_lost_requeues_it_and_it_finishes_keeping_its_r
     assert final["state"] == "succeeded" and final["samples"] == 30, final
     rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
     assert sorted(r["task_index"] for r in rows) == list(range(30))
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 16 MiB filesystem of its own (tmpfs) the nodes see too, as a run directory on a Lustre
+    quota would be: what fills it fills it for the job."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "gym-test-small", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)])
+
+
+def fill(mount: Path) -> Path:
+    """Every free block of ``mount`` taken by one file, as another job's output would take them."""
+    filler = mount / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k"], capture_output=True)
+    return filler
+
+
+def test_a_full_disk_fails_the_job_naming_the_filesystem_keeps_its_rows_and_resubmit_finishes(
+    cluster_run, small_filesystem
+) -> None:
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        benchmarks={"bench": {"run": {"standin_rollouts": 40, "standin_rollout_seconds": 0.3}}},
+        driver={"policy_model": "policy", "env": {"PATH": STANDIN_PATH}},
+    )
+    config["job"]["output_path"] = str(small_filesystem / "runs")
+    [job] = cluster_run.submit(config)["benchmarks"]
+    rollouts = Path(job["job_dir"], "artifacts", "rollouts.jsonl")
+    deadline = time.monotonic() + 90
+    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < 5:
+        assert time.monotonic() < deadline, cluster_run.status()
+        time.sleep(0.2)
+    filler = fill(small_filesystem)
+    failed = cluster_run.wait_for("bench", {"failed", "succeeded", "unknown"}, timeout=120)
+    assert failed["state"] == "failed", failed
+    assert f"the filesystem holding {job['job_dir']} is full" in failed["detail"], failed
+    assert str(small_filesystem) in failed["detail"] and "tmpfs" in failed["detail"], failed
+    assert failed["attempt_history"][-1]["cause"] == "disk-full", failed
+    # Every complete row it wrote is there, parseable; a cut last line is no row.
+    text = rollouts.read_text()
+    kept = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+    assert len(kept) >= 5 and len({r["task_index"] for r in kept}) == len(kept)
+
+    filler.unlink()
+    rc, answer = resubmit(cluster_run, "--last")
+    [bench] = answer["runs"][0]["benchmarks"]
+    assert rc == 0 and (bench["remedy"], bench["attempt"]) == ("requeue", 2), answer
+    done = cluster_run.wait_for("bench", {"succeeded", "failed"}, timeout=120)
+    assert (done["state"], done["samples"]) == ("succeeded", 40), done
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    assert sorted(r["task_index"] for r in rows) == list(range(40))

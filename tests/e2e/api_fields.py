@@ -40,13 +40,19 @@ def default_of(field: object) -> object:
     return default if isinstance(default, (str, int, float, bool, type(None), list, dict)) else repr(default)
 
 
+def defined_in_api(cls: type) -> bool:
+    """0.7.0's api is one module, ours a package whose modules define what it re-exports: either
+    way a model of the API, not one it imports (pydantic's BaseModel)."""
+    return cls.__module__ == api.__name__ or cls.__module__.startswith(api.__name__ + ".")
+
+
 models = {
     name: {
         field_name: {"type": type_name(field.annotation), "default": default_of(field)}
         for field_name, field in cls.model_fields.items()
     }
     for name, cls in vars(api).items()
-    if inspect.isclass(cls) and issubclass(cls, BaseModel) and cls.__module__ == api.__name__
+    if inspect.isclass(cls) and issubclass(cls, BaseModel) and defined_in_api(cls)
 }
 functions = sorted(n for n in ("resolve_env_dict", "effective_ray_serve") if callable(getattr(api, n, None)))
 json.dump({"models": models, "functions": functions}, sys.stdout, indent=1, sort_keys=True)

@@ -190,6 +190,15 @@ class FakeCluster:
         self._set("slurmdbd_down", down)
 
     @property
+    def slurmctld_down(self) -> bool:
+        """slurmctld does not answer (a maintenance restart): every scontrol RPC fails, ping says DOWN."""
+        return self._state.read()["slurmctld_down"]
+
+    @slurmctld_down.setter
+    def slurmctld_down(self, down: bool) -> None:
+        self._set("slurmctld_down", down)
+
+    @property
     def strict_scancel(self) -> bool:
         """scancel fails (exit 1, with Slurm's message) for a job that ended or is unknown, instead
         of being silent as Slurm >= 17.11 is."""

@@ -90,6 +90,7 @@ def default_state(first_id: int = 100) -> dict:
         "jobs": {},
         "accounting": False,
         "slurmdbd_down": False,
+        "slurmctld_down": False,
         "strict_scancel": False,
         "cancel_denied": [],
         "submit_limits": {},
@@ -505,6 +506,13 @@ def stdio_path(pattern: str | None, workdir: str, job_id: str) -> str:
 def scontrol(state: dict, args: list[str]) -> Reply:
     options, words = parse_options(args, {"-o": "oneliner", "-Q": "quiet", "-d": "details", "-a": "all"}, set())
     one_liner, quiet = "oneliner" in options, "quiet" in options
+    if words[:1] == ["ping"]:
+        return ping(state)
+    if state.get("slurmctld_down"):
+        # src/common/slurm_protocol_api.c: every RPC to a controller that does not listen.
+        reply = Reply(code=1)
+        reply.err("slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+        return reply
     if words[:2] == ["show", "job"]:
         return show_jobs(state, words[2:], one_liner, quiet)
     if words[:2] == ["show", "hostnames"]:
@@ -515,6 +523,22 @@ def scontrol(state: dict, args: list[str]) -> Reply:
         return show_associations(state, words[2:])
     reply = Reply(code=1)
     reply.err(f"invalid keyword: {' '.join(words) or '(none)'}")
+    return reply
+
+
+def ping(state: dict) -> Reply:
+    """``scontrol ping`` (src/scontrol/scontrol.c): UP and 0, or DOWN, its banner and 1."""
+    reply = Reply(code=1 if state.get("slurmctld_down") else 0)
+    if not state.get("slurmctld_down"):
+        reply.out("Slurmctld(primary) at fake-ctl is UP")
+        return reply
+    for line in (
+        "Slurmctld(primary) at fake-ctl is DOWN",
+        "*" * 41,
+        "** RESTORE SLURMCTLD DAEMON TO SERVICE **",
+        "*" * 41,
+    ):
+        reply.out(line)
     return reply
 
 

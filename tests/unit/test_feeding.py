@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from test_site_limits import config_file, three_checkpoints
 
 from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.chain import chain_record
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.feeding import LaneJob, Turn, dealt, held_at_once, plan_lanes, turns
 from nemo_gym.orchestration.record import load_record
@@ -163,7 +164,7 @@ def fed(job, job_id: str, by: str) -> None:
     chain = Path(job.job_dir) / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
     with chain.open("a") as fh:
-        fh.write(contract.chain_record(contract.RECORD_FED, job_id, by, 1700000000))
+        fh.write(chain_record(contract.RECORD_FED, job_id, by, 1700000000))
 
 
 def states(conn, submission) -> list[tuple[str, str | None, str]]:
@@ -185,7 +186,7 @@ def test_status_tells_a_job_waiting_its_turn_then_follows_the_id_its_lane_fed_it
     # The lane could not queue job 3: its predecessor said why.
     chain = Path(jobs[3].job_dir) / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record(contract.RECORD_UNFED, "102", "sbatch: error: QOSMaxSubmitJobPerUserLimit"))
+    chain.write_text(chain_record(contract.RECORD_UNFED, "102", "sbatch: error: QOSMaxSubmitJobPerUserLimit"))
     second = states(conn, submission)
     assert second[2][:2] == ("queued", fed_id) and "waiting in the Slurm queue" in second[2][2]
     assert second[3][0] == "failed" and "its lane could not queue it" in second[3][2]

@@ -20,14 +20,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "words",  # shared vocabulary, pure rules and node-side code: no I/O of the submit path
         (
-            "", "contract", "facts", "untrusted", "runid", "shellquote", "display", "yamlio", "usage", "stats",
+            "", "contract", "chain", "facts", "untrusted", "runid", "shellquote", "display", "yamlio", "usage", "stats",
             "estimate", "rollouts", "rollout_projection", "samples", "shards", "resume", "checkpoints",
             "feeding", "recovery", "shipping", "sample_size", "rules", "errors", "gym_eval_keys", "exporters", "exporters.*",
             "gateway", "gateway.*", "backends.slurm_node", "backends.slurm_host", "backends.*_rules", "backends.slurm_limits",
             "backends",  # the registry alone: backends by name, each imported when first asked for
         ),
     ),
-    ("config", ("api", "compose", "overrides", "resolved", "otel_destination")),
+    ("config", ("api", "api.*", "compose", "overrides", "resolved", "otel_destination")),
     ("plan", ("plan", "plan.*")),
     ("templates", ("templating",)),
     ("backends", ("backends", "backends.*", "connection")),

@@ -11,6 +11,7 @@ import pytest
 from test_library import job_dir, job_events, job_file, job_wrote, rollout_rows, submitted
 
 from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.chain import chain_record
 from nemo_gym.orchestration.cli.common import MAX_ATTEMPTS_SHOWN
 from nemo_gym.orchestration.cli.info import info_text
 from nemo_gym.orchestration.cli.main import build_parser
@@ -42,12 +43,12 @@ def failed_then_resumed(base, tmp_path, conn, cluster):
         contract.CHAIN_FILE,
         "".join(
             [
-                contract.chain_record("start", "100", 1000, 0),
-                contract.chain_record("successor", successor, "100"),
-                contract.chain_record(
+                chain_record("start", "100", 1000, 0),
+                chain_record("successor", successor, "100"),
+                chain_record(
                     "verdict", "100", "service-died", 600, 4, "retry", "a service died after 600s, 4 new rollout(s)"
                 ),
-                contract.chain_record("start", successor, 2000, 4),
+                chain_record("start", successor, 2000, 4),
             ]
         ),
     )
@@ -187,9 +188,9 @@ def test_readme_example(base, tmp_path, conn, cluster) -> None:
         contract.CHAIN_FILE,
         "".join(
             [
-                contract.chain_record("start", "100", t0, 0),
-                contract.chain_record("successor", successor, "100"),
-                contract.chain_record(
+                chain_record("start", "100", t0, 0),
+                chain_record("successor", successor, "100"),
+                chain_record(
                     "verdict",
                     "100",
                     "service-died",
@@ -198,7 +199,7 @@ def test_readme_example(base, tmp_path, conn, cluster) -> None:
                     "retry",
                     "a service died while the driver ran after 1800s, 40 new rollout(s)",
                 ),
-                contract.chain_record("start", successor, t0 + 1900, 40),
+                chain_record("start", successor, t0 + 1900, 40),
             ]
         ),
     )

@@ -21,13 +21,8 @@ from render_helpers import GOLDEN_DIR, stage
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import JobProbe, JobState
-from nemo_gym.orchestration.backends.kubernetes import (
-    describe_answer,
-    job_command,
-    job_state,
-    sidecar_command,
-    times_quantity,
-)
+from nemo_gym.orchestration.backends.kubernetes import describe_answer, job_state
+from nemo_gym.orchestration.backends.kubernetes_manifest import job_command, sidecar_command, times_quantity
 from nemo_gym.orchestration.backends.kubernetes_rules import DNS_LABEL_RE, object_name
 from nemo_gym.orchestration.contract import Phase, StateFile, Status
 from nemo_gym.orchestration.errors import UserError

@@ -17,6 +17,7 @@ import pytest
 
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.api import SubmitConfig
+from nemo_gym.orchestration.chain import chain_record
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import LogRequest
 from nemo_gym.orchestration.record import SubmissionRecord, load_record
@@ -237,6 +238,26 @@ def test_status_combines_the_jobs_own_word_with_slurms(base, tmp_path, conn, clu
     assert len(conn.plan.scripts) == 4  # limits, submit, record, and one probe for five benchmarks
 
 
+def test_status_while_slurmctld_is_down_shows_each_job_as_it_last_wrote(base, tmp_path, conn, cluster) -> None:
+    record = submitted(base, tmp_path, conn, "running", "waiting", "done")
+    cluster.set_state("100", "RUNNING")
+    job_wrote(record, "running", "100", "running", "driver")
+    job_file(record, "running", contract.ROLLOUTS_FILE, "{}\n" * 3)
+    cluster.set_state("102", "COMPLETED")
+    job_wrote(record, "done", "102", "succeeded", "driver finished")
+    cluster.slurmctld_down = True
+    down = "Slurm cannot be reached (Slurmctld(primary) at fake-ctl is DOWN); "
+    assert by_benchmark(library.status([record], connect=conn.connect)[0]) == {
+        "running": ("running", down + "as the job last wrote: driver running, 3 rollout(s) written"),
+        "waiting": ("queued", down + "the job has written nothing yet, so it was last known queued"),
+        "done": ("succeeded", "driver finished"),
+    }
+    # Asked once however many jobs: a down controller answers nothing for each.
+    assert len([argv for argv in cluster.calls("scontrol") if argv[:1] == ["ping"]]) == 1
+    cluster.slurmctld_down = False
+    assert by_benchmark(library.status([record], connect=conn.connect)[0])["waiting"][0] == "queued"
+
+
 def test_status_without_accounting_and_with_it(base, tmp_path, conn, cluster) -> None:
     record = submitted(base, tmp_path, conn, "a")
     cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
@@ -255,7 +276,7 @@ def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tm
     cluster.set_state(successor, "PENDING", reason="Dependency")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("successor", successor, "100"))
     cluster.set_state("100", "TIMEOUT", time_limit="00:01:00")
     job_wrote(record, "long", "100", "failed", "stopped by its walltime (SIGTERM)")
     [job] = library.status([record], connect=conn.connect)[0].jobs
@@ -264,7 +285,7 @@ def test_status_of_a_resumable_chain_follows_it_to_the_job_that_resumes(base, tm
         f"resuming: job 100 timed out (walltime reached (00:01:00)); job {successor} waits in the queue (Dependency)"
     )
     with chain.open("a") as fh:
-        fh.write(contract.chain_record("end", "failed", "gave up: 4 resumes without progress"))
+        fh.write(chain_record("end", "failed", "gave up: 4 resumes without progress"))
     [job] = library.status([record], connect=conn.connect)[0].jobs
     assert (job.state, job.detail) == ("failed", "gave up: 4 resumes without progress")
 
@@ -302,7 +323,7 @@ def test_cancel_stops_a_chain_its_running_job_and_the_one_queued_behind_it(base,
     successor = cluster.add_job("gym-long", "PENDING")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("successor", successor, "100"))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("successor", successor, "100"))
     job_wrote(record, "long", "100", "running", "driver")
     report = library.cancel([record], connect=conn.connect)[0]
     assert report.ok and sorted(cluster.cancelled_ids()) == sorted(["100", successor])
@@ -344,7 +365,7 @@ def test_an_ended_job_of_a_chain_that_strict_scancel_reports_is_no_refusal(base,
     successor = cluster.add_job("gym-long", "RUNNING")
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", successor, 2, 0))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("start", successor, 2, 0))
     job_wrote(record, "long", successor, "running", "driver")
     cluster.strict_scancel = True
     report = library.cancel([record], connect=conn.connect)[0]
@@ -407,7 +428,7 @@ def test_logs_of_a_chain_are_its_latest_jobs(base, tmp_path, conn, cluster) -> N
     record = submitted(base, tmp_path, conn, "long", long={"resumable": True})
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
-    chain.write_text(contract.chain_record("start", "100", 1, 0) + contract.chain_record("start", "105", 9, 3))
+    chain.write_text(chain_record("start", "100", 1, 0) + chain_record("start", "105", 9, 3))
     (job_dir(record, "long") / contract.job_log("100")).write_text("first job\n")
     (job_dir(record, "long") / contract.job_log("105")).write_text("resumed job\n")
     assert library.logs([record], LogRequest(), connect=conn.connect)[0].text == "resumed job\n"
@@ -542,9 +563,9 @@ def test_a_resumed_chain_sums_its_jobs(base, tmp_path, conn, cluster) -> None:
     chain = job_dir(record, "long") / contract.CHAIN_FILE
     chain.parent.mkdir(parents=True, exist_ok=True)
     chain.write_text(
-        contract.chain_record("start", "100", 1000, 0)
-        + contract.chain_record("successor", successor, "100")
-        + contract.chain_record("start", successor, 5000, 40)
+        chain_record("start", "100", 1000, 0)
+        + chain_record("successor", successor, "100")
+        + chain_record("start", successor, 5000, 40)
     )
     cluster.set_state("100", "TIMEOUT")
     job_wrote(record, "long", "100", "failed", "stopped by its walltime")

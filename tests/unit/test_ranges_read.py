@@ -10,7 +10,7 @@ import pytest
 import yaml
 from render_helpers import GOLDEN_DIR
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.chain import chain_record, parse_chain
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.validate import validate_config
@@ -66,9 +66,9 @@ def test_shards_given_as_true_are_refused_not_read_as_one(base, where: str) -> N
 
 def test_a_chain_file_s_enormous_or_strange_job_ids_are_passed_over() -> None:
     huge = "9" * 20_000_000
-    text = contract.chain_record("start", huge, "1", "0") + contract.chain_record("start", "123", "1", "0")
-    text += contract.chain_record("successor", "456", huge) + "start\tbad id\t1\t0\n"
-    chain = contract.parse_chain(text)
+    text = chain_record("start", huge, "1", "0") + chain_record("start", "123", "1", "0")
+    text += chain_record("successor", "456", huge) + "start\tbad id\t1\t0\n"
+    chain = parse_chain(text)
     assert chain.started == ["123"] and chain.successors == {}
 
 

@@ -18,6 +18,7 @@ from test_sweep_runs import job_wrote as sweep_job_wrote
 from test_sweep_runs import submitted as sweep_submitted
 
 from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.chain import chain_record, parse_chain
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import Remedy
@@ -327,22 +328,22 @@ def test_the_command_line_prints_the_plan_then_the_job_and_exits_0(
 def test_a_resubmit_record_opens_a_new_attempt_of_the_chain() -> None:
     text = "".join(
         [
-            contract.chain_record("start", "100", 1000, 0),
-            contract.chain_record("successor", "101", "100"),
-            contract.chain_record("verdict", "100", "walltime", 600, 5, "free", "cut short"),
-            contract.chain_record("start", "101", 2000, 5),
-            contract.chain_record("end", "failed", "gave up"),
-            contract.chain_record("resubmit", "200", "101", 2, "requeue", 7),
+            chain_record("start", "100", 1000, 0),
+            chain_record("successor", "101", "100"),
+            chain_record("verdict", "100", "walltime", 600, 5, "free", "cut short"),
+            chain_record("start", "101", 2000, 5),
+            chain_record("end", "failed", "gave up"),
+            chain_record("resubmit", "200", "101", 2, "requeue", 7),
         ]
     )
-    chain = contract.parse_chain(text)
+    chain = parse_chain(text)
     assert (chain.attempt, chain.opened_by, chain.earlier, chain.end) == (2, "200", ["100", "101"], None)
     assert chain.latest is None and chain.head("100") == "200" and chain.retries() == 0
     assert chain.attempt_ids("100") == ["100", "101", "200"]
     assert chain.verdict_on("100") is not None and chain.verdict_on("100").action == "free"
     assert chain.samples_added(["100", "101", "200"], 9) == {"100": 5, "101": 2, "200": 2}
     # the new attempt's own chain (a resumable job's) follows it
-    chain = contract.parse_chain(text + contract.chain_record("start", "200", 3000, 7))
+    chain = parse_chain(text + chain_record("start", "200", 3000, 7))
     assert chain.latest == "200" and chain.attempt_ids("100") == ["100", "101", "200"]
 
 
@@ -356,7 +357,7 @@ def test_a_resumable_benchmark_is_resubmitted_and_its_new_chain_starts_fresh(bas
         record,
         "a",
         contract.CHAIN_FILE,
-        contract.chain_record("start", "100", 1000, 0) + contract.chain_record("end", "failed", "gave up: 4 resumes"),
+        chain_record("start", "100", 1000, 0) + chain_record("end", "failed", "gave up: 4 resumes"),
     )
     ended(record, "a", "100", "failed", "FAILED", cluster, "service-died")
     bench = one(library.resubmit([record], connect=conn.connect))

@@ -12,16 +12,17 @@ import pytest
 import nemo_gym.orchestration
 from nemo_gym.orchestration import contract as c
 from nemo_gym.orchestration.backends import slurm_node
+from nemo_gym.orchestration.chain import Chain, chain_record, parse_chain
 from nemo_gym.orchestration.resume import Caps, judge, opening, outcome_of, resume_action
 
 CAPS = Caps(max_retries=3, max_walltime="", max_walltime_seconds=0)
 
 
-def chain(*records: tuple) -> c.Chain:
-    return c.parse_chain("".join(c.chain_record(*r) for r in records))
+def chain(*records: tuple) -> Chain:
+    return parse_chain("".join(chain_record(*r) for r in records))
 
 
-def first_job_ran(rollouts_at_start: int = 0) -> c.Chain:
+def first_job_ran(rollouts_at_start: int = 0) -> Chain:
     return chain(("start", "100", 1000, rollouts_at_start), ("successor", "101", "100"))
 
 
@@ -133,7 +134,7 @@ def test_every_cause_a_job_records_has_a_rule_and_words() -> None:
 
 def test_opening_of_each_kind_of_start() -> None:
     running = first_job_ran()
-    assert opening(c.Chain(), "100", "", 0, False).kind == "start"
+    assert opening(Chain(), "100", "", 0, False).kind == "start"
     assert opening(running, "101", "100", 0, False)[:4] == ("judge", "", "100", None)
     assert opening(running, "555", "100", 0, False).kind == "stop"  # not the recorded successor
     assert opening(running, "100", "", 1, False)[:5] == ("judge", "", "100", "requeued", ".gym/100.attempt-1")
@@ -161,7 +162,9 @@ def test_successor_id_is_the_last_line_of_sbatch_parsable(stdout, found) -> None
 # -- what the node must have ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["resume.py", "contract.py", "facts.py", "untrusted.py", "backends/slurm_node.py"])
+@pytest.mark.parametrize(
+    "module", ["resume.py", "chain.py", "contract.py", "facts.py", "untrusted.py", "backends/slurm_node.py"]
+)
 def test_node_side_modules_parse_as_python_3_8(module) -> None:
     source = (Path(nemo_gym.orchestration.__file__).parent / module).read_text()
     ast.parse(source, feature_version=(3, 8))

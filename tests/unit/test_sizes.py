@@ -14,19 +14,9 @@ MODULE_LINES = 600
 FUNCTION_LINES = 50
 
 KNOWN_LARGE_MODULES = {
-    "api.py",
-    "contract.py",
-    "backends/kubernetes.py",
     "gateway/ray_serve_gateway.py",
 }
-KNOWN_LONG_FUNCTIONS = {
-    ("cli/status.py", "list_rows"),
-    ("exporters/mlflow_rest.py", "export_to_mlflow"),
-    ("library/submitting.py", "_record"),
-    ("library/viewing.py", "serve"),
-    ("observe/folding.py", "_unit_status"),
-    ("otel.py", "render_collector_config"),
-}
+KNOWN_LONG_FUNCTIONS: set[tuple[str, str]] = set()
 
 
 def sources() -> dict[str, str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import JobProbe
-from nemo_gym.orchestration.contract import StateFile, parse_chain
+from nemo_gym.orchestration.chain import parse_chain
+from nemo_gym.orchestration.contract import StateFile
 from nemo_gym.orchestration.observe import chain_status
 
 SLURM = backend_named("slurm")

@@ -14,7 +14,8 @@ from render_helpers import stage
 from nemo_gym.orchestration import contract as c
 from nemo_gym.orchestration import facts
 from nemo_gym.orchestration.backends import slurm_node
-from nemo_gym.orchestration.contract import Action, Cause, Outcome, Phase, StateFile, Status
+from nemo_gym.orchestration.chain import CHAIN_END_STATES, Action, parse_chain
+from nemo_gym.orchestration.contract import Cause, Outcome, Phase, StateFile, Status
 from nemo_gym.orchestration.exporters import run_exports
 from nemo_gym.orchestration.exporters.run_exports import ExportResult
 from nemo_gym.orchestration.facts import ReceiptState
@@ -138,7 +139,7 @@ def test_a_word_no_member_has_is_none(word) -> None:
 
 
 def test_a_chain_file_s_unknown_words_are_unknown_outcomes_stops_and_unknown_ends() -> None:
-    chain = c.parse_chain("verdict\t100\tmelted\t5\t3\tleap\twhy\nend\tqueued\twhy\n")
+    chain = parse_chain("verdict\t100\tmelted\t5\t3\tleap\twhy\nend\tqueued\twhy\n")
     assert chain.verdicts[0].outcome is Outcome.UNKNOWN and chain.verdicts[0].action is Action.STOP
     assert chain.end == (Status.UNKNOWN, "why") and chain.retries() == 0 and chain.summary() == ""
 
@@ -171,6 +172,6 @@ _KINDS = st.sampled_from([c.RECORD_START, c.RECORD_SUCCESSOR, c.RECORD_VERDICT, 
 
 @given(st.lists(st.tuples(_KINDS, st.lists(st.text(max_size=12), max_size=8)), max_size=6))
 def test_any_chain_file_text_parses(rows: list[tuple[str, list[str]]]) -> None:
-    chain = c.parse_chain("\n".join("\t".join([kind, *cells]) for kind, cells in rows))
+    chain = parse_chain("\n".join("\t".join([kind, *cells]) for kind, cells in rows))
     assert all(isinstance(v.outcome, Outcome) and isinstance(v.action, Action) for v in chain.verdicts)
-    assert chain.end is None or chain.end[0] in c.CHAIN_END_STATES + (Status.UNKNOWN,)
+    assert chain.end is None or chain.end[0] in CHAIN_END_STATES + (Status.UNKNOWN,)

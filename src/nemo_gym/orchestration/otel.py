@@ -30,7 +30,7 @@ import yaml
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.otel_destination import validate_destination
-from nemo_gym.orchestration.plan.model import JobPlan, ScrapeJob
+from nemo_gym.orchestration.plan.model import JobPlan, OtelPlan, ScrapeJob
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 
 __all__ = ["collector_env_names", "render_collector_config", "validate_destination"]
@@ -96,9 +96,30 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
     """
     otel = job.otel
     assert otel is not None
-    interval = otel.scrape_interval_seconds
+    document = {
+        "extensions": {"health_check": {"endpoint": f"0.0.0.0:{HEALTH_PORT}"}},
+        "receivers": _receivers(otel),
+        "processors": _processors(job),
+        "exporters": _exporters(otel),
+        "service": {
+            "extensions": ["health_check"],
+            # The collector's own metrics server would take :8888 on a node that may need it.
+            "telemetry": {"logs": {"level": "info"}, "metrics": {"level": "none"}},
+            "pipelines": _pipelines(otel),
+        },
+    }
+    header = (
+        f"# OpenTelemetry collector of benchmark {job.benchmark}, run {run_id}.\n"
+        f"# Rendered by nemo_gym.orchestration.otel; needs in its environment: "
+        f"{', '.join(collector_env_names(job))}.\n"
+    )
+    return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=4096)
+
+
+def _receivers(otel: OtelPlan) -> dict[str, Any]:
     receivers: dict[str, Any] = {}
     if otel.scrape_jobs:
+        interval = otel.scrape_interval_seconds
         receivers["prometheus"] = {
             "config": {"scrape_configs": [_scrape_config(j, interval) for j in otel.scrape_jobs]}
         }
@@ -108,7 +129,11 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
             "http": {"endpoint": f"0.0.0.0:{OTLP_HTTP_PORT}"},
         }
     }
-    processors: dict[str, Any] = {
+    return receivers
+
+
+def _processors(job: JobPlan) -> dict[str, Any]:
+    return {
         "memory_limiter": {"check_interval": "1s", "limit_percentage": 80, "spike_limit_percentage": 20},
         "transform/metric_names": {
             "error_mode": "ignore",
@@ -118,6 +143,9 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
         "resource": {"attributes": _resource_actions(job)},
         "batch": {},
     }
+
+
+def _exporters(otel: OtelPlan) -> dict[str, Any]:
     exporters: dict[str, Any] = {
         "otlphttp": {
             "endpoint": _lit(otel.endpoint),
@@ -126,6 +154,10 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
     }
     for signal in _SIGNALS:
         exporters[f"file/{signal}"] = {"path": _lit(f"{otel.out_dir}/{signal}.jsonl")}
+    return exporters
+
+
+def _pipelines(otel: OtelPlan) -> dict[str, Any]:
     pipelines: dict[str, Any] = {}
     for signal in _SIGNALS:
         names = ["memory_limiter"] + (["transform/metric_names"] if signal == "metrics" else [])
@@ -134,24 +166,7 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
             "processors": names + ["resource", "batch"],
             "exporters": ["otlphttp", f"file/{signal}"],
         }
-    document = {
-        "extensions": {"health_check": {"endpoint": f"0.0.0.0:{HEALTH_PORT}"}},
-        "receivers": receivers,
-        "processors": processors,
-        "exporters": exporters,
-        "service": {
-            "extensions": ["health_check"],
-            # The collector's own metrics server would take :8888 on a node that may need it.
-            "telemetry": {"logs": {"level": "info"}, "metrics": {"level": "none"}},
-            "pipelines": pipelines,
-        },
-    }
-    header = (
-        f"# OpenTelemetry collector of benchmark {job.benchmark}, run {run_id}.\n"
-        f"# Rendered by nemo_gym.orchestration.otel; needs in its environment: "
-        f"{', '.join(collector_env_names(job))}.\n"
-    )
-    return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=4096)
+    return pipelines
 
 
 def collector_env_names(job: JobPlan) -> list[str]:

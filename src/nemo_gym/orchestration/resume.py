@@ -38,6 +38,7 @@ import time
 from importlib import import_module
 from typing import TYPE_CHECKING, NamedTuple
 
+from nemo_gym.orchestration import chain as ch
 from nemo_gym.orchestration import contract as c
 from nemo_gym.orchestration import facts as f
 
@@ -53,7 +54,7 @@ class Caps(NamedTuple):
 
 
 class Judgement(NamedTuple):
-    verdict: c.Verdict
+    verdict: ch.Verdict
     end: tuple[c.Status, str] | None  # (end state, why) when the chain stops
 
 
@@ -74,34 +75,34 @@ def outcome_of(
     return c.Outcome.of(cause) if cause is not None else c.Outcome.UNKNOWN
 
 
-def resume_action(outcome: c.Outcome, progress: int) -> c.Action:
+def resume_action(outcome: c.Outcome, progress: int) -> ch.Action:
     """free (resume), retry (resume, spending a retry) or stop."""
     if outcome.stops_the_chain:
-        return c.Action.STOP
+        return ch.Action.STOP
     if outcome.cut_short:
-        return c.Action.FREE if progress > 0 else c.Action.RETRY
-    return c.Action.RETRY
+        return ch.Action.FREE if progress > 0 else ch.Action.RETRY
+    return ch.Action.RETRY
 
 
-def judge(chain: c.Chain, job_id: str, outcome: c.Outcome, elapsed: int, rollouts_now: int, caps: Caps) -> Judgement:
+def judge(chain: ch.Chain, job_id: str, outcome: c.Outcome, elapsed: int, rollouts_now: int, caps: Caps) -> Judgement:
     """The verdict on job ``job_id`` and, when the chain must stop, its end record."""
     progress = rollouts_now - chain.start_rollouts.get(job_id, 0)
     action = resume_action(outcome, progress)
     why = f"{outcome.text} after {elapsed}s, {progress} new rollout(s)"
-    verdict = c.Verdict(job_id, outcome, elapsed, rollouts_now, action, why)
+    verdict = ch.Verdict(job_id, outcome, elapsed, rollouts_now, action, why)
     return Judgement(verdict, _end_after(chain, verdict, caps))
 
 
-def _end_after(chain: c.Chain, verdict: c.Verdict, caps: Caps) -> tuple[c.Status, str] | None:
+def _end_after(chain: ch.Chain, verdict: ch.Verdict, caps: Caps) -> tuple[c.Status, str] | None:
     job = verdict.job_id
-    if verdict.action == c.Action.STOP:
+    if verdict.action == ch.Action.STOP:
         if verdict.outcome == c.Outcome.SUCCEEDED:
             return c.Status.SUCCEEDED, f"job {job} finished"
         if verdict.outcome == c.Outcome.CANCELLED:
             return c.Status.CANCELLED, f"job {job} was cancelled"
         text = verdict.outcome.text
         return c.Status.FAILED, f"not resumed: {text} in job {job}, and a rerun would fail the same way"
-    retries = chain.retries() + (1 if verdict.action == c.Action.RETRY else 0)
+    retries = chain.retries() + (1 if verdict.action == ch.Action.RETRY else 0)
     if retries > caps.max_retries:
         return c.Status.FAILED, (
             f"gave up: {retries} resumes without progress or after failures (max_retries {caps.max_retries}); "
@@ -126,7 +127,7 @@ class Opening(NamedTuple):
     state_dir: str = ""  # its state directory, relative to the job directory
 
 
-def opening(chain: c.Chain, me: str, prev: str, requeued: int, cancelled: bool) -> Opening:
+def opening(chain: ch.Chain, me: str, prev: str, requeued: int, cancelled: bool) -> Opening:
     """``me`` starts, queued to resume ``prev`` (empty for the first job), or requeued by Slurm
     for the ``requeued``-th time (0: not requeued)."""
     if chain.end is not None:
@@ -170,13 +171,13 @@ class JobDirectory:
     def exists(self, rel: str) -> bool:
         return os.path.exists(self.file(rel))
 
-    def chain(self) -> c.Chain:
-        return c.parse_chain(self.read(c.CHAIN_FILE) or "")
+    def chain(self) -> ch.Chain:
+        return ch.parse_chain(self.read(c.CHAIN_FILE) or "")
 
     def append(self, kind: str, *fields: object) -> None:
         os.makedirs(self.file(c.MARKERS_DIR), exist_ok=True)
         with open(self.file(c.CHAIN_FILE), "a") as fh:
-            fh.write(c.chain_record(kind, *fields))
+            fh.write(ch.chain_record(kind, *fields))
 
     def rollouts(self) -> int:
         try:
@@ -284,7 +285,7 @@ class Judge:
         chain = self.job.chain()
         started = chain.start_times.get(self.me, self.now)
         self.job.append(
-            c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), c.Action.STOP, cause.text
+            c.RECORD_VERDICT, self.me, cause, self.now - started, self.job.rollouts(), ch.Action.STOP, cause.text
         )
         self._end(c.Status.FAILED, f"{detail}; not resumed: a rerun would fail the same way")
         return EXIT_STOP
@@ -297,7 +298,7 @@ class Judge:
             self.job.cause(state_dir),
         )
 
-    def _elapsed(self, chain: c.Chain, job_id: str, state_dir: str) -> int:
+    def _elapsed(self, chain: ch.Chain, job_id: str, state_dir: str) -> int:
         """From the job's start record to the last sign of life it left (works without accounting)."""
         started = chain.start_times.get(job_id)
         last = self.job.last_sign_of_life(state_dir)

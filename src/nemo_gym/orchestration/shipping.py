@@ -42,7 +42,7 @@ _EXPORTERS = tuple(
 class Program(Enum):
     """A program that runs elsewhere: the module it starts from, and every module it imports."""
 
-    RESUME_JUDGE = ("resume", (*_WORDS, "resume"))  # plus its backend's node module (``staged``)
+    RESUME_JUDGE = ("resume", (*_WORDS, "chain", "resume"))  # plus its backend's node module (``staged``)
     SHARDS = ("shards", ("contract", "shards"))
     EXPORTERS = ("exporters.run_exports", (*_WORDS, *_EXPORTERS))
     SAMPLES = ("samples", (*_WORDS, "samples"))

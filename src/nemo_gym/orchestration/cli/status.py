@@ -51,12 +51,6 @@ def run_list(args: argparse.Namespace) -> int:
 def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> list[list[str]]:
     """One row per submission, oldest first: a run, or a sweep followed by its runs (indented,
     named by their swept values)."""
-    from nemo_gym.orchestration.library import last_observed, short_keys, short_values_label
-
-    def seen(r: SubmissionRecord) -> str:
-        observed = last_observed(r.gym_job_id)
-        return f"{observed[0]} (as of {observed[1]})" if observed else "not yet observed"
-
     by_sweep: dict[str, list[SubmissionRecord]] = {}
     for r in records:
         if r.sweep_id:
@@ -65,56 +59,69 @@ def list_rows(records: list[SubmissionRecord], sweeps: list[SweepRecord]) -> lis
     rows, shown = [], set()
     for r in records:
         if not r.sweep_id:
-            rows.append(
-                [
-                    r.gym_job_id,
-                    r.submitted_at,
-                    seen(r),
-                    r.model or "",
-                    r.executor,
-                    r.hostname or "local",
-                    str(len(r.benchmarks)),
-                    r.run_dir,
-                ]
-            )
-            continue
-        if r.sweep_id in shown:
-            continue
-        shown.add(r.sweep_id)
-        sweep = sweep_of.get(r.sweep_id)
-        members = by_sweep[r.sweep_id]
-        if sweep is not None:  # in the sweep's order
-            order = {run.run_id: i for i, run in enumerate(sweep.runs)}
-            members.sort(key=lambda m: order.get(m.gym_job_id, len(order)))
-        names = short_keys(list(sweep.swept) if sweep else list(members[0].sweep_values))
-        swept = ", ".join(names.values())
-        jobs = sum(len(m.benchmarks) for m in members)
-        rows.append(
-            [
-                r.sweep_id,
-                (sweep.submitted_at if sweep else r.submitted_at),
-                "",
-                "",
-                r.executor,
-                r.hostname or "local",
-                str(jobs),
-                f"sweep of {len(members)} runs over {swept}",
-            ]
-        )
-        rows += [
-            [
-                f"  {m.gym_job_id}",
-                "",
-                seen(m),
-                m.model or "",
-                "",
-                "",
-                str(len(m.benchmarks)),
-                short_values_label(m.sweep_values, names),
-            ]
-            for m in members
-        ]
+            rows.append(_run_row(r))
+        elif r.sweep_id not in shown:  # where its first run stands
+            shown.add(r.sweep_id)
+            rows += _sweep_rows(r, by_sweep[r.sweep_id], sweep_of.get(r.sweep_id))
     return rows
+
+
+def _last_seen(r: SubmissionRecord) -> str:
+    from nemo_gym.orchestration.library import last_observed
+
+    observed = last_observed(r.gym_job_id)
+    return f"{observed[0]} (as of {observed[1]})" if observed else "not yet observed"
+
+
+def _run_row(r: SubmissionRecord) -> list[str]:
+    return [
+        r.gym_job_id,
+        r.submitted_at,
+        _last_seen(r),
+        r.model or "",
+        r.executor,
+        r.hostname or "local",
+        str(len(r.benchmarks)),
+        r.run_dir,
+    ]
+
+
+def _sweep_rows(first: SubmissionRecord, members: list[SubmissionRecord], sweep: SweepRecord | None) -> list[list[str]]:
+    """The sweep's own row, then one per run (the sweep record may be missing: its runs still show)."""
+    from nemo_gym.orchestration.library import short_keys, short_values_label
+
+    if sweep is not None:  # in the sweep's order
+        order = {run.run_id: i for i, run in enumerate(sweep.runs)}
+        members.sort(key=lambda m: order.get(m.gym_job_id, len(order)))
+    names = short_keys(list(sweep.swept) if sweep else list(members[0].sweep_values))
+    swept = ", ".join(names.values())
+    jobs = sum(len(m.benchmarks) for m in members)
+    submitted = sweep.submitted_at if sweep else first.submitted_at
+    where = first.hostname or "local"
+    header = [
+        first.sweep_id or "",
+        submitted,
+        "",
+        "",
+        first.executor,
+        where,
+        str(jobs),
+        f"sweep of {len(members)} runs over {swept}",
+    ]
+    runs = [
+        [
+            f"  {m.gym_job_id}",
+            "",
+            _last_seen(m),
+            m.model or "",
+            "",
+            "",
+            str(len(m.benchmarks)),
+            short_values_label(m.sweep_values, names),
+        ]
+        for m in members
+    ]
+    return [header, *runs]
 
 
 HEADERS = ["BENCHMARK", "JOB", "STATE", "GPU-HOURS", "WALL", "DETAIL"]

@@ -76,7 +76,7 @@ UPLOAD_TIMEOUT_SECONDS = 600.0
 ERROR_TEXT_LIMIT = 200
 
 # A benchmark's state -> the MLflow run's status.
-RUN_STATUS = {c.Status.FAILED: "FAILED", c.Status.CANCELLED: "KILLED"}
+RUN_STATUS = {c.Status.FAILED: "FAILED", c.Status.CANCELLED: "KILLED", c.Status.PREEMPTED: "KILLED"}
 DEFAULT_RUN_STATUS = "FINISHED"
 
 
@@ -463,34 +463,58 @@ def export_to_mlflow(
     now: float | None = None,
 ) -> r.ExportOutcome:
     """Export one record; ``on_run_id`` hears the MLflow run id as soon as it is known (for the receipt)."""
-    tracking_uri = settings.get("tracking_uri") or os.environ.get(ENV_TRACKING_URI)
     if client is None:
-        if not tracking_uri:
-            raise MlflowError(f"no tracking_uri: set it in the mlflow exporter's settings or {ENV_TRACKING_URI}")
-        problem = tracking_uri_problem(str(tracking_uri))  # the settings' were checked with the spec
-        if problem and not settings.get("tracking_uri"):
-            raise MlflowError(
-                f"{ENV_TRACKING_URI} (the address, as the mlflow exporter's settings have none): {problem}"
-            )
-        client = MlflowClient.from_environment(str(tracking_uri))
+        client = _client_from_settings(settings)
     now_ms = int((time.time() if now is None else now) * 1000)
     experiment = str(settings.get("experiment") or DEFAULT_EXPERIMENT)
     experiment_id = client.get_or_create_experiment(experiment)
     tags, notes = run_tags(record, dict(settings.get("tags") or {}))
-
-    run = client.find_run(experiment_id, record.export_key)
-    if run is None:
-        start_ms = int(record.started_at * 1000) if record.started_at else now_ms
-        name = run_name(str(settings.get("run_name") or DEFAULT_RUN_NAME), record)
-        try:
-            run = client.create_run(experiment_id, name, {EXPORT_KEY_TAG: record.export_key}, start_ms)
-        except MlflowError:
-            run = client.find_run(experiment_id, record.export_key)  # created, but the answer was lost?
-            if run is None:
-                raise
+    run = _find_or_create_run(client, experiment_id, record, settings, now_ms)
     run_id = str(run["info"]["run_id"])
     on_run_id(run_id)
 
+    metrics, fresh, logged_notes = _log_what_is_new(client, run_id, record, tags, now_ms)
+    notes += logged_notes
+    notes.append(_upload_rollouts(client, run, record))
+    end_ms = int(record.ended_at * 1000) if record.ended_at else now_ms
+    client.set_terminated(run_id, RUN_STATUS.get(record.state, DEFAULT_RUN_STATUS), end_ms)
+    summary = f"run {run_id} in experiment {experiment!r}: {metrics} metrics ({fresh} new), {len(record.params)} params"
+    return r.ExportOutcome(run_id, "; ".join([summary] + [n for n in notes if n]))
+
+
+def _client_from_settings(settings: dict[str, Any]) -> MlflowClient:
+    tracking_uri = settings.get("tracking_uri") or os.environ.get(ENV_TRACKING_URI)
+    if not tracking_uri:
+        raise MlflowError(f"no tracking_uri: set it in the mlflow exporter's settings or {ENV_TRACKING_URI}")
+    problem = tracking_uri_problem(str(tracking_uri))  # the settings' were checked with the spec
+    if problem and not settings.get("tracking_uri"):
+        raise MlflowError(f"{ENV_TRACKING_URI} (the address, as the mlflow exporter's settings have none): {problem}")
+    return MlflowClient.from_environment(str(tracking_uri))
+
+
+def _find_or_create_run(
+    client: MlflowClient, experiment_id: str, record: r.ExportRecord, settings: dict[str, Any], now_ms: int
+) -> dict[str, Any]:
+    """The record's run, found by its export key: an export run again adds to the run it made."""
+    run = client.find_run(experiment_id, record.export_key)
+    if run is not None:
+        return run
+    start_ms = int(record.started_at * 1000) if record.started_at else now_ms
+    name = run_name(str(settings.get("run_name") or DEFAULT_RUN_NAME), record)
+    try:
+        return client.create_run(experiment_id, name, {EXPORT_KEY_TAG: record.export_key}, start_ms)
+    except MlflowError:
+        run = client.find_run(experiment_id, record.export_key)  # created, but the answer was lost?
+        if run is None:
+            raise
+        return run
+
+
+def _log_what_is_new(
+    client: MlflowClient, run_id: str, record: r.ExportRecord, tags: dict[str, str], now_ms: int
+) -> tuple[int, int, list[str]]:
+    """Log the params and metrics the run does not have yet (an export run again sends only what
+    changed), with the tags; (metrics, new metrics, notes)."""
     data = client.get_run(run_id).get("data") or {}
     logged_params = {p["key"]: p.get("value", "") for p in data.get("params") or []}
     logged_metrics = {m["key"]: m.get("value") for m in data.get("metrics") or []}
@@ -501,13 +525,7 @@ def export_to_mlflow(
     metrics.update(record.summary_metrics())
     fresh = {k: v for k, v in metrics.items() if logged_metrics.get(k) != v}
     client.log_batch(run_id, fresh, params, tags, now_ms, record.step or 0)
-    notes += param_notes + ([renamed] if renamed else [])
-
-    notes.append(_upload_rollouts(client, run, record))
-    end_ms = int(record.ended_at * 1000) if record.ended_at else now_ms
-    client.set_terminated(run_id, RUN_STATUS.get(record.state, DEFAULT_RUN_STATUS), end_ms)
-    summary = f"run {run_id} in experiment {experiment!r}: {len(metrics)} metrics ({len(fresh)} new), {len(record.params)} params"
-    return r.ExportOutcome(run_id, "; ".join([summary] + [n for n in notes if n]))
+    return len(metrics), len(fresh), param_notes + ([renamed] if renamed else [])
 
 
 def _upload_rollouts(client: MlflowClient, run: dict[str, Any], record: r.ExportRecord) -> str:

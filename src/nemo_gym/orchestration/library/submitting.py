@@ -375,6 +375,30 @@ def _record(
     carried: dict[str, str] | None = None,
     shared_with: list[str] | None = None,
 ) -> SubmissionRecord:
+    benchmarks = _benchmark_jobs(plan, queued)
+    return SubmissionRecord(
+        gym_job_id=plan.run_id,
+        submitted_at=now_utc(),
+        run_dir=plan.run_dir,
+        cluster=plan.compute,
+        executor=plan.backend,
+        submitted_by=current_user(),
+        submitted_from=submission_origin(),
+        model=plan.model,
+        hostname=plan.hostname,
+        benchmarks=benchmarks,
+        carried_from=carried or {},
+        deployment_host=plan.host[0] if plan.host is not None else plan.run_id if plan.shared is not None else None,
+        deployment_shared_with=shared_with or [],
+        executor_metadata={"submission": "interrupted"} if interrupted else {},
+        sweep_id=plan.sweep_id,
+        sweep_values=dict(values),
+    )
+
+
+def _benchmark_jobs(plan: RunPlan, queued: list[QueuedJob]) -> list[BenchmarkJob]:
+    """Every benchmark's job as the scheduler answered for it; a sharded benchmark's shards under
+    its own entry."""
     backend = backend_named(plan.backend)
     gpus = backend.allocated_gpus(plan)
     answers = {q.benchmark: q for q in queued}
@@ -413,24 +437,7 @@ def _record(
     for bench in benchmarks.values():
         if bench.shards and not bench.queued:
             bench.error = bench.shards[0].error  # not one shard queued: the benchmark was refused
-    return SubmissionRecord(
-        gym_job_id=plan.run_id,
-        submitted_at=now_utc(),
-        run_dir=plan.run_dir,
-        cluster=plan.compute,
-        executor=plan.backend,
-        submitted_by=current_user(),
-        submitted_from=submission_origin(),
-        model=plan.model,
-        hostname=plan.hostname,
-        benchmarks=list(benchmarks.values()),
-        carried_from=carried or {},
-        deployment_host=plan.host[0] if plan.host is not None else plan.run_id if plan.shared is not None else None,
-        deployment_shared_with=shared_with or [],
-        executor_metadata={"submission": "interrupted"} if interrupted else {},
-        sweep_id=plan.sweep_id,
-        sweep_values=dict(values),
-    )
+    return list(benchmarks.values())
 
 
 def _sweep_record(prepared: Prepared, records: list[SubmissionRecord]) -> SweepRecord | None:

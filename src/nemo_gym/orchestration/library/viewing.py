@@ -10,6 +10,7 @@ elsewhere only with a token (asked once, then kept in a cookie).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import json
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from nemo_gym.orchestration import contract, samples, shipping, view
 from nemo_gym.orchestration.connection import Connect, connect
@@ -262,83 +264,100 @@ def check_binding(host: str, token: str | None) -> None:
 def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> ThreadingHTTPServer:
     """The server (not started: ``serve_forever`` it); ``port`` 0 picks a free one."""
     check_binding(host, token)
-    links = view.Links(static=False)
-    routes: dict[str, Callable[..., str | None]] = {
-        "run": lambda run_id: viewer.run_html(run_id, links),
-        "sweep": lambda sweep_id: viewer.sweep_html(sweep_id, links),
-        "compare": lambda base, candidate: viewer.compare_html(base, candidate, links),
-    }
+    site = _Site(viewer, host, token, view.Links(static=False))
+    return ThreadingHTTPServer((host, port), functools.partial(_Handler, site=site))
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "gym-eval-view"
-        sys_version = ""
 
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            if not token and not host_allowed(self.headers.get("Host", ""), host):
-                # Another name for this loopback address: a page elsewhere rebinding its DNS to us.
+@dataclass(frozen=True)
+class _Site:
+    """What the server shows, where it answers and to whom."""
+
+    viewer: Viewer
+    host: str
+    token: str | None
+    links: view.Links
+
+    def page(self, parts: list[str], query: dict[str, list[str]]) -> str | None:
+        """The page a request's path names; None for none."""
+        viewer, links = self.viewer, self.links
+        if not parts:
+            return viewer.index_html(links)
+        kind, args = parts[0], parts[1:]
+        if kind == "samples" and len(args) == 2:
+            start = (query.get("start") or ["0"])[0]
+            return viewer.samples_html(
+                args[0],
+                args[1],
+                int(start) if start.isdigit() else 0,
+                (query.get("reward") or [""])[0],
+                (query.get("q") or [""])[0],
+                links,
+            )
+        routes: dict[str, Callable[..., str | None]] = {
+            "run": lambda run_id: viewer.run_html(run_id, links),
+            "sweep": lambda sweep_id: viewer.sweep_html(sweep_id, links),
+            "compare": lambda base, candidate: viewer.compare_html(base, candidate, links),
+        }
+        route = routes.get(kind)
+        if route is None or len(args) != (2 if kind == "compare" else 1):
+            return None
+        return route(*args)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "gym-eval-view"
+    sys_version = ""
+
+    def __init__(self, *args: Any, site: _Site, **kwargs: Any) -> None:
+        self.site = site  # first: the base class answers the request from its __init__
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        site, links = self.site, self.site.links
+        if not site.token and not host_allowed(self.headers.get("Host", ""), site.host):
+            # Another name for this loopback address: a page elsewhere rebinding its DNS to us.
+            return self._send(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                view.message_page("Not here", "This view answers to its own address only.", links),
+            )
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        extra: dict[str, str] = {}
+        if site.token:
+            given = (query.get("token") or [""])[0] or _cookie(self.headers.get("Cookie", ""))
+            if not hmac.compare_digest(given.encode(), site.token.encode()):
                 return self._send(
-                    HTTPStatus.MISDIRECTED_REQUEST,
-                    view.message_page("Not here", "This view answers to its own address only.", links),
+                    HTTPStatus.FORBIDDEN,
+                    view.message_page("No entry", "This view needs its token (?token=...).", links),
                 )
-            url = urllib.parse.urlsplit(self.path)
-            query = urllib.parse.parse_qs(url.query)
-            extra: dict[str, str] = {}
-            if token:
-                given = (query.get("token") or [""])[0] or _cookie(self.headers.get("Cookie", ""))
-                if not hmac.compare_digest(given.encode(), token.encode()):
-                    return self._send(
-                        HTTPStatus.FORBIDDEN,
-                        view.message_page("No entry", "This view needs its token (?token=...).", links),
-                    )
-                extra["Set-Cookie"] = f"{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
-            parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/") if p]
-            try:
-                page = self._page(parts, query)
-            except UserError as exc:
-                page = view.message_page("Cannot show this", "; ".join(exc.problems), links)
-            except Exception as exc:  # noqa: BLE001 - a page fails alone, in one line, never the server
-                page = view.message_page(
-                    "Cannot show this", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", links
-                )
-            if page is None:
-                return self._send(
-                    HTTPStatus.NOT_FOUND, view.message_page("Not here", "This view shows no such page.", links), extra
-                )
-            self._send(HTTPStatus.OK, page, extra)
+            extra["Set-Cookie"] = f"{TOKEN_COOKIE}={site.token}; HttpOnly; SameSite=Strict; Path=/"
+        parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/") if p]
+        try:
+            page = site.page(parts, query)
+        except UserError as exc:
+            page = view.message_page("Cannot show this", "; ".join(exc.problems), links)
+        except Exception as exc:  # noqa: BLE001 - a page fails alone, in one line, never the server
+            page = view.message_page(
+                "Cannot show this", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", links
+            )
+        if page is None:
+            return self._send(
+                HTTPStatus.NOT_FOUND, view.message_page("Not here", "This view shows no such page.", links), extra
+            )
+        self._send(HTTPStatus.OK, page, extra)
 
-        def _page(self, parts: list[str], query: dict[str, list[str]]) -> str | None:
-            if not parts:
-                return viewer.index_html(links)
-            kind, args = parts[0], parts[1:]
-            if kind == "samples" and len(args) == 2:
-                start = (query.get("start") or ["0"])[0]
-                return viewer.samples_html(
-                    args[0],
-                    args[1],
-                    int(start) if start.isdigit() else 0,
-                    (query.get("reward") or [""])[0],
-                    (query.get("q") or [""])[0],
-                    links,
-                )
-            route = routes.get(kind)
-            if route is None or len(args) != (2 if kind == "compare" else 1):
-                return None
-            return route(*args)
+    def _send(self, code: HTTPStatus, page: str, extra: dict[str, str] | None = None) -> None:
+        data = page.encode("utf-8", "backslashreplace")
+        self.send_response(code)
+        for name, value in {**SECURITY_HEADERS, **(extra or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _send(self, code: HTTPStatus, page: str, extra: dict[str, str] | None = None) -> None:
-            data = page.encode("utf-8", "backslashreplace")
-            self.send_response(code)
-            for name, value in {**SECURITY_HEADERS, **(extra or {})}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
-            return  # quiet: the command says where it serves, not every request
-
-    return ThreadingHTTPServer((host, port), Handler)
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+        return  # quiet: the command says where it serves, not every request
 
 
 def host_allowed(header: str, bound: str) -> bool:

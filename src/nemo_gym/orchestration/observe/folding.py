@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from nemo_gym.orchestration import usage
 from nemo_gym.orchestration.backends import Backend
 from nemo_gym.orchestration.backends.base import CANCELLED_BY_USER, JobProbe, JobState
-from nemo_gym.orchestration.contract import Chain, Outcome, Status
+from nemo_gym.orchestration.chain import Chain
+from nemo_gym.orchestration.contract import Outcome, Status
 from nemo_gym.orchestration.facts import ReceiptState
 from nemo_gym.orchestration.observe.costs import benchmark_usage, own_records_by_job, run_usage
 from nemo_gym.orchestration.observe.reading import ProbeAnswer
@@ -20,7 +21,7 @@ from nemo_gym.orchestration.usage import NO_USAGE, OwnRecord
 
 _NO_PROBE = JobProbe()  # a job the probe did not reach
 # A job that ended so is one a resumable chain may have resumed.
-_RESUMABLE_ENDS = (Status.FAILED, Status.TIMED_OUT, Status.UNKNOWN, Status.CANCELLED)
+_RESUMABLE_ENDS = (Status.FAILED, Status.TIMED_OUT, Status.UNKNOWN, Status.CANCELLED, Status.PREEMPTED)
 
 
 def chain_status(
@@ -113,34 +114,17 @@ def _unit_status(
             job.benchmark, None, Status.FAILED, f"{backend.submit_command} refused: {job.error}", 0, job.job_dir
         )
     if answer is None or job.benchmark not in answer.benchmarks:
-        recorded = [job.job_id] if job.job_id else []
-        unanswered = [Attempt(i, Status.UNKNOWN, None, "no answer from the cluster") for i in recorded]
-        return JobStatus(
-            job.benchmark,
-            job.job_id,
-            Status.UNKNOWN,
-            "no answer from the cluster",
-            0,
-            job.job_dir,
-            recorded,
-            history=unanswered,
-        )
+        return _unanswered(job)
     rollouts, chain = answer.benchmarks[job.benchmark]
     first = chain.first(job.job_id)
     if not first:
         return _waiting_in_lane(job, chain, backend)
     probe = {job_id: p for (bench, job_id), p in answer.jobs.items() if bench == job.benchmark}
     shown, current = chain_status(chain.head(first), chain, probe, rollouts, backend, answer.facts)
-    state, detail = shown.status, shown.detail
     # Once the latest job succeeded, the job queued to resume it is void (Slurm drops it).
-    ids = chain.attempt_ids(first, with_successor=state != Status.SUCCEEDED)
-    check = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
-    if not state.final:
-        check = None  # counted while a job of the chain still runs: not the final count
-    if state == Status.SUCCEEDED and check is not None and check.missing:
-        state, detail = Status.INCOMPLETE, f"{detail}, but {missing_text(check)}"
-    elif check is not None and check.duplicates and state == Status.SUCCEEDED:
-        detail += f" ({check.duplicates} duplicate row(s) counted once)"
+    ids = chain.attempt_ids(first, with_successor=shown.status != Status.SUCCEEDED)
+    counted = answer.checks.get(job.benchmark) or (known or {}).get(job.benchmark)
+    state, detail, check = _told_with_samples(shown.status, shown.detail, counted)
     running = current if not state.final else None
     job_usage = benchmark_usage(job.benchmark, job.gpus, ids, running, answer)
     exports = answer.exports.get(job.benchmark, {})
@@ -164,6 +148,33 @@ def _unit_status(
         chain.attempt - 1,
         held=scheduler.waiting or scheduler.running,
     )
+
+
+def _unanswered(job: BenchmarkJob) -> JobStatus:
+    recorded = [job.job_id] if job.job_id else []
+    unanswered = [Attempt(i, Status.UNKNOWN, None, "no answer from the cluster") for i in recorded]
+    return JobStatus(
+        job.benchmark,
+        job.job_id,
+        Status.UNKNOWN,
+        "no answer from the cluster",
+        0,
+        job.job_dir,
+        recorded,
+        history=unanswered,
+    )
+
+
+def _told_with_samples(state: Status, detail: str, check: SampleCheck | None) -> tuple[Status, str, SampleCheck | None]:
+    """A job's state and detail with its samples counted: a success that left some missing is
+    incomplete. A count taken while a job of the chain still runs is not the final count: dropped."""
+    if not state.final:
+        return state, detail, None
+    if state == Status.SUCCEEDED and check is not None and check.missing:
+        return Status.INCOMPLETE, f"{detail}, but {missing_text(check)}", check
+    if check is not None and check.duplicates and state == Status.SUCCEEDED:
+        detail += f" ({check.duplicates} duplicate row(s) counted once)"
+    return state, detail, check
 
 
 def sharded_status(
@@ -297,6 +308,7 @@ _VERDICT_STATES = {
     Outcome.UNKNOWN: Status.UNKNOWN,
     Outcome.TIMEOUT: Status.TIMED_OUT,
     Outcome.WALLTIME: Status.TIMED_OUT,
+    Outcome.PREEMPTED: Status.PREEMPTED,
 }
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from nemo_gym.orchestration import contract, facts, usage
 from nemo_gym.orchestration.backends import Backend
 from nemo_gym.orchestration.backends.base import JobProbe
-from nemo_gym.orchestration.contract import Cause, Chain, ProbeRecord, StateFile, parse_chain
+from nemo_gym.orchestration.chain import Chain, parse_chain
+from nemo_gym.orchestration.contract import Cause, ProbeRecord, StateFile
 from nemo_gym.orchestration.observe.status import CANCELLED_BY_USER_KEY, CAUSE_KEY, JOB_END_KEY, SampleCheck
 from nemo_gym.orchestration.usage import AccountingRow, OwnRecord
 

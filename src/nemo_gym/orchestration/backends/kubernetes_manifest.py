@@ -1,0 +1,287 @@
+"""A Kubernetes Job's manifest, built as data from the plan and written as YAML: its labels and
+annotations, the native sidecars that run the model services (their GPUs, memory and probes), the
+driver container that runs the job script, and the PVC mounted at the output path in each. Pure:
+the backend (``kubernetes.py``) writes it beside the job script and applies it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.backends.kubernetes_rules import label_value, object_name
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
+
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gym-orchestration")
+RUN_LABEL = "gym-orchestration/run"
+BENCHMARK_LABEL = "gym-orchestration/benchmark"
+RUN_ANNOTATION = "gym-orchestration/run-id"  # the run id and benchmark as written (labels are cut)
+BENCHMARK_ANNOTATION = "gym-orchestration/benchmark"
+GPU_RESOURCE = "nvidia.com/gpu"
+OUTPUT_VOLUME = "gym-output"
+SHM_VOLUME = "dshm"
+DRIVER_CONTAINER = "driver"
+# A resubmitted job is its first job's name and "-a<attempt>": room kept at the end of every name.
+RESUBMIT_SUFFIX_ROOM = 4
+READINESS_PERIOD_SECONDS = 5
+# The driver container's copy of activeDeadlineSeconds: a TERM near it is the deadline's.
+DEADLINE_ENV = "GYM_ACTIVE_DEADLINE_SECONDS"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The compute's settings, as the plan keeps them (``directives``: pure data)."""
+
+    namespace: str
+    pvc: str
+    memory_per_gpu: str
+    context: str | None = None
+    service_account: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, job: JobPlan) -> Settings:
+        options = {key: value for key, value in job.directives[0] if value is not None}
+        whole = lambda key: int(options[key]) if key in options else None  # noqa: E731
+        pairs = lambda key: tuple(sorted(json.loads(options.get(key, "{}")).items()))  # noqa: E731
+        return cls(
+            namespace=options["namespace"],
+            pvc=options["pvc"],
+            memory_per_gpu=options["memory_per_gpu"],
+            context=options.get("context"),
+            service_account=options.get("service_account"),
+            node_selector=pairs("node_selector"),
+            ttl_seconds_after_finished=whole("ttl_seconds_after_finished"),
+            active_deadline_seconds=whole("active_deadline_seconds"),
+            labels=pairs("labels"),
+            annotations=pairs("annotations"),
+        )
+
+    def where(self) -> dict[str, str]:
+        """What its jobs are queued under: the record's ``queued_as``, read by every kubectl call."""
+        return {"namespace": self.namespace, **({"context": self.context} if self.context else {})}
+
+
+def job_name(plan: RunPlan, job: JobPlan) -> str:
+    """The Job's name, which is its id: the run's id and the job's unit, DNS-1123, room kept for
+    a resubmission's suffix."""
+    return object_name(plan.run_id, job.unit, room=RESUBMIT_SUFFIX_ROOM)
+
+
+def step_gpus(plan: RunPlan, service: str) -> int:
+    """The GPUs a service's sidecar asks for, from the plan's resolved config."""
+    return service_gpus(plan.resolved_config.get("services", {}).get(service) or {})
+
+
+def service_gpus(service: Mapping[str, Any]) -> int:
+    """The GPUs a service asks for in its pod (its config's fields): a vLLM service's instances x
+    TP x PP, none for anything else."""
+    if service.get("type") != "vllm":
+        return 0
+    return (
+        int(service.get("tensor_parallel_size") or 1)
+        * int(service.get("pipeline_parallel_size") or 1)
+        * int(service.get("number_of_instances") or 1)
+    )
+
+
+def times_quantity(quantity: str, n: int) -> str:
+    """``n`` times a memory quantity (validated: a number and an optional unit), as one."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(.*)", quantity)
+    assert match is not None, quantity
+    number = Decimal(match.group(1)) * n
+    return f"{number.normalize():f}" + match.group(2)
+
+
+def manifest(plan: RunPlan, job: JobPlan) -> dict[str, Any]:
+    """The Job that runs ``job``: its sidecars (one per service step), its driver container (the
+    job script), the PVC at the output path in every container."""
+    settings = Settings.of(job)
+    name = job_name(plan, job)
+    labels = {
+        **dict(settings.labels),
+        MANAGED_BY[0]: MANAGED_BY[1],
+        RUN_LABEL: label_value(plan.run_id),
+        BENCHMARK_LABEL: label_value(job.unit),
+    }
+    annotations = {**dict(settings.annotations), RUN_ANNOTATION: plan.run_id, BENCHMARK_ANNOTATION: job.unit}
+    output_path = posixpath.dirname(plan.run_dir)
+    sidecars = [_sidecar(plan, job, step, settings, output_path) for step in job.steps]
+    pod: dict[str, Any] = {"restartPolicy": "Never"}
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    if sidecars:
+        pod["initContainers"] = sidecars
+    pod["containers"] = [_driver_container(job, settings, output_path)]
+    volumes: list[dict[str, Any]] = [{"name": OUTPUT_VOLUME, "persistentVolumeClaim": {"claimName": settings.pvc}}]
+    if any("resources" in sidecar for sidecar in sidecars):
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})
+    pod["volumes"] = volumes
+    spec: dict[str, Any] = {"suspend": False, "backoffLimit": 0}
+    if settings.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
+    if settings.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = settings.active_deadline_seconds
+    spec["template"] = {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": settings.namespace, "labels": labels, "annotations": annotations},
+        "spec": spec,
+    }
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Every mapping written out where it stands: no YAML anchors for the labels the Job and its
+    pod template share (kubectl reads them, people read them too)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _literal_when_multiline(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    # A container's script written as it reads (a block), not as one escaped line.
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_PlainDumper.add_representer(str, _literal_when_multiline)
+
+
+def manifest_text(plan: RunPlan, job: JobPlan) -> str:
+    header = f"# gym orchestration: benchmark {job.unit} of run {plan.run_id}, as kubectl applies it.\n"
+    return header + yaml.dump(manifest(plan, job), Dumper=_PlainDumper, sort_keys=False, width=10_000)
+
+
+def _job_env() -> list[dict[str, Any]]:
+    # The Job's name, from the label its controller puts on the pod: a resubmitted Job (another
+    # name, the same manifest) is told its own.
+    return [
+        {"name": "GYM_JOB_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['job-name']"}}},
+    ]
+
+
+def _mounts(output_path: str, gpus: int) -> list[dict[str, Any]]:
+    mounts = [{"name": OUTPUT_VOLUME, "mountPath": output_path}]
+    if gpus:
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    return mounts
+
+
+def _sidecar(plan: RunPlan, job: JobPlan, step: Any, settings: Settings, output_path: str) -> dict[str, Any]:
+    launch = step.launch
+    gpus = step_gpus(plan, step.service)
+    container: dict[str, Any] = {
+        "name": object_name(step.name),
+        "image": launch.container,
+        "restartPolicy": "Always",
+        "command": ["bash", "-c", sidecar_command(launch), "gym-sidecar"],
+        "workingDir": job.job_dir,
+        "env": [{"name": "GYM_JOB_DIR", "value": job.job_dir}, *_job_env()],
+    }
+    if step.health is not None and step.health.kind == "http" and step.health.port is not None:
+        container["ports"] = [{"containerPort": step.health.port}]
+        probe = {
+            "httpGet": {"path": step.health.path, "port": step.health.port},
+            "periodSeconds": READINESS_PERIOD_SECONDS,
+        }
+        container["readinessProbe"] = probe
+        # A native sidecar's startup probe is what the kubelet waits on before it starts the next
+        # container (the driver): without one, the driver starts while the model is still loading.
+        # It allows the health check's timeout, as the job script's own wait does.
+        container["startupProbe"] = {
+            **probe,
+            "failureThreshold": max(1, math.ceil(step.health.timeout_seconds / READINESS_PERIOD_SECONDS)),
+        }
+    if gpus:
+        memory = times_quantity(settings.memory_per_gpu, gpus)
+        container["resources"] = {
+            "limits": {GPU_RESOURCE: gpus, "memory": memory},
+            "requests": {GPU_RESOURCE: gpus, "memory": memory},
+        }
+    container["volumeMounts"] = _mounts(output_path, gpus)
+    return container
+
+
+def _driver_container(job: JobPlan, settings: Settings, output_path: str) -> dict[str, Any]:
+    env = _job_env()
+    if settings.active_deadline_seconds is not None:
+        # A TERM near it is the deadline's: the job records walltime (its template's ending_cause).
+        env.append({"name": DEADLINE_ENV, "value": str(settings.active_deadline_seconds)})
+    return {
+        "name": DRIVER_CONTAINER,
+        "image": job.driver.launch.container,
+        "command": ["bash", "-c", job_command(job), "gym-job"],
+        "workingDir": job.job_dir,
+        "env": env,
+        "volumeMounts": _mounts(output_path, 0),
+    }
+
+
+def _split_on_id(path: str) -> str:
+    """A path holding ``$GYM_JOB_ID``, as one bash word that expands only the id."""
+    before, _, after = path.partition("$GYM_JOB_ID")
+    return f'{shlex.quote(before)}"$GYM_JOB_ID"{shlex.quote(after) if after else ""}'
+
+
+def sidecar_command(launch: Launch) -> str:
+    """What a sidecar runs: the step's script, its output in its log (where gym eval logs reads it)
+    and on the container's stdout (``kubectl logs -c``). exec: the kubelet's TERM reaches the step;
+    the tee ignores it, so that what the step says as it stops still has somewhere to go (a TERM to
+    the whole container would otherwise leave it writing into a closed pipe).
+
+    The kubelet restarts a sidecar that ends (``restartPolicy: Always``). A step that ended wrote
+    its exit status, which the job has seen; one killed outright (KILL, the OOM killer) wrote none.
+    Either way a second start is not run again: it leaves the exit status the job reads as the
+    service's death (137 and why, when there was none)."""
+    state = _split_on_id(contract.state_dir("$GYM_JOB_ID"))
+    me = f'{shlex.quote(launch.step)}@"$GYM_NODES"'
+    subs = (contract.EXITED_DIR, contract.READY_DIR, contract.WHY_DIR, contract.STARTED_DIR)
+    log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
+    started, exited, why = (
+        f"{state}/{sub}/{me}" for sub in (contract.STARTED_DIR, contract.EXITED_DIR, contract.WHY_DIR)
+    )
+    died = f"{launch.step}: its container was restarted after dying without an exit status (killed: out of memory?)"
+    return "\n".join(
+        [
+            "GYM_NODES=$(hostname)",
+            "export GYM_NODES",
+            f"mkdir -p {shlex.quote(posixpath.dirname(log) or '.')} {' '.join(f'{state}/{sub}' for sub in subs)}",
+            f"if [ -e {started} ]; then",
+            f"    [ -e {exited} ] || {{ echo {shlex.quote(died)} >{why}; echo 137 >{exited}; }}",
+            f"    rc=$(head -c 16 {exited} | tr -cd '0-9')",
+            '    exit "${rc:-1}"',
+            "fi",
+            f": >{started}",
+            f"exec > >(trap '' TERM; exec tee -a {_split_on_id(log)}) 2>&1",
+            f"exec bash {shlex.quote(launch.script)}",
+        ]
+    )
+
+
+def job_command(job: JobPlan) -> str:
+    """What the driver container runs: the job script, its output in the job's log and on stdout."""
+    return "; ".join(
+        [
+            f"exec > >(trap '' TERM; exec tee -a {_split_on_id(contract.job_log('$GYM_JOB_ID'))}) 2>&1",
+            f"exec bash {shlex.quote(f'{job.job_dir}/{contract.JOB_SCRIPT}')}",
+        ]
+    )
