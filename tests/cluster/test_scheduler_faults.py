@@ -6,6 +6,7 @@ model service and the driver are stand-ins (no GPU here); Slurm and the job scri
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -83,14 +84,19 @@ def test_a_node_of_a_two_node_job_lost_requeues_it_and_it_finishes_keeping_its_r
 @pytest.fixture
 def small_filesystem(tmp_path):
     """A 16 MiB filesystem of its own (tmpfs) the nodes see too, as a run directory on a Lustre
-    quota would be: what fills it fills it for the job."""
-    mount = tmp_path / "small"
-    mount.mkdir()
+    quota would be: what fills it fills it for the job. Mounted where the local cluster shares
+    mounts with its nodes (scripts/local-slurm: LOCAL_SLURM_MOUNTS)."""
+    shared = os.environ.get("LOCAL_SLURM_MOUNTS")
+    if not shared:
+        pytest.fail("LOCAL_SLURM_MOUNTS is not set (scripts/local-slurm env sets it)")
+    mount = Path(shared) / tmp_path.name
+    mount.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "gym-test-small", str(mount)], check=True)
     try:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)])
+        mount.rmdir()
 
 
 def fill(mount: Path) -> Path:

@@ -47,7 +47,7 @@ def test_phase_is_every_phase_the_scripts_write_and_no_other() -> None:
 
 
 def test_cause_is_every_cause_the_scripts_record_and_no_other() -> None:
-    recorded = printed(r'gym_finish \S+ "[^"\n]*" ([a-z-]+)', r"printf '([a-z-]+)'\n")
+    recorded = printed(r'gym_finish \S+ "[^"\n]*" ([a-z-]+)', r"printf '([a-z-]+)'\n", r"\bcause=([a-z-]+)\n")
     assert recorded == values(Cause)
 
 
@@ -113,13 +113,15 @@ def test_a_member_is_its_word_wherever_it_is_printed(enum) -> None:
 # -- what each cause carries ---------------------------------------------------------------------------
 
 
-def test_a_rerun_repeats_a_service_that_never_started_and_a_failing_driver_only() -> None:
-    assert {cause for cause in Cause if cause.repeats_on_rerun} == {Cause.STARTUP_FAILED, Cause.DRIVER_FAILED}
+def test_a_rerun_repeats_a_service_that_never_started_a_failing_driver_and_a_full_disk_only() -> None:
+    repeating = {Cause.STARTUP_FAILED, Cause.DRIVER_FAILED, Cause.DISK_FULL}
+    assert {cause for cause in Cause if cause.repeats_on_rerun} == repeating
     assert {o for o in Outcome if o.stops_the_chain} == {
         Outcome.SUCCEEDED,
         Outcome.CANCELLED,
         Outcome.STARTUP_FAILED,
         Outcome.DRIVER_FAILED,
+        Outcome.DISK_FULL,
     }
 
 

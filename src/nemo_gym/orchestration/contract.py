@@ -189,6 +189,10 @@ EXPORTERS_DIR = "steps/exporters"  # the staged exporters, contract.py and the e
 
 STATE_FILE = "state"
 CAUSE_FILE = "cause"
+# Space the job holds from its start and gives back once its filesystem is full, so that it can
+# still record why it ended (its cause, its state, its end event).
+RESERVE_FILE = "reserve"
+RESERVE_BYTES = 65536
 CANCELLED_FILE = "cancelled"
 EVENTS_FILE = "events"
 PID_FILE = "pid"
@@ -306,6 +310,9 @@ class Cause(Word):
     # A resumable chain's driver that exited 0 leaving samples missing: its successor finishes them
     # (and exports then).
     CUT_SHORT = ("cut-short", False, False, "the driver ended without error, but samples are missing")
+    # The filesystem of its directory filled (or its quota): a rerun fails the same way until space
+    # is freed.
+    DISK_FULL = ("disk-full", True, False, "the filesystem of its directory was full")
 
     @classmethod
     def exporting(cls) -> list[Cause]:
@@ -348,6 +355,7 @@ class Outcome(Word):
     CANCELLED = (Cause.CANCELLED.value,)
     SIGNAL = (Cause.SIGNAL.value,)
     CUT_SHORT = (Cause.CUT_SHORT.value,)
+    DISK_FULL = (Cause.DISK_FULL.value,)
 
     @classmethod
     def of(cls, cause: Cause) -> Outcome:

@@ -98,6 +98,7 @@ _FIX = {
     "fix its config or container, then submit again",
     Cause.DRIVER_FAILED: "see the driver's log (gym eval logs RUN BENCHMARK --driver), "
     "fix what it reports, then submit again",
+    Cause.DISK_FULL: "free space on the filesystem named (or raise its quota), then resubmit",
 }
 _FIX_ANY = "see the job's log (gym eval logs RUN BENCHMARK), fix what it reports, then submit again"
 

@@ -79,6 +79,7 @@ export HEAD_NODE_IP
 gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
 gym_event "job-start"
 echo "$$" >"$(gym_state_dir)/pid"
+head -c 65536 /dev/zero >"$(gym_state_dir)/reserve" 2>/dev/null || :
 
 declare -A GYM_STEP_PID=()
 declare -A GYM_SERVICE_STEPS=(
@@ -105,9 +106,9 @@ gym_ending_cause() {
 
 # Ends the job. A failure also records its cause, which a resumable job's successor reads when the
 # scheduler has forgotten the job:
-# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short.
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short, disk-full.
 gym_finish() {
-    local rc=$1 detail=$2 cause=${3:-} ending
+    local rc=$1 detail=$2 cause=${3:-} ending full
     trap - TERM INT
     case "$cause" in
         startup-failed | service-died | driver-failed | driver-killed)
@@ -116,13 +117,24 @@ gym_finish() {
             cause=${ending:-$cause}
             ;;
     esac
+    case "$cause" in
+        walltime | preempted | cancelled) ;;
+        *)
+            # Whatever failed first, a full filesystem is why: a rerun fails so until space is freed.
+            if [ "$rc" -ne 0 ] && full=$(gym_disk_full); then
+                detail="$full; free space there, then gym eval resubmit"
+                cause=disk-full
+                gym_log "ERROR: $full"
+            fi
+            ;;
+    esac
     [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
     gym_stop_collector
     gym_stop_steps
     [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
     if [ "$rc" -eq 0 ]; then
         gym_phase succeeded "$detail"
-    elif ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+    elif [ "$cause" = disk-full ] || ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
         gym_phase failed "$detail"
     fi
     gym_log "job finished with status $rc${detail:+: $detail}"

@@ -27,6 +27,23 @@ gym_event() {
     printf '%s %s\n' "$(date +%s.%N)" "$*" >>"$(gym_state_dir)/events"
 }
 
+# Whether the filesystem of the job's directory is full (no space, or the quota reached): a 64 KiB
+# file cannot be written there. If so the job's reserve is given back, so that what it records next
+# fits, and the words naming the filesystem are printed.
+gym_disk_full() {
+    local probe="$GYM_JOB_DIR/.gym/space-probe.$$" where target
+    if head -c 65536 /dev/zero >"$probe" 2>/dev/null; then
+        rm -f "$probe"
+        return 1
+    fi
+    rm -f "$probe" "$(gym_state_dir)/reserve"
+    # "TARGET  FSTYPE": where it is mounted, and what it is (a Lustre quota, a local disk).
+    where=$(df --output=target,fstype "$GYM_JOB_DIR" 2>/dev/null | tail -n 1)
+    target=${where% *}
+    target=${target%"${target##*[! ]}"}
+    printf 'the filesystem holding %s is full (%s at %s)' "$GYM_JOB_DIR" "${where##* }" "${target:-?}"
+}
+
 # The job's phase, for `gym eval status`: key=value lines replaced atomically.
 gym_phase() {
     gym_write_state "$(gym_state_dir)" "$@"
@@ -37,13 +54,18 @@ gym_write_state() {
     local state tmp
     state="$1/state"
     tmp="$state.$$"
-    {
+    # A write cut short (a full disk) replaces nothing.
+    if ! {
         printf 'phase=%s\n' "$2"
         printf 'detail=%s\n' "${3:-}"
         printf 'time=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
         # Which run of this job id wrote it: Slurm counts restarts of a requeued job the same way.
         printf 'attempt=%s\n' "${GYM_ATTEMPT:-0}"
-    } >"$tmp" && mv -f "$tmp" "$state"
+    } >"$tmp"; then
+        rm -f "$tmp"
+        return 1
+    fi
+    mv -f "$tmp" "$state"
 }
 
 # The hostname of this node as Slurm knows it.
