@@ -48,6 +48,14 @@ def each_awk(request, tmp_path_factory, monkeypatch) -> str:
 
 
 @pytest.fixture
+def own_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own local index (XDG_CACHE_HOME in its tmp_path): what it submits, selects and
+    exports is its own, whatever else runs on the machine."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
 def base() -> dict[str, Any]:
     """A minimal valid config as a dict; tests change what they exercise."""
     return copy.deepcopy(_BASE)

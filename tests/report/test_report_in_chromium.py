@@ -15,8 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
-def own_index(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def _its_own_index(own_index) -> None:
+    """tests/conftest.py's own_index, for every test here."""
 
 
 def test_a_three_checkpoint_report_loads_offline_and_draws_its_curve(tmp_path, capsys) -> None:

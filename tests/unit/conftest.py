@@ -22,5 +22,5 @@ def conn(cluster: FakeCluster) -> FakeConnection:
 
 
 @pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def _every_unit_test_has_its_own_index(own_index: Path) -> None:
+    """tests/conftest.py's own_index, for every unit test."""

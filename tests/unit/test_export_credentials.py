@@ -134,13 +134,6 @@ print("export mlflow: done (planted): " + os.environ.get("MLFLOW_TRACKING_TOKEN"
 """
 
 
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> Path:
-    """This test's own local index: gym eval export reads the run's destinations from it."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def run_record(job: Path, export_to: dict[str, str] | None = None) -> SubmissionRecord:
     """The run's record; with ``export_to``, also the user's own index entry recording those destinations."""
     record = SubmissionRecord(

@@ -30,8 +30,7 @@ TOKEN = "tok-SENTINEL-d35t1n4t10n"
 
 
 @pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def no_tracking_credentials(monkeypatch) -> None:
     for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "WANDB_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 

@@ -67,11 +67,6 @@ def test_agreeing_answers_carry_no_flag() -> None:
 # -- through the probe, against the fake cluster -----------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 def submitted(base: dict, tmp_path: Path, conn: FakeConnection) -> SubmissionRecord:
     base["compute"]["cluster"]["hostname"] = HOST
     base["job"]["output_path"] = str(tmp_path / "runs")

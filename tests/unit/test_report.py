@@ -8,7 +8,6 @@ import builtins
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 from checkpoint_runs import checkpoint_runs
@@ -19,11 +18,6 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.report import report_html, x_axis
 from nemo_gym.orchestration.usage import total, wall_text
-
-
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def test_labels_that_differ_in_one_number_are_a_numeric_axis() -> None:

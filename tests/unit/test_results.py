@@ -31,11 +31,6 @@ BENCH = "answer-judge"
 EXPECTED_PAIRS = {(t, 0) for t in range(12)}
 
 
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 def copy_of_the_real_run(where: Path) -> Path:
     shutil.copytree(REAL_RUN, where)
     return where

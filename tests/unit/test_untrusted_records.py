@@ -30,11 +30,6 @@ from nemo_gym.orchestration.record import (
 from nemo_gym.orchestration.untrusted import Unreadable
 
 
-@pytest.fixture(autouse=True)
-def own_index(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 def a_record(run_id: str = "gym-job-20250101T000000Z-aaaaaa", **fields) -> SubmissionRecord:
     """A run none of whose jobs could be queued: its status needs no cluster."""
     values = dict(

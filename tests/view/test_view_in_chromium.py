@@ -23,8 +23,8 @@ HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
 
 
 @pytest.fixture(autouse=True)
-def own_index(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def _its_own_index(own_index) -> None:
+    """tests/conftest.py's own_index, for every test here."""
 
 
 @pytest.fixture
