@@ -5,26 +5,19 @@ from __future__ import annotations
 
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.estimate import RunEstimate, estimate_lines
-from nemo_gym.orchestration.observe import statuses_json as status_json
 from nemo_gym.orchestration.record import last_observed, values_label
-from nemo_gym.orchestration.results import DEFAULT_METRIC, UNSCOREABLE_LISTED, headline, results_json
 from nemo_gym.orchestration.sweep import run_labels, runs_title, short_keys, short_values_label
 from nemo_gym.orchestration.usage import SOURCE_ACCOUNTING, SOURCE_JOB_RECORD, SOURCE_NONE, Usage, hours_text, wall_text
 from nemo_gym.orchestration.usage import total as total_usage
 
 __all__ = [
-    "DEFAULT_METRIC",
     "SOURCE_NONE",
-    "UNSCOREABLE_LISTED",
-    "headline",
     "hours_text",
     "last_observed",
-    "results_json",
     "run_labels",
     "runs_title",
     "short_keys",
     "short_values_label",
-    "status_json",
     "total_usage",
     "usage_source_text",
     "values_label",
