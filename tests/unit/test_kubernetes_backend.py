@@ -265,7 +265,10 @@ def test_an_unreachable_cluster_is_said_so(tmp_path) -> None:
     (name, answer), *_ = answers.items()
     probe = JobProbe(own=StateFile.from_fields({"phase": "running"}), scheduler=describe_answer(answer))
     state = job_state(name, probe, 0)
-    assert state.status == Status.UNKNOWN and "could not reach" in state.detail
+    # As with Slurm's controller down: the job as it last wrote, said to be that, never ended.
+    assert state.status == Status.RUNNING and state.detail.startswith(
+        "Kubernetes cannot be reached (kubectl could not reach"
+    )
 
 
 # -- refusals ---------------------------------------------------------------------------------------
@@ -418,7 +421,13 @@ STARTED = "2026-12-03T10:00:00Z"
             Status.RUNNING,
             "",
         ),
-        (["?"], Phase.RUNNING, Status.UNKNOWN, "could not reach"),
+        (
+            ["?"],
+            Phase.RUNNING,
+            Status.RUNNING,
+            "cannot be reached (kubectl could not reach the cluster); as the job last wrote",
+        ),
+        (["?"], None, Status.QUEUED, "the job has written nothing yet, so it was last known queued"),
     ],
 )
 def test_job_states(answer, own, status, words) -> None:

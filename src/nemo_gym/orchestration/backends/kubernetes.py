@@ -34,6 +34,10 @@ from nemo_gym.orchestration.backends.base import (
     own_process_group_line,
     recorded_outcome,
     running_state,
+    unanswered_state,
+)
+from nemo_gym.orchestration.backends.base import (
+    UNANSWERED as UNANSWERED_WORD,
 )
 from nemo_gym.orchestration.backends.kubernetes_manifest import (
     DEADLINE_ENV,
@@ -214,7 +218,7 @@ def describe_answer(answer: list[str]) -> SchedulerView:
     """A job's ``SchedulerView`` from its snapshot line: the Job's fields (``JOB_FIELDS`` after the
     name), then its pod's (``POD_FIELDS`` after the job name)."""
     if answer[:1] == [UNANSWERED]:
-        return SchedulerView(word="unanswered", reason="kubectl could not reach the cluster")
+        return SchedulerView(word=UNANSWERED_WORD, reason="kubectl could not reach the cluster")
     fields = (answer + [""] * 9)[:9]
     suspend, active, ready, started, types, reasons, pod_phase, waiting, unscheduled = fields
     if not any(fields):
@@ -257,8 +261,8 @@ def job_state(job_id: str, probe: JobProbe, rollouts: int) -> JobState:
     recorded = recorded_outcome(probe)
     if recorded is not None:
         return recorded
-    if view.word == "unanswered":
-        return JobState(Status.UNKNOWN, f"{view.reason}; job {job_id} recorded no outcome yet")
+    if view.word == UNANSWERED_WORD:
+        return unanswered_state("Kubernetes", view, probe, rollouts)
     if view.word in FINAL_CONDITIONS:
         said = f"{view.word}{f' ({view.reason})' if view.reason else ''}"
         return JobState(Status.FAILED, f"Kubernetes says the Job is {said}, and the job recorded no outcome")
