@@ -100,3 +100,44 @@ def test_missing_mount_source_stops_before_anything_is_staged(cluster_run, ssh_e
         "error: services.policy.mounts: source '/no/such/dir' does not exist on the submit host; create it or fix the mount"
     ]
     assert list(cluster_run.output.iterdir()) == []
+
+
+def test_the_ssh_master_killed_mid_status_is_one_clear_line_and_the_next_status_is_whole(cluster_run, ssh_env) -> None:
+    env, _ = ssh_env
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "m"}},
+        benchmarks={"b0": {}, "b1": {}},
+        driver={"policy_model": "policy"},
+        compute={"hostname": os.environ["GYM_TEST_SSH_HOST"]},
+    )
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    submit = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"]
+    proc = subprocess.run(submit, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    for job in record["benchmarks"]:
+        cluster_run.job_ids.append(job["job_id"])
+        assert cluster_run.wait(job["job_id"])["JobState"] == "COMPLETED"
+    index = sorted(p.read_text() for p in Path(env["XDG_CACHE_HOME"]).glob("nemo-gym/jobs/*.json"))
+    # An ssh whose master connection is SIGKILLed a second into the probe (the script is held back
+    # that long first), as when the master dies or the login node drops it: fault injection.
+    killer = cluster_run.tmp_path / "killer"
+    killer.mkdir()
+    (killer / "ssh").write_text(
+        '#!/bin/bash\ncase "$*" in *ControlMaster=yes*)\n'
+        '  me=$$; (sleep 1; kill -9 "$me") &\n'
+        '  exec /usr/bin/ssh "$@" < <(echo "sleep 3"; cat) ;;\nesac\nexec /usr/bin/ssh "$@"\n'
+    )
+    (killer / "ssh").chmod(0o755)
+    killed_env = {**env, "PATH": f"{killer}:{env['PATH']}"}
+    status = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "status", "--last", "--json"]
+    cut = subprocess.run(status, capture_output=True, text=True, env=killed_env, timeout=60)
+    assert cut.returncode != 0 and "Traceback" not in cut.stderr, cut.stderr
+    [line] = [x for x in cut.stderr.splitlines() if x.startswith("error: ")]
+    assert "gym-loopback" in line, line
+    # Nothing read back half-way was taken for an answer or written down.
+    assert sorted(p.read_text() for p in Path(env["XDG_CACHE_HOME"]).glob("nemo-gym/jobs/*.json")) == index
+    whole = subprocess.run(status, capture_output=True, text=True, env=env, timeout=60)
+    assert whole.returncode == 0, whole.stderr
+    assert {j["state"] for j in json.loads(whole.stdout)["jobs"]} == {"succeeded"}

@@ -22,6 +22,8 @@ case $FAKE_SSH in
     : >"$socket"; IFS= read -r first; eval "$first"; rm -f "$socket"; exit 255 ;;
   lose-before-start)
     : >"$socket"; sleep 0.2; rm -f "$socket"; exit 255 ;;
+  killed)
+    : >"$socket"; IFS= read -r first; eval "$first"; kill -9 $$ ;;
 esac
 [ "$master" = 1 ] && : >"$socket"
 [ -e "$socket" ] || { echo "Control socket connect($socket): No such file or directory" >&2; exit 255; }
@@ -64,7 +66,7 @@ def test_a_host_that_cannot_be_reached_is_a_plain_error_naming_what_ssh_said(fak
     assert not any("-O exit" in c for c in fake_ssh())  # no master to stop
 
 
-@pytest.mark.parametrize("how", ["lose-after-start", "lose-before-start"])
+@pytest.mark.parametrize("how", ["lose-after-start", "lose-before-start", "killed"])
 def test_a_connection_lost_once_up_is_a_lost_connection_whatever_ssh_logs(fake_ssh, monkeypatch, how) -> None:
     """Up once the master's socket appeared, or once the script said it started: what ran is unknown."""
     monkeypatch.setenv("FAKE_SSH", how)
@@ -80,3 +82,10 @@ def test_a_stream_first_opens_the_master_so_that_probes_beside_it_find_it(fake_s
         assert conn.run_script("echo probe").stdout == "probe\n"
     calls = fake_ssh()
     assert "ControlMaster=yes" in calls[0] and all("ControlMaster=no" in c for c in calls[1:3])
+
+
+def test_an_ssh_killed_part_way_says_so_and_that_what_ran_is_unknown(fake_ssh, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_SSH", "killed")
+    with SSHConnection("login", ["-q"]) as conn, pytest.raises(ConnectionLost) as raised:
+        conn.run_script("echo probing")
+    assert str(raised.value).startswith("the ssh connection to login was killed (signal 9) part way; what ran")

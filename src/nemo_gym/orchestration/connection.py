@@ -202,6 +202,12 @@ class SSHConnection:
             up.set()
 
     def _check_transport(self, returncode: int, stderr: str) -> None:
+        if returncode < 0:
+            # ssh itself was killed (the OOM killer, a user's kill): the connection went with it.
+            raise ConnectionLost(
+                f"the ssh connection to {self.hostname} was killed (signal {-returncode}) part way; what ran "
+                f"before is unknown; check the connection and retry"
+            )
         if returncode == 255:
             detail = " ".join(stderr.split())[-300:] or "no message"
             raise ConnectionLost(
