@@ -69,7 +69,9 @@ def test_a_benchmark_whose_service_died_at_start_is_resubmitted_in_place_and_suc
         services={"policy": {"type": "vllm", "model": fails_once(model)}}, driver={"policy_model": "policy"}
     )
     [first] = cluster_run.submit(config)["benchmarks"]
-    failed = cluster_run.wait_for("bench", {"failed", "succeeded"}, timeout=90)
+    cluster_run.wait_for("bench", {"failed", "succeeded"}, timeout=90)
+    cluster_run.wait(first["job_id"])  # its cause is recorded as its job ends, a moment after it says failed
+    failed = cluster_run.status()["bench"]
     assert failed["state"] == "failed" and failed["attempt_history"][0]["cause"] == "startup-failed", failed
 
     rc, answer = resubmit(cluster_run, "--last")

@@ -118,6 +118,8 @@ gym_export() {
 gym_finish() {
     local rc=$1 detail=$2 cause=${3:-} ending full
     trap - TERM INT
+    # Recorded at once (a step's death may already have said failed), then told better below.
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
     case "$cause" in
         startup-failed | service-died | driver-failed | driver-killed)
             # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
