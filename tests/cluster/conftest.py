@@ -135,6 +135,16 @@ class ClusterRun:
             time.sleep(0.3)
 
 
+def wait_for_rows(job_dir: str | Path, rows: int, timeout: float = 90) -> Path:
+    """The benchmark's rollouts file once it holds ``rows`` lines (a job part way through)."""
+    rollouts = Path(job_dir, "artifacts", "rollouts.jsonl")
+    deadline = time.monotonic() + timeout
+    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < rows:
+        assert time.monotonic() < deadline, f"{rollouts} never held {rows} rows"
+        time.sleep(0.2)
+    return rollouts
+
+
 def job_fields(job_id: str) -> dict[str, str]:
     out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
     fields = {}

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from conftest import STANDIN_PATH, job_fields
+from conftest import STANDIN_PATH, job_fields, wait_for_rows
 from test_resubmit import resubmit
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -29,11 +28,7 @@ def spot_config(cluster_run, partition: str, bench: dict) -> dict:
 
 def preempt_once_rows_are_written(cluster_run, job: dict, rows: int = 5) -> None:
     """Wait for ``rows`` rollouts, then take the job's node with an urgent job (which ends at once)."""
-    rollouts = Path(job["job_dir"], "artifacts", "rollouts.jsonl")
-    deadline = time.monotonic() + 90
-    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < rows:
-        assert time.monotonic() < deadline, cluster_run.status()
-        time.sleep(0.2)
+    wait_for_rows(job["job_dir"], rows)
     urgent = subprocess.run(
         ["sbatch", "--parsable", "-p", "urgent", "-N1", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 1"],
         capture_output=True,

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import STANDIN_PATH, job_fields
+from conftest import STANDIN_PATH, job_fields, wait_for_rows
 from test_resubmit import resubmit
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -60,11 +60,7 @@ def test_a_node_of_a_two_node_job_lost_requeues_it_and_it_finishes_keeping_its_r
         driver={"policy_model": "policy", "env": {"PATH": STANDIN_PATH}},
     )
     [job] = cluster_run.submit(config)["benchmarks"]
-    rollouts = Path(job["job_dir"], "artifacts", "rollouts.jsonl")
-    deadline = time.monotonic() + 90
-    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < 5:
-        assert time.monotonic() < deadline, cluster_run.status()
-        time.sleep(0.2)
+    rollouts = wait_for_rows(job["job_dir"], 5)
     nodes = subprocess.run(
         ["scontrol", "show", "hostnames", job_fields(job["job_id"])["NodeList"]], capture_output=True, text=True
     ).stdout.split()
@@ -116,11 +112,7 @@ def test_a_full_disk_fails_the_job_naming_the_filesystem_keeps_its_rows_and_resu
     )
     config["job"]["output_path"] = str(small_filesystem / "runs")
     [job] = cluster_run.submit(config)["benchmarks"]
-    rollouts = Path(job["job_dir"], "artifacts", "rollouts.jsonl")
-    deadline = time.monotonic() + 90
-    while not rollouts.exists() or len(rollouts.read_text().splitlines()) < 5:
-        assert time.monotonic() < deadline, cluster_run.status()
-        time.sleep(0.2)
+    rollouts = wait_for_rows(job["job_dir"], 5)
     filler = fill(small_filesystem)
     failed = cluster_run.wait_for("bench", {"failed", "succeeded", "unknown"}, timeout=120)
     assert failed["state"] == "failed", failed

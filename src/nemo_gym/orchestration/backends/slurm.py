@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeConfig
-from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits, slurm_node
+from nemo_gym.orchestration.backends import slurm_arrays, slurm_host, slurm_limits, slurm_node
 from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     UNANSWERED,
@@ -70,7 +70,7 @@ _SHOWN_CAP = 200
 
 # A job's id, or a job array task's (ID_TASK): a POSIX ERE, so that Python's re and the templates'
 # bash [[ =~ ]], grep -E and awk all take it.
-_JOB_ID_ERE = "[0-9]+(_[0-9]+)?"
+_JOB_ID_ERE = slurm_host.JOB_ID_PATTERN
 _UNANSWERED = "?"  # the probe's line for a job slurmctld could not be asked about, then why
 
 

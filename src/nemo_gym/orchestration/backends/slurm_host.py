@@ -20,13 +20,15 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 
-# A Slurm job id as our records hold it: a job, or one task of an array (ID_TASK).
-JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
+# A Slurm job id as our records hold it: a job, or one task of an array (ID_TASK). The one
+# spelling: a POSIX ERE and a Python regex alike, so the Slurm backend's scripts use it too.
+JOB_ID_PATTERN = "[0-9]+(_[0-9]+)?"
+JOB_ID = re.compile(JOB_ID_PATTERN)
 FIELD_SEP = "\x1f"
 # scancel's words for a job that ended or that slurmctld forgot: nothing left to cancel.
 _GONE = re.compile(r"Invalid job id|already completing or completed")
 _REFUSED_ARRAY = re.compile(r"job id ([0-9]+)_\[")
-_REFUSED_JOB = re.compile(r"job id ([0-9]+(?:_[0-9]+)?)")
+_REFUSED_JOB = re.compile(f"job id ({JOB_ID_PATTERN})")
 
 
 def wanted_ids(words: str) -> list[str]:
