@@ -17,6 +17,8 @@ from nemo_gym.orchestration.library.submitting import _record
 from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script, runs_cancel_script
 from nemo_gym.orchestration.observe import probe_script, runs_probe_script
 from nemo_gym.orchestration.plan.building import build_plan
+from nemo_gym.orchestration.plan.lanes import warm_lanes
+from nemo_gym.orchestration.plan.sharing import share_deployments
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
@@ -43,7 +45,8 @@ def stage(config_path: Path, run_id: str = GOLDEN_RUN_ID, overrides: list[str] |
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config, _ = validate_config(compose_config(config_path, overrides or []))
-    return render_run(build_plan(config, run_id))
+    plans, _ = warm_lanes(share_deployments([build_plan(config, run_id)]))  # a run is a sweep of one
+    return render_run(plans[0])
 
 
 def golden_configs() -> list[Path]:

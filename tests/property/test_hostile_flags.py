@@ -72,7 +72,9 @@ def argv_for(verb: str, option: str, value: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("verb", "option"), cases())
-def test_hostile_values_get_short_lines_never_an_internal_error(verb, option, capsys, monkeypatch, tmp_path) -> None:
+def test_hostile_values_get_short_lines_never_an_internal_error(
+    verb, option, capsys, monkeypatch, tmp_path, own_index
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(http.server.ThreadingHTTPServer, "serve_forever", interrupted)
     monkeypatch.setattr(time, "sleep", interrupted)

@@ -181,6 +181,11 @@ def state_dir(job_id: str) -> str:
 
 
 RAY_TOKEN_FILE = ".gym/ray.token"  # the job's Ray auth token, private to the job's user
+# A warm lane (job.deployment: reload): the token that opens its server's reload endpoint (private
+# to the job's user, reload_guard), and what the server holds now (weights.py), in the lane's job
+# directory. Each benchmark's provenance says the weights that answered it.
+RELOAD_TOKEN_FILE = ".gym/reload.token"
+LOADED_WEIGHTS_FILE = ".gym/loaded-weights.json"
 EXPORTS_DIR = ".gym/exports"  # one receipt per exporter: <exporter>.json (and its lock)
 EXPORTERS_DIR = "steps/exporters"  # the staged exporters, contract.py and the export spec
 
@@ -274,6 +279,7 @@ EVENT_HEALTHY = "healthy"  # + service
 EVENT_DRIVER_START = "driver-start"
 EVENT_DRIVER_END = "driver-end"  # + exit status
 EVENT_COLLECTOR_STOPPED = "collector-stopped"
+EVENT_RELOAD = "reload"  # + the warm lane's turn whose weights are asked for
 EVENT_JOB_END = "job-end"  # + exit status
 
 
@@ -313,6 +319,9 @@ class Cause(Word):
     # The filesystem of its directory filled (or its quota): a rerun fails the same way until space
     # is freed.
     DISK_FULL = ("disk-full", True, False, "the filesystem of its directory was full")
+    # A warm lane's server failed to load a checkpoint: it holds weights nobody can name, so the
+    # lane's runs after it were not served (resubmit serves them).
+    WEIGHTS_FAILED = ("weights-failed", False, False, "its server failed to load a checkpoint's weights")
 
     @classmethod
     def exporting(cls) -> list[Cause]:
@@ -356,6 +365,7 @@ class Outcome(Word):
     SIGNAL = (Cause.SIGNAL.value,)
     CUT_SHORT = (Cause.CUT_SHORT.value,)
     DISK_FULL = (Cause.DISK_FULL.value,)
+    WEIGHTS_FAILED = (Cause.WEIGHTS_FAILED.value,)
 
     @classmethod
     def of(cls, cause: Cause) -> Outcome:

@@ -22,6 +22,7 @@ from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
+from nemo_gym.orchestration.weights import Reload
 from nemo_gym.orchestration.yamlio import dump_yaml
 
 COMMAND_FILE = "command.sh"  # a command benchmark's own script, under steps/
@@ -127,6 +128,8 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
         )
     if any(isinstance(step, VllmGatewayStep) for step in job.steps):
         files.update(_shipped(Program.GATEWAY))
+    if job is plan.shared and plan.reload is not None:
+        files.update(_shipped(Program.WEIGHTS))
     gateway_run = shipping.launch_words(Program.GATEWAY, isolated=False)
     for step in job.steps:
         files[contract.step_script(step.name)] = StagedFile(
@@ -151,6 +154,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         ]
         shared = {"drivers": drivers, "at_once": plan.benchmarks_at_once}
     otel = job.otel
+    reload = _reload_context(plan, backend) if job is plan.shared else None
     return render_template(
         "job.sh.j2",
         run_id=plan.run_id,
@@ -166,10 +170,30 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         otel_host=backend.node_host(otel.launch.nodes.start) if otel else "",
         collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,
+        reload=reload,
+        reload_exit=Reload,
         exports=job.export is not None or (job is plan.shared and any(b.export for b in (*plan.jobs, *plan.guests))),
         export_run=shipping.launch_words(Program.EXPORTERS, tree='"$2"'),
         missing_exit=EXIT_MISSING,
     )
+
+
+def _reload_context(plan: RunPlan, backend: Backend) -> dict[str, Any] | None:
+    """A warm lane's turns for its job script: each run's weights and its benchmarks' drivers."""
+    if plan.reload is None:
+        return None
+    turn_of = {turn.run_id: i for i, turn in enumerate(plan.reload.turns)}
+    by_driver = {
+        b.job_dir: turn_of[plan.run_id if b in plan.jobs else b.job_dir.rsplit("/", 2)[-2]]
+        for b in (*plan.jobs, *plan.guests)
+    }
+    return {
+        "host": backend.node_host(plan.reload.node),
+        "port": plan.reload.port,
+        "weights": [turn.weights for turn in plan.reload.turns],
+        "turn_of_dir": by_driver,
+        "program": shipping.launch_words(Program.WEIGHTS),
+    }
 
 
 def _driver_files(plan: RunPlan, job: JobPlan) -> dict[str, StagedFile]:

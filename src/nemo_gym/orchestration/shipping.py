@@ -49,6 +49,8 @@ class Program(Enum):
     PROJECTION = ("rollout_projection", (*_WORDS, "rollout_projection"))
     GATEWAY = ("gateway.ray_serve_gateway", ("gateway.ray_serve_gateway",))
     SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node
+    # A warm lane's weights switch, and the guard its vLLM server imports (``--middleware``).
+    WEIGHTS = ("weights", ("contract", "reload_guard", "weights"))
 
     def __init__(self, entry: str, modules: tuple[str, ...]) -> None:
         self.entry = entry

@@ -17,8 +17,11 @@ class JobConfig(_StrictModel):
     # Extension beyond the spec: ``per_benchmark`` (one job, one deployment of the services per
     # benchmark, as upstream) or ``shared`` (one job whose services are started once and serve
     # every benchmark in turn, ``benchmarks_at_once`` drivers at a time: the model's start-up is
-    # paid once; each benchmark keeps its own artifacts, logs and status).
-    deployment: Literal["per_benchmark", "shared"] = "per_benchmark"
+    # paid once; each benchmark keeps its own artifacts, logs and status), or ``reload`` (as shared,
+    # and a sweep's runs whose services differ only in the policy's checkpoint form warm lanes: one
+    # job per lane starts the deployment once and reloads the weights in place between runs; see
+    # plan/lanes.py).
+    deployment: Literal["per_benchmark", "shared", "reload"] = "per_benchmark"
     benchmarks_at_once: int = 1
     # Extension beyond the spec: where every benchmark's results go after its driver, by exporter
     # (mlflow, wandb, table) with its settings; a benchmark's own ``export`` overrides them setting

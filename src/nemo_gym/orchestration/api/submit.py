@@ -93,9 +93,9 @@ class SubmitConfig(_StrictModel):
             self.otel.enabled,
             paths={name: path for name, path, _ in deployment},
         )
-        if self.job.deployment == "shared" and contract.SHARED_DEPLOYMENT_DIR in self.driver.benchmarks:
+        if self.job.deployment != "per_benchmark" and contract.SHARED_DEPLOYMENT_DIR in self.driver.benchmarks:
             raise ValueError(
-                f"driver.benchmarks: with job.deployment: shared the name '{contract.SHARED_DEPLOYMENT_DIR}' is the "
+                f"driver.benchmarks: with job.deployment: {self.job.deployment} the name '{contract.SHARED_DEPLOYMENT_DIR}' is the "
                 f"shared job's own directory; rename that benchmark"
             )
         self._check_resumable(compute_name, compute)
@@ -116,10 +116,10 @@ class SubmitConfig(_StrictModel):
                 continue
             where = f"driver.benchmarks.{name}.shards" if bench.shards is not None else "job.shards"
             said = f"is {shards}"
-            if self.job.deployment == "shared":
+            if self.job.deployment != "per_benchmark":
                 raise error_at(
                     where,
-                    f"{said}, but job.deployment: shared runs every benchmark in one job, and each shard is a "
+                    f"{said}, but job.deployment: {self.job.deployment} runs every benchmark in one job, and each shard is a "
                     f"job with its own deployment; use job.deployment: per_benchmark or drop shards",
                 )
             if bench.command is not None:
@@ -189,9 +189,9 @@ class SubmitConfig(_StrictModel):
                 f"{names}: compute '{compute_name}' is {compute.type}, whose jobs are not resumed (only Slurm's "
                 f"queue their successors as they near their walltime); drop resumable or submit to a Slurm compute"
             )
-        if self.job.deployment == "shared":
+        if self.job.deployment != "per_benchmark":
             raise ValueError(
-                f"{names}: job.deployment: shared runs every benchmark in one job, and a job is resumed as "
+                f"{names}: job.deployment: {self.job.deployment} runs every benchmark in one job, and a job is resumed as "
                 f"a whole; use job.deployment: per_benchmark or drop resumable"
             )
 

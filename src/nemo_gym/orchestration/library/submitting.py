@@ -8,6 +8,7 @@ records it; only a real sweep (``-m``) also gets a sweep record.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.exporters.spec import destinations
 from nemo_gym.orchestration.library.composing import Combination, Composition, each_combination
 from nemo_gym.orchestration.plan.building import build_plan
+from nemo_gym.orchestration.plan.lanes import reloading, warm_lanes, weights_key
 from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 from nemo_gym.orchestration.plan.sharing import deployment_key, share_deployments
 from nemo_gym.orchestration.preflight import check_gym_keys, staging_warnings
@@ -116,14 +118,21 @@ def prepare(what: SubmitConfig | Composition, run_ids: Sequence[str] = ()) -> Pr
         [c.values for c in combinations],
         lambda i: _planned(combinations[i], composition.sweep_id, run_ids[i] if run_ids else new_run_id()),
     )
-    plans = share_deployments(plans)
+    plans, lane_notes = warm_lanes(share_deployments(plans))
     runs = [
         PreparedRun(c.config, replace(render_run(plan), warnings=tuple(staging_warnings(c.config))), c.values)
         for c, plan in zip(combinations, plans)
     ]
     _refuse_mixed(runs)
     estimates = _estimates(runs)
-    return Prepared(runs, composition.sweep_id, composition.config_path, tuple(_sharing_notes(plans)), None, estimates)
+    return Prepared(
+        runs,
+        composition.sweep_id,
+        composition.config_path,
+        tuple([*_sharing_notes(plans), *lane_notes]),
+        None,
+        estimates,
+    )
 
 
 def footprints(plan: RunPlan) -> dict[str, int]:
@@ -157,22 +166,28 @@ def _planned(combination: Combination, sweep_id: str | None, run_id: str) -> Run
 
 
 def _sharing_notes(plans: list[RunPlan]) -> list[str]:
-    """What the sweep's runs share, or could: one line each."""
-    hosts = [plan for plan in plans if plan.guests]
+    """What the sweep's runs share, or could: one line each (warm lanes say their own)."""
+    hosts = [plan for plan in plans if plan.guests and plan.reload is None]
     if hosts:
-        served = sum(1 for plan in plans if plan.host is not None) + len(hosts)
+        served = sum(1 for plan in plans if plan.host is not None and not reloading(plan)) + len(hosts)
         return [
             f"{served} runs of the sweep serve the same model with the same services: they share "
             f"{len(hosts)} deployment(s) (one job each, that runs every one of their benchmarks in turn)"
         ]
-    alike: dict[str, int] = {}
-    for plan in plans:
-        key = deployment_key(plan)
-        alike[key] = alike.get(key, 0) + 1
-    if len(plans) > 1 and any(n > 1 for n in alike.values()):
+    own = [plan for plan in plans if plan.shared is None]
+    if len(own) < 2:
+        return []
+    alike = Counter(deployment_key(plan) for plan in own)
+    if max(alike.values()) > 1:
         return [
             f"{max(alike.values())} runs of the sweep start the same services: job.deployment=shared would start "
             f"them once for all of those runs (one job that runs each run's benchmarks in turn)"
+        ]
+    checkpoints = Counter(weights_key(plan) for plan in own)
+    if max(checkpoints.values()) > 1:
+        return [
+            f"{max(checkpoints.values())} runs of the sweep differ only in the policy's checkpoint: job.deployment=reload "
+            f"would start the deployment once per lane and reload the weights between runs"
         ]
     return []
 

@@ -26,7 +26,7 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
     run_dir = f"{config.job.output_path.rstrip('/')}/{run_id}"
     run = RunInputs(config, run_id, compute_name, backend, Layout.of(config), {}, sweep_id)
     jobs = _benchmark_jobs(run, run_dir)
-    shared = _shared_job(run, run_dir, compute) if config.job.deployment == "shared" else None
+    shared = _shared_job(run, run_dir, compute) if config.job.deployment in ("shared", "reload") else None
     if shared is not None:
         # Every benchmark shares the one job (and its id) under the local backend too.
         jobs = tuple(replace(job, local_job_id=shared.local_job_id) for job in jobs)
@@ -53,7 +53,7 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
 def _benchmark_jobs(run: RunInputs, run_dir: str) -> tuple[JobPlan, ...]:
     """A job per benchmark, or one per shard of a sharded benchmark, numbered in that order."""
     config = run.config
-    shared_deployment = config.job.deployment == "shared"
+    shared_deployment = config.job.deployment in ("shared", "reload")
     units = [
         (name, shard, config.shards_of(name))
         for name in config.driver.benchmarks

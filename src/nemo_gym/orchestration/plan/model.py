@@ -343,6 +343,26 @@ class JobPlan:
 
 
 @dataclass(frozen=True)
+class WeightsTurn:
+    """One run of a warm lane: the checkpoint whose weights answer its benchmarks."""
+
+    run_id: str
+    weights: str
+
+
+@dataclass(frozen=True)
+class ReloadPlan:
+    """A warm lane (``job.deployment: reload``): its host's shared job starts the policy's vLLM
+    server once, on the first run's weights, and reloads them in place for each next run, after
+    the last request of the run before and before the first of the next (``weights``)."""
+
+    service: str  # the policy service, one plain vLLM server
+    node: int  # where it runs, in the job's allocation
+    port: int
+    turns: tuple[WeightsTurn, ...]  # in the order they are served: the host's own run first
+
+
+@dataclass(frozen=True)
 class RunPlan:
     run_id: str
     run_dir: str
@@ -372,6 +392,7 @@ class RunPlan:
     # guest queues nothing, its benchmarks answered by the host's job (``host``: run id, job dir).
     guests: tuple[JobPlan, ...] = ()
     host: tuple[str, str] | None = None
+    reload: ReloadPlan | None = None  # a warm lane's host: how its server's weights switch between runs
 
     @property
     def submitted_jobs(self) -> tuple[JobPlan, ...]:

@@ -32,7 +32,7 @@ def share_deployments(plans: list[RunPlan]) -> list[RunPlan]:
     queue nothing. The host's run counts the shared job's GPU-hours, the guests' none."""
     groups: dict[str, list[int]] = {}
     for i, plan in enumerate(plans):
-        if plan.shared is not None:
+        if plan.shared is not None and plan.resolved_config.get("job", {}).get("deployment") == "shared":
             groups.setdefault(deployment_key(plan), []).append(i)
     shared = list(plans)
     for members in groups.values():
@@ -43,14 +43,14 @@ def share_deployments(plans: list[RunPlan]) -> list[RunPlan]:
         where = (host.run_id, host.shared.job_dir)
         guests: list[JobPlan] = []
         for i in members[1:]:
-            jobs = tuple(_counted_by_host(job) for job in plans[i].jobs)
+            jobs = tuple(counted_by_host(job) for job in plans[i].jobs)
             shared[i] = replace(plans[i], jobs=jobs, host=where)
             guests += jobs
         shared[members[0]] = replace(host, guests=tuple(guests))
     return shared
 
 
-def _counted_by_host(job: JobPlan) -> JobPlan:
+def counted_by_host(job: JobPlan) -> JobPlan:
     """A guest's benchmark: its exports count no GPU-hours (the host's run counts the shared job's)."""
     if job.export is None:
         return job

@@ -106,7 +106,7 @@ gym_ending_cause() {
 
 # Ends the job. A failure also records its cause, which a resumable job's successor reads when the
 # scheduler has forgotten the job:
-# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short, disk-full.
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short, disk-full, weights-failed.
 gym_finish() {
     local rc=$1 detail=$2 cause=${3:-} ending full
     trap - TERM INT
@@ -234,7 +234,8 @@ while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
             gym_log "ERROR: the driver of $bench failed with exit status $rc"
         fi
     done
-    sleep 1
+    # A driver's end is seen within 0.2 s: in a warm lane the next run's weights wait for it.
+    gym_sleep_ms 200
 done
 if [ "$gym_failed" -ne 0 ]; then
     gym_finish 1 "$gym_failed benchmark(s) failed" driver-failed

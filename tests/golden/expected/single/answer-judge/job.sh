@@ -108,7 +108,7 @@ gym_ending_cause() {
 
 # Ends the job. A failure also records its cause, which a resumable job's successor reads when the
 # scheduler has forgotten the job:
-# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short, disk-full.
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short, disk-full, weights-failed.
 gym_finish() {
     local rc=$1 detail=$2 cause=${3:-} ending full
     trap - TERM INT

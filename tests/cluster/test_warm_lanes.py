@@ -1,0 +1,134 @@
+"""Warm lanes on the real local Slurm cluster (#40), with the stand-in vLLM (no GPU here), which
+reloads its weights as vLLM's development endpoint does and says, in every answer, which weights
+gave it: a 10-checkpoint sweep with ``job.deployment: reload`` and ``job.max_concurrent: 2`` is 2
+allocations; every run is answered by its own checkpoint; a torn checkpoint in the middle fails
+alone, named; and another process on the lane's node cannot reload the server."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, job_fields
+from test_sweeps import submit_sweep, sweep_config
+
+from nemo_gym.orchestration import contract
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+PORT = 18123
+CONFIG = {"architectures": ["StandinForCausalLM"], "model_type": "standin", "hidden_size": 8, "vocab_size": 32}
+
+
+def checkpoint(root: Path, step: int, accuracy: float, torn: bool = False) -> str:
+    """A stand-in checkpoint with the files a reload checks: config.json and one safetensors file
+    (whole, or ``torn``: its header says more bytes than the file holds)."""
+    path = root / f"step-{step}"
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps(CONFIG))
+    (path / "standin-accuracy").write_text(f"{accuracy}\n")
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    body = b"\0" * (0 if torn else 8)
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + body)
+    return str(path)
+
+
+def lane_config(cluster_run, **job) -> dict:
+    config = sweep_config(cluster_run, {"math": {"run": {"standin_rollouts": 4, "standin_rollout_seconds": 0.5}}})
+    config["services"]["policy"].update(served_model_name="policy", port=PORT)
+    config["job"].update(deployment="reload", **job)
+    return config
+
+
+def wait_final(cluster_run, sweep_id: str, runs: int, timeout: float = 240) -> dict[str, dict]:
+    """Run id -> its one job's status, once every run's job is final."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = cluster_run.cli("status", sweep_id, "--json")
+        assert proc.returncode == 0, proc.stderr
+        jobs = {run["run"]: run["jobs"][0] for run in json.loads(proc.stdout)["runs"]}
+        if len(jobs) == runs and all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs.values()):
+            return jobs
+        assert time.monotonic() < deadline, f"the lanes did not end: {jobs}"
+        time.sleep(1)
+
+
+def test_ten_checkpoints_in_two_warm_lanes_each_answered_by_its_own_weights(cluster_run, tmp_path) -> None:
+    root = tmp_path / "ckpt"
+    models = [checkpoint(root, step * 100, step / 10, torn=step == 5) for step in range(10)]
+    sweep = submit_sweep(
+        cluster_run, lane_config(cluster_run, max_concurrent=2), "services.policy.model=" + ",".join(models)
+    )
+    records = sweep["records"]
+    allocations = {b["job_id"] for r in records for b in r["benchmarks"]}
+    assert len(allocations) == 2, allocations  # two lanes, one allocation each (10 runs)
+
+    _another_process_cannot_reload(records)
+    jobs = wait_final(cluster_run, sweep["sweep_id"], 10)
+    by_model = {r["model"]: r for r in records}
+    for model in models:
+        record = by_model[model]
+        [bench] = record["benchmarks"]
+        job = jobs[record["gym_job_id"]]
+        if model.endswith("step-500"):
+            assert job["state"] == "failed", job
+            assert "weights were not loaded" in job["detail"] and "model.safetensors" in job["detail"], job
+            assert "weights" not in _provenance(bench["job_dir"])
+            continue
+        assert job["state"] == "succeeded", job
+        # The stand-in gym asked the server once it ran: the weights that answered are the run's own.
+        [driver] = [json.loads(p.read_text()) for p in Path(bench["job_dir"], "standin").glob("gym-run-*.json")]
+        assert driver["policy_models"]["data"][0]["standin_weights"] == model
+        weights = _provenance(bench["job_dir"])
+        assert weights["weights"] == model and weights["weights.fingerprint"].startswith("sha256:")
+        assert weights["weights.how"] == (
+            "started" if record["deployment_host"] == record["gym_job_id"] else "reloaded"
+        )
+    _every_request_answered_by_its_runs_weights(records)
+
+
+def _provenance(job_dir: str) -> dict[str, str]:
+    path = Path(job_dir, contract.PROVENANCE_FILE)
+    return dict(line.split("=", 1) for line in path.read_text().splitlines()) if path.exists() else {}
+
+
+def _another_process_cannot_reload(records: list[dict]) -> None:
+    """A process on a lane's node that is not the job (no token) is refused the reload endpoint."""
+    host = next(r for r in records if r["benchmarks"][0]["job_dir"].split("/")[-2] == r["gym_job_id"])
+    body = json.dumps({"method": "reload_weights", "kwargs": {"weights_path": "/tmp"}})
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the lane never ran"
+        node = job_fields(host["benchmarks"][0]["job_id"]).get("NodeList", "")
+        if node in ("", "(null)"):  # not started yet
+            time.sleep(0.5)
+            continue
+        proc = subprocess.run(
+            [str(REPO / "scripts" / "local-slurm"), "on", node, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+             "-X", "POST", "-d", body, f"http://localhost:{PORT}/collective_rpc"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        if proc.stdout.strip() not in ("", "000"):
+            assert proc.stdout.strip() == "403", proc
+            return
+        assert time.monotonic() < deadline, f"the lane's server never answered: {proc}"
+        time.sleep(0.5)
+
+
+def _every_request_answered_by_its_runs_weights(records: list[dict]) -> None:
+    """The stand-in's own record: each /v1/models answer came from the weights of a run whose
+    driver was then running, and a reload was never asked for while a driver ran."""
+    hosts = {r["deployment_host"] for r in records}
+    for host in hosts:
+        lane_dir = next(Path(r["benchmarks"][0]["job_dir"]).parent for r in records if r["gym_job_id"] == host)
+        [log] = list(Path(lane_dir, contract.SHARED_DEPLOYMENT_DIR, "standin").glob("requests-*.jsonl"))
+        asked = [json.loads(line) for line in log.read_text().splitlines()]
+        served = [a for a in asked if a["path"] == "/v1/models"]
+        reloads = [a for a in asked if a["path"] == "/collective_rpc" and a["refused"] is None]
+        assert served and reloads
+        lane_models = {r["model"] for r in records if r["deployment_host"] == host}
+        assert {a["weights"] for a in served} <= lane_models

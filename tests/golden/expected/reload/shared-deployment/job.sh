@@ -1,0 +1,297 @@
+#!/bin/bash
+#SBATCH --job-name=gym-shared-deployment
+#SBATCH --account=acct
+#SBATCH --chdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
+#SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/slurm-%j.out
+#SBATCH --partition=batch
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=1
+#SBATCH --exclusive
+# gym orchestration: benchmark shared-deployment of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
+# Services start first, are health-checked, then the driver runs while every service is watched:
+# a service that dies fails the job at once, with its name, exit status and the end of its log.
+# shellcheck disable=SC2034  # GYM_STEP_PID and GYM_SERVICE_STEPS are read by steps/lib.sh
+set -uo pipefail
+
+GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment
+# A task of a job array (slurm-array.sh.j2) is known by its ARRAY_TASK id, which the array's
+# script passes; not passed on to the jobs this one queues.
+GYM_JOB_ID=${GYM_ARRAY_TASK_JOB_ID:-${SLURM_JOB_ID:?this script runs under sbatch}}
+unset GYM_ARRAY_TASK_JOB_ID
+GYM_NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export GYM_JOB_DIR GYM_JOB_ID GYM_NODES
+cd "$GYM_JOB_DIR" || exit 1
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_requeued=0
+if [ -e "$(gym_state_dir)/pid" ]; then
+    # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
+    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
+    gym_attempt=1
+    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
+    gym_requeued=$gym_attempt
+fi
+GYM_ATTEMPT=$gym_requeued
+# A job of a lane queues the next of its lane now, to start once this one has ended.
+gym_feed_lane() {
+    local next='' out rc id tries hops=0
+    IFS= read -r next 2>/dev/null <"$GYM_JOB_DIR/.gym/lane-next"
+    while [ -n "$next" ] && [ -e "$next/.gym/cancelled" ] && [ "$hops" -lt 10000 ]; do
+        hops=$((hops + 1))
+        gym_log "the next job of this lane ($next) was cancelled: passing it over"
+        out=''
+        IFS= read -r out 2>/dev/null <"$next/.gym/lane-next"
+        next=$out
+    done
+    [ -n "$next" ] && [ -f "$next/job.sh" ] || return 0
+    grep -qE "^(fed|unfed)"$'\t' "$next/.gym/chain" 2>/dev/null && return 0
+    # Where its id is written: a lane's last job has no marker directory of its own yet.
+    mkdir -p "$next/.gym" || return 0
+    for tries in 1 2 3; do
+        # Not this job's variables: the next job sets its own.
+        out=$(cd "$next" && env -u GYM_JOB_DIR -u GYM_JOB_ID -u GYM_NODES -u GYM_ATTEMPT \
+            sbatch --parsable --dependency="afterany:$GYM_JOB_ID" "$next/job.sh" 2>&1)
+        rc=$?
+        id=${out##*$'\n'}
+        id=${id%%;*}
+        if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+$ ]]; then
+            printf 'fed\t%s\t%s\t%(%s)T\n' "$id" "$GYM_JOB_ID" -1 >>"$next/.gym/chain"
+            gym_log "queued job $id, the next of this job's lane ($next)"
+            return 0
+        fi
+        [ "$tries" -lt 3 ] && sleep 10
+    done
+    printf 'unfed\t%s\t%s\n' "$GYM_JOB_ID" "${out//[$'\t\r\n']/ }" >>"$next/.gym/chain"
+    gym_log "WARNING: could not queue the next job of this lane ($next): $out"
+}
+gym_feed_lane
+mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
+if [ -e "$GYM_JOB_DIR/.gym/cancelled" ]; then
+    # Cancelled before it started (a lane's job queued as gym eval cancel ran): nothing to run.
+    gym_phase cancelled "cancelled before it started"
+    exit 0
+fi
+# A warm lane: the token that opens its vLLM server's reload endpoint to this job alone (the
+# server's guard reads it; any other process is refused). Readable by this user only.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >.gym/reload.token)
+# As NeMo Gym 0.7.0's jobs do: configs name the allocation's first node by it (policy_host: ${oc.env:HEAD_NODE_IP}).
+HEAD_NODE_IP=$(gym_node_ip "$(gym_node_name 0)")
+export HEAD_NODE_IP
+gym_log "job $GYM_JOB_ID on nodes $GYM_NODES"
+gym_event "job-start"
+echo "$$" >"$(gym_state_dir)/pid"
+head -c 65536 /dev/zero >"$(gym_state_dir)/reserve" 2>/dev/null || :
+
+declare -A GYM_STEP_PID=()
+declare -A GYM_SERVICE_STEPS=(
+    [policy]=policy
+)
+
+# Why this job is being ended, if it is: cancelled (by gym eval cancel, whose marker comes before
+# its scancel), walltime or preempted (Slurm's word); nothing when it cannot be told. A walltime, a
+# preemption and a scancel all arrive as the same TERM, while Slurm shows the job as COMPLETING;
+# its Reason still says TimeLimit after a walltime, its PreemptTime is set after a preemption.
+gym_ending_cause() {
+    local line
+    if [ -e "$GYM_JOB_DIR/.gym/cancelled" ] || [ -e "$(gym_state_dir)/cancelled" ]; then
+        printf 'cancelled'
+        return 0
+    fi
+    line=$(scontrol show job -o "$GYM_JOB_ID" 2>/dev/null)
+    case "$line" in
+        *" JobState=TIMEOUT "* | *" JobState=DEADLINE "* | *" Reason=TimeLimit "*) printf 'walltime' ;;
+        *" JobState=PREEMPTED "* | *" PreemptTime="[0-9]*) printf 'preempted' ;;
+        *" JobState=CANCELLED "*) printf 'cancelled' ;;
+    esac
+}
+
+# Ends the job. A failure also records its cause, which a resumable job's successor reads when the
+# scheduler has forgotten the job:
+# startup-failed, service-died, driver-failed, driver-killed, walltime, preempted, cancelled, signal, cut-short, disk-full, weights-failed.
+gym_finish() {
+    local rc=$1 detail=$2 cause=${3:-} ending full
+    trap - TERM INT
+    # Recorded at once (a step's death may already have said failed), then told better below.
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
+    case "$cause" in
+        startup-failed | service-died | driver-failed | driver-killed)
+            # Steps get the scheduler's TERM too, and may die of it before this shell hears it.
+            ending=$(gym_ending_cause)
+            cause=${ending:-$cause}
+            ;;
+    esac
+    case "$cause" in
+        walltime | preempted | cancelled) ;;
+        *)
+            # Whatever failed first, a full filesystem is why: a rerun fails so until space is freed.
+            if [ "$rc" -ne 0 ] && full=$(gym_disk_full); then
+                detail="$full; free space there, then gym eval resubmit"
+                cause=disk-full
+                gym_log "ERROR: $full"
+            fi
+            ;;
+    esac
+    [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
+    gym_stop_collector
+    gym_stop_steps
+    [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
+    if [ "$rc" -eq 0 ]; then
+        gym_phase succeeded "$detail"
+    elif [ "$cause" = disk-full ] || ! grep -q '^phase=failed' "$(gym_state_dir)/state" 2>/dev/null; then
+        gym_phase failed "$detail"
+    fi
+    gym_log "job finished with status $rc${detail:+: $detail}"
+    gym_event "job-end $rc"
+    exit "$rc"
+}
+# Slurm's TERM, with the reason when it can be told.
+# shellcheck disable=SC2317  # run by the TERM trap
+gym_on_term() {
+    local cause
+    cause=$(gym_ending_cause)
+    case "$cause" in
+        walltime) gym_finish 143 "stopped by its walltime (SIGTERM)" walltime ;;
+        preempted) gym_finish 143 "preempted (SIGTERM)" preempted ;;
+        cancelled) gym_finish 143 "cancelled (SIGTERM)" cancelled ;;
+        *) gym_finish 143 "stopped by a signal (SIGTERM)" signal ;;
+    esac
+}
+trap gym_on_term TERM
+trap 'gym_finish 130 "interrupted" signal' INT
+gym_phase starting "launching services"
+
+# Where each model service answers, wherever it runs: for the driver, a command, the other services.
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+export GYM_SERVICE_URL_POLICY
+
+# service policy, step policy: one process, nodes 0..0
+srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-"$GYM_JOB_ID".log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment:/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment bash /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/policy.sh &
+GYM_STEP_PID[policy]=$!
+gym_event "launched policy"
+
+gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101T000000Z-000000-shared-deployment-policy || gym_finish 1 "service policy did not start" startup-failed
+
+# Shared deployment: every benchmark's driver against these services, 1 at a time.
+# Each benchmark keeps its own directory, log and state; one failing does not stop the others.
+declare -A GYM_BENCH_DIR=(
+    [a]=/lustre/runs/gym-job-20260101T000000Z-000000/a
+    [b]=/lustre/runs/gym-job-20260101T000000Z-000000/b
+)
+gym_launch_driver() {
+    case "$1" in
+        a) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/a srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/a/logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/a:/lustre/runs/gym-job-20260101T000000Z-000000/a --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/a bash /lustre/runs/gym-job-20260101T000000Z-000000/a/steps/driver.sh ;;
+        b) GYM_JOB_DIR=/lustre/runs/gym-job-20260101T000000Z-000000/b srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=/lustre/runs/gym-job-20260101T000000Z-000000/b/logs/driver-"$GYM_JOB_ID".log --container-image=python:3.12 --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/b:/lustre/runs/gym-job-20260101T000000Z-000000/b --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/b bash /lustre/runs/gym-job-20260101T000000Z-000000/b/steps/driver.sh ;;
+    esac
+}
+gym_bench_phase() {
+    local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
+    mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
+}
+# A warm lane: each run's benchmarks are answered by its own checkpoint's weights, reloaded in
+# place once the run before has no driver left, and before its first driver starts. weights.py
+# checks and records each switch; its exit status says what follows.
+declare -A GYM_TURN=(
+    [a]=0
+    [b]=0
+)
+GYM_WEIGHTS=( /ckpt/step-100 )
+gym_loaded=0
+gym_lane_broken=""
+gym_weights() {
+    local verb=$1 turn=$2 bench dirs=()
+    for bench in "${!GYM_TURN[@]}"; do
+        [ "${GYM_TURN[$bench]}" = "$turn" ] && dirs+=("${GYM_BENCH_DIR[$bench]}")
+    done
+    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.weights "$verb" --weights "${GYM_WEIGHTS[$turn]}" --loaded .gym/loaded-weights.json \
+        --url "http://$(gym_node_name 0):8000" --token-file .gym/reload.token \
+        "${dirs[@]}" 2>"$(gym_state_dir)/weights-why"
+}
+# Loads turn $1's weights, or fails its run's benchmarks (and, when the server's weights can no
+# longer be named, every benchmark still queued) and returns 1.
+gym_switch_weights() {
+    local turn=$1 rc why bench kept=()
+    gym_event "reload $turn"
+    gym_weights reload "$turn"
+    rc=$?
+    why=$(tail -n 1 "$(gym_state_dir)/weights-why" 2>/dev/null | head -c 400 | tr -cd '[:print:]')
+    why=${why#weights: }
+    if [ "$rc" -eq 0 ]; then
+        gym_loaded=$turn
+        return 0
+    fi
+    gym_log "ERROR: ${why:-weights.py exited with status $rc}"
+    for bench in "${gym_queue[@]}"; do
+        if [ "$rc" -eq 3 ] && [ "${GYM_TURN[$bench]}" != "$turn" ]; then
+            kept+=("$bench")
+        else
+            gym_failed=$((gym_failed + 1))
+            gym_bench_phase "$bench" failed "its checkpoint's weights were not loaded: ${why:-weights.py exited with status $rc}"
+        fi
+    done
+    gym_queue=("${kept[@]+"${kept[@]}"}")
+    [ "$rc" -eq 3 ] || gym_lane_broken=${why:-the server failed to load a checkpoint}
+    return 1
+}
+gym_queue=( a b )
+declare -A gym_running=()
+gym_failed=0
+for bench in "${gym_queue[@]}"; do
+    mkdir -p "${GYM_BENCH_DIR[$bench]}/logs" "${GYM_BENCH_DIR[$bench]}/artifacts"
+    gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
+done
+gym_weights started 0 || gym_log "WARNING: the starting weights could not be recorded"
+gym_phase running "benchmarks"
+while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
+    while [ ${#gym_queue[@]} -gt 0 ] && [ ${#gym_running[@]} -lt 1 ]; do
+        bench=${gym_queue[0]}
+        if [ "${GYM_TURN[$bench]}" != "$gym_loaded" ]; then
+            [ ${#gym_running[@]} -eq 0 ] || break # the loaded weights still answer a driver
+            gym_switch_weights "${GYM_TURN[$bench]}" || continue
+        fi
+        gym_queue=("${gym_queue[@]:1}")
+        gym_bench_phase "$bench" running "driver"
+        gym_launch_driver "$bench" &
+        gym_running[$bench]=$!
+        GYM_STEP_PID["driver-$bench"]=$!
+        gym_event "driver-start $bench"
+    done
+    for service in "${!GYM_SERVICE_STEPS[@]}"; do
+        if ! gym_check_alive "$service"; then
+            for bench in "${!gym_running[@]}"; do
+                kill -TERM "${gym_running[$bench]}" 2>/dev/null
+                gym_bench_phase "$bench" failed "service $service died while the driver ran"
+            done
+            for bench in "${gym_queue[@]}"; do
+                gym_bench_phase "$bench" failed "service $service died before its turn"
+            done
+            wait
+            gym_finish 1 "service $service died" service-died
+        fi
+    done
+    for bench in "${!gym_running[@]}"; do
+        pid=${gym_running[$bench]}
+        kill -0 "$pid" 2>/dev/null && continue
+        wait "$pid"
+        rc=$?
+        unset 'gym_running[$bench]'
+        gym_event "driver-end $bench $rc"
+        if [ "$rc" -eq 0 ]; then
+            gym_bench_phase "$bench" succeeded "driver finished"
+        else
+            gym_failed=$((gym_failed + 1))
+            gym_bench_phase "$bench" failed "driver failed with exit status $rc"
+            gym_log "ERROR: the driver of $bench failed with exit status $rc"
+        fi
+    done
+    # A driver's end is seen within 0.2 s: in a warm lane the next run's weights wait for it.
+    gym_sleep_ms 200
+done
+if [ -n "$gym_lane_broken" ]; then
+    gym_finish 1 "$gym_lane_broken; the runs after it were not served (gym eval resubmit serves them)" weights-failed
+fi
+if [ "$gym_failed" -ne 0 ]; then
+    gym_finish 1 "$gym_failed benchmark(s) failed" driver-failed
+fi
+gym_finish 0 "every benchmark finished"

@@ -1,0 +1,14 @@
+#!/bin/bash
+# Step policy of service policy (plain) on 1 node(s), once per node.
+set -uo pipefail
+# shellcheck source=/dev/null
+source "$GYM_JOB_DIR/steps/lib.sh"
+gym_step_begin policy 0 1
+export VLLM_SERVER_DEV_MODE=1
+export GYM_RELOAD_TOKEN_FILE=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/.gym/reload.token
+export PYTHONPATH=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/py
+if [ "$GYM_STEP_RANK" -eq 0 ]; then
+    gym_port_free 8000 || exit 1
+fi
+
+gym_step_run vllm serve /ckpt/step-100 --port 8000 --tensor-parallel-size 1 --served-model-name policy gym-job-20260101T000000Z-000000-shared-deployment-policy --middleware nemo_gym.orchestration.reload_guard.ReloadGuard

@@ -1,0 +1,110 @@
+"""Warm lanes planned (job.deployment: reload): a checkpoint sweep's runs in step order, dealt into
+job.max_concurrent lanes whose first run hosts the one job; the host's policy server guarded; and
+each reason a reload cannot be trusted keeping a deployment per run, said in the dry run."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nemo_gym.orchestration import contract, library
+from nemo_gym.orchestration.plan.lanes import GUARD, weights_key
+from nemo_gym.orchestration.reload_guard import TOKEN_ENV
+
+STEPS = (300, 0, 1200, 100, 200)  # out of order on purpose: lanes serve them in step order
+
+
+@pytest.fixture
+def config_file(base, tmp_path: Path) -> Path:
+    base["services"]["policy"]["served_model_name"] = "policy"
+    base["driver"]["policy_model"] = "policy"
+    base["driver"]["benchmarks"] = {"math": {}, "code": {}}
+    base["job"] = {"output_path": str(tmp_path / "runs"), "deployment": "reload"}
+    path = tmp_path / "eval.yaml"
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
+
+
+def prepared(config_file: Path, *overrides: str) -> library.Prepared:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return library.prepare(library.compose(config_file, list(overrides), multirun=True))
+
+
+def checkpoints(*steps: int) -> str:
+    return "services.policy.model=" + ",".join(f"/ckpt/step-{s}" for s in steps)
+
+
+def lanes_of(runs) -> list[list[str]]:
+    """Each lane's checkpoints, in the order its job serves them."""
+    return [[turn.weights for turn in run.plan.reload.turns] for run in runs if run.plan.reload is not None]
+
+
+def test_one_lane_serves_every_checkpoint_in_step_order_from_the_first_run_s_job(config_file) -> None:
+    runs = prepared(config_file, checkpoints(*STEPS)).runs
+    assert lanes_of(runs) == [[f"/ckpt/step-{s}" for s in sorted(STEPS)]]
+    [host] = [run.plan for run in runs if run.plan.reload is not None]
+    assert host.model == "/ckpt/step-0" and host.submitted_jobs == (host.shared,)
+    guests = [run.plan for run in runs if run.plan is not host]
+    assert all(g.host == (host.run_id, host.shared.job_dir) and g.submitted_jobs == () for g in guests)
+    assert len(host.guests) == 2 * len(guests)  # each guest's two benchmarks
+
+
+def test_max_concurrent_deals_the_checkpoints_round_robin_into_that_many_lanes(config_file) -> None:
+    runs = prepared(config_file, checkpoints(*STEPS), "+job.max_concurrent=2").runs
+    assert lanes_of(runs) == [
+        ["/ckpt/step-0", "/ckpt/step-200", "/ckpt/step-1200"],
+        ["/ckpt/step-100", "/ckpt/step-300"],
+    ]
+    assert sum(len(run.plan.submitted_jobs) for run in runs) == 2
+
+
+def test_only_the_host_s_policy_server_opens_its_reload_endpoint_and_only_to_its_token(config_file) -> None:
+    runs = prepared(config_file, checkpoints(0, 100)).runs
+    host = next(run for run in runs if run.plan.reload is not None)
+    [step] = host.plan.shared.steps
+    assert step.argv[-2:] == ("--middleware", GUARD)
+    env = {var.key: var.value for var in step.env}
+    assert env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert env[TOKEN_ENV] == f"{host.plan.shared.job_dir}/{contract.RELOAD_TOKEN_FILE}"
+    files = host.staged.files
+    assert f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.SHIPPED_DIR}/nemo_gym/orchestration/reload_guard.py" in files
+    script = files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
+    assert script.count("gym_wait_http policy") == 1  # the deployment starts once for the lane
+    assert "GYM_WEIGHTS=( /ckpt/step-0 /ckpt/step-100 )" in script
+
+
+def test_a_lane_is_told_in_the_dry_run(config_file) -> None:
+    notes = prepared(config_file, checkpoints(*STEPS), "+job.max_concurrent=2").notes
+    assert any("5 checkpoint run(s) in 2 warm lane(s)" in note for note in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("override", "why"),
+    [
+        ("~services.policy.served_model_name", "served_model_name is not set"),
+        ("+services.policy.number_of_instances=2", "not one vLLM server on one node"),
+        ("+services.policy.env.PYTHONPATH=lit:/opt/x", "sets PYTHONPATH"),
+    ],
+)
+def test_a_reload_that_cannot_be_trusted_keeps_a_deployment_per_run_and_says_why(config_file, override, why) -> None:
+    prepared_runs = prepared(config_file, checkpoints(0, 100), override)
+    assert lanes_of(prepared_runs.runs) == []
+    assert all(run.plan.host is None and run.plan.submitted_jobs for run in prepared_runs.runs)
+    assert any(why in note for note in prepared_runs.notes), prepared_runs.notes
+
+
+def test_runs_whose_servers_differ_beyond_the_checkpoint_go_in_separate_lanes(config_file) -> None:
+    runs = prepared(config_file, checkpoints(0, 100), "+services.policy.extra_args=--seed 1,--seed 2").runs
+    assert len({weights_key(run.plan) for run in runs}) == 2
+    assert sorted(len(lane) for lane in lanes_of(runs)) == [2, 2]
+
+
+def test_per_benchmark_checkpoint_sweeps_are_told_they_could_reload(config_file) -> None:
+    data = yaml.safe_load(config_file.read_text())
+    data["job"]["deployment"] = "per_benchmark"
+    config_file.write_text(yaml.safe_dump(data))
+    assert any("job.deployment=reload" in note for note in prepared(config_file, checkpoints(0, 100)).notes)
