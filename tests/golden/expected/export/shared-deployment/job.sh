@@ -241,8 +241,7 @@ while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
             gym_log "ERROR: the driver of $bench failed with exit status $rc"
         fi
     done
-    # A driver's end is seen within 0.2 s: in a warm lane the next run's weights wait for it.
-    gym_sleep_ms 200
+    sleep 1
 done
 if [ "$gym_failed" -ne 0 ]; then
     gym_finish 1 "$gym_failed benchmark(s) failed" driver-failed
