@@ -19,11 +19,11 @@ from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.checkpoints import step_of
 from nemo_gym.orchestration.feeding import dealt
 from nemo_gym.orchestration.plan.model import EnvVar, JobPlan, PlainStep, ReloadPlan, RunPlan, WeightsTurn
+from nemo_gym.orchestration.plan.services import SERVED_NAME_FLAG
 from nemo_gym.orchestration.plan.sharing import counted_by_host, deployment_key
 from nemo_gym.orchestration.reload_guard import TOKEN_ENV
 
 GUARD = "nemo_gym.orchestration.reload_guard.ReloadGuard"  # what vLLM's --middleware imports
-_SERVED_NAME_FLAG = "--served-model-name"
 
 
 def reloading(plan: RunPlan) -> bool:
@@ -57,7 +57,7 @@ def why_not_reloadable(plan: RunPlan) -> str | None:
     name, service = policy
     if service.get("type") != "vllm":
         return f"services.{name} is {service.get('type')}: only a vLLM server reloads its weights in place (yet)"
-    if not service.get("served_model_name") and _SERVED_NAME_FLAG not in str(service.get("extra_args") or ""):
+    if not service.get("served_model_name") and SERVED_NAME_FLAG not in str(service.get("extra_args") or ""):
         return (
             f"services.{name}.served_model_name is not set, so each checkpoint is served under its own path; "
             f"set one name for every checkpoint"

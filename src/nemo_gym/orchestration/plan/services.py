@@ -180,12 +180,12 @@ def _vllm_argv(service: VllmServiceConfig, identity: str | None = None) -> list[
     if service.pipeline_parallel_size > 1:
         argv += ["--pipeline-parallel-size", str(service.pipeline_parallel_size)]
     extra = shlex.split(service.extra_args)
-    names_in_extra = any(arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=") for arg in extra)
+    names_in_extra = any(arg == SERVED_NAME_FLAG or arg.startswith(SERVED_NAME_FLAG + "=") for arg in extra)
     names = [service.served_model_name] if service.served_model_name else []
     if identity is not None and not names_in_extra:
         names = (names or [service.model]) + [identity]  # the first name stays what clients see
     if names:
-        argv += [_SERVED_NAME_FLAG, *names]
+        argv += [SERVED_NAME_FLAG, *names]
     if service.trust_remote_code:
         argv.append("--trust-remote-code")
     if isinstance(service, VllmPDTierConfig):
@@ -204,7 +204,7 @@ def serving_identity(run_id: str, job_dir: str, service: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{run_id}-{job}-{service}")
 
 
-_SERVED_NAME_FLAG = "--served-model-name"
+SERVED_NAME_FLAG = "--served-model-name"
 
 
 def _identity_checkable(service: VllmServiceConfig) -> bool:
@@ -218,12 +218,12 @@ def _identity_checkable(service: VllmServiceConfig) -> bool:
 def _with_identity(argv: list[str], identity: str) -> list[str]:
     """``argv``, whose extra_args name the served models, serving ``identity`` too after those
     names: vLLM answers with the first name, so what clients see does not change."""
-    at = [i for i, arg in enumerate(argv) if arg == _SERVED_NAME_FLAG or arg.startswith(_SERVED_NAME_FLAG + "=")]
+    at = [i for i, arg in enumerate(argv) if arg == SERVED_NAME_FLAG or arg.startswith(SERVED_NAME_FLAG + "=")]
     last = at[-1]  # argparse keeps the last occurrence
-    if argv[last] == _SERVED_NAME_FLAG:
+    if argv[last] == SERVED_NAME_FLAG:
         return argv[: last + 2] + [identity] + argv[last + 2 :]
     first = argv[last].partition("=")[2]
-    return argv[:last] + [_SERVED_NAME_FLAG, first, identity] + argv[last + 1 :]
+    return argv[:last] + [SERVED_NAME_FLAG, first, identity] + argv[last + 1 :]
 
 
 def _drop_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
