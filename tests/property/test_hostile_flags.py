@@ -12,6 +12,7 @@ import time
 import pytest
 
 from nemo_gym.orchestration.cli.main import build_parser, main
+from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, current_user, write_local_index
 
 HOSTILE = [
     "nan",
@@ -71,11 +72,32 @@ def argv_for(verb: str, option: str, value: str) -> list[str]:
     return ["eval", *args]
 
 
+def one_run_of_yours(tmp_path) -> None:
+    """An index holding one run, so that the verbs that read a run go past "no runs" to the value."""
+    run_id = "gym-job-20250101T000000Z-aaaaaa"
+    run_dir = tmp_path / "runs" / run_id
+    job = BenchmarkJob(benchmark="b", job_dir=str(run_dir / "b"), job_id=None, error="refused")
+    write_local_index(
+        SubmissionRecord(
+            gym_job_id=run_id,
+            submitted_at="2025-01-01T00:00:00.000Z",
+            run_dir=str(run_dir),
+            cluster="here",
+            executor="local",
+            submitted_by=current_user(),
+            benchmarks=[job],
+        )
+    )
+
+
+@pytest.mark.parametrize("index", ["empty", "one run"])
 @pytest.mark.parametrize(("verb", "option"), cases())
 def test_hostile_values_get_short_lines_never_an_internal_error(
-    verb, option, capsys, monkeypatch, tmp_path, own_index
+    verb, option, index, capsys, monkeypatch, tmp_path, own_index
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    if index == "one run":
+        one_run_of_yours(tmp_path)
     monkeypatch.setattr(http.server.ThreadingHTTPServer, "serve_forever", interrupted)
     monkeypatch.setattr(time, "sleep", interrupted)
     for value in HOSTILE:

@@ -20,6 +20,24 @@ LAST_AFTER_RUNS_HELP = (
 )
 
 
+METRIC_NAME_LIMIT = 200  # characters: gym's metric names are short keys; a longer one is a mistake
+
+
+def add_metric_option(p: argparse.ArgumentParser, what: str = "the per-rollout metric") -> None:
+    """--metric NAME, one spelling for every verb that shows a metric: a name of printable
+    characters, bounded, so that a wrong one is refused in one short line and never echoed whole."""
+    p.add_argument("--metric", metavar="NAME", type=metric_name, help=f"{what} (default: reward)")
+
+
+def metric_name(value: str) -> str:
+    if not value or len(value) > METRIC_NAME_LIMIT or not value.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"a metric is named by 1 to {METRIC_NAME_LIMIT} printable characters, such as reward; "
+            f"gym eval results --json lists a run's"
+        )
+    return value
+
+
 def add_json_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as one JSON document (for scripts)")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import CORRECTIONS, add_json_flag, p_text, table
+from nemo_gym.orchestration.cli.common import CORRECTIONS, add_json_flag, add_metric_option, p_text, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("base", metavar="BASE", help="run id (or a unique part), or a run directory")
     p.add_argument("candidate", nargs="?", metavar="CANDIDATE", help="the same; omit it with --last")
     p.add_argument("--last", action="store_true", help="the candidate is the most recent run")
-    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
+    add_metric_option(p)
     add_json_flag(p, "the comparison (every flipped task, each benchmark's statistics)")
     p.add_argument(
         "--fail-on-regression",

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_json_flag, number_in, table
+from nemo_gym.orchestration.cli.common import add_json_flag, add_metric_option, number_in, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         metavar="K",
         help="the most repeats to plan (default 64)",
     )
-    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
+    add_metric_option(p)
     add_json_flag(p, "each benchmark's plan")
     p.set_defaults(handler=run_plan)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nemo_gym.orchestration.cli.common import add_run_selector, selected
+from nemo_gym.orchestration.cli.common import add_metric_option, add_run_selector, selected
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "value, such as a checkpoint's step, on the x axis), and the comparison of exactly two runs.",
     )
     add_run_selector(p, several=True)
-    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric (default: reward)")
+    add_metric_option(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE.html", help="where to write the report")
     p.set_defaults(handler=run_report)
 
@@ -24,6 +24,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from nemo_gym.orchestration.display import echo, terminal
     from nemo_gym.orchestration.errors import UserError
     from nemo_gym.orchestration.library import report
 
@@ -36,5 +37,6 @@ def run_report(args: argparse.Namespace) -> int:
         out.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"-o {args.output}: cannot write the report ({exc.strerror or exc})") from None
-    print(f"Report of {len(records)} run(s): {out.resolve()}")
+    # The path is the user's own word, but shown as a label: a control character in it is escaped.
+    echo(f"Report of {len(records)} run(s): {terminal(out.resolve())}")
     return 0

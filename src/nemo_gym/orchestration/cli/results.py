@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_json_flag, add_run_selector, selected, table
+from nemo_gym.orchestration.cli.common import add_json_flag, add_metric_option, add_run_selector, selected, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "complete is null in --json), or its value partial (rows whose metric is NaN, infinite, a string or absent).",
     )
     add_run_selector(p, several=True)
-    p.add_argument("--metric", metavar="NAME", help="the per-rollout metric to show (default: reward)")
+    add_metric_option(p, "the per-rollout metric to show")
     add_json_flag(p, "each run's results (values, completeness, gym's metrics, missing samples)")
     p.set_defaults(handler=run_results)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nemo_gym.orchestration.cli.common import number_in
+from nemo_gym.orchestration.cli.common import add_metric_option, number_in
 
 DEFAULT_PORT = 8765
 
@@ -30,7 +30,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--token", help="required off loopback: the view asks for it once (or set GYM_VIEW_TOKEN)")
     p.add_argument("--static", metavar="DIR", help="write the pages as files into DIR instead of serving them")
-    p.add_argument("--metric", help="the metric of the tables and curves (default: reward)")
+    add_metric_option(p, "the metric of the tables and curves")
     p.set_defaults(handler=run_view)
 
 
