@@ -38,7 +38,10 @@ def checkpoint(root: Path, step: int, accuracy: float, torn: bool = False) -> st
 
 
 def lane_config(cluster_run, **job) -> dict:
-    config = sweep_config(cluster_run, {"math": {"run": {"standin_rollouts": 4, "standin_rollout_seconds": 0.5}}})
+    # Each driver winds down for 4 s after its last row, as gym does: the lane loads the next
+    # weights meanwhile, never before the last row.
+    run = {"standin_rollouts": 4, "standin_rollout_seconds": 0.5, "standin_wind_down_seconds": 4}
+    config = sweep_config(cluster_run, {"math": {"run": run}})
     config["services"]["policy"].update(served_model_name="policy", port=PORT)
     config["job"].update(deployment="reload", **job)
     return config
@@ -88,7 +91,11 @@ def test_ten_checkpoints_in_two_warm_lanes_each_answered_by_its_own_weights(clus
         assert weights["weights.how"] == (
             "started" if record["deployment_host"] == record["gym_job_id"] else "reloaded"
         )
+        # Every rollout asked the server: each was answered by the run's own weights.
+        rows = [json.loads(line) for line in Path(bench["job_dir"], contract.ROLLOUTS_FILE).read_text().splitlines()]
+        assert len(rows) == 4 and {row["standin_weights"] for row in rows} == {model}, rows
     _every_request_answered_by_its_runs_weights(records)
+    _next_weights_loaded_while_the_last_driver_wound_down(records)
 
 
 def _provenance(job_dir: str) -> dict[str, str]:
@@ -132,3 +139,19 @@ def _every_request_answered_by_its_runs_weights(records: list[dict]) -> None:
         assert served and reloads
         lane_models = {r["model"] for r in records if r["deployment_host"] == host}
         assert {a["weights"] for a in served} <= lane_models
+
+
+def _next_weights_loaded_while_the_last_driver_wound_down(records: list[dict]) -> None:
+    """In each lane, every reload came after the run before had written every row (the stand-in's
+    rows above) but before that run's driver ended (its wind-down): the allocation does not wait."""
+    for host in {r["deployment_host"] for r in records}:
+        lane_dir = next(Path(r["benchmarks"][0]["job_dir"]).parent for r in records if r["gym_job_id"] == host)
+        [events] = list(Path(lane_dir, contract.SHARED_DEPLOYMENT_DIR, contract.MARKERS_DIR).glob("*/events"))
+        seen = [line.split(" ")[1:] for line in events.read_text().splitlines()]
+        started: list[str] = []
+        for i, (word, *rest) in enumerate(seen):
+            if word == "driver-start":
+                started.append(rest[0])
+            elif word == "reload":
+                ended_after = [e for e in seen[i:] if e[0] == "driver-end" and e[1] == started[-1]]
+                assert ended_after, f"reload {rest} waited for {started[-1]}'s driver to end: {seen}"

@@ -155,3 +155,42 @@ def test_the_fingerprint_follows_every_rewrite_of_a_weight_file(tmp_path) -> Non
     target = Path(path, "model.safetensors")
     os.utime(target, ns=(0, target.stat().st_mtime_ns + 1))
     assert weights.fingerprint(path) != before
+
+
+def bench_dir(root: Path, expected: int, written: list[str]) -> str:
+    """A benchmark directory whose gym expects ``expected`` rows (one task each) and wrote ``written`` lines."""
+    (root / "artifacts").mkdir(parents=True)
+    inputs = [json.dumps({"_ng_task_index": i, "_ng_rollout_index": 0}) for i in range(expected)]
+    (root / contract.MATERIALIZED_INPUTS_FILE).write_text("\n".join(inputs) + "\n")
+    if written:
+        (root / contract.ROLLOUTS_FILE).write_text("".join(written))
+    return str(root)
+
+
+def row(task: int) -> str:
+    return json.dumps({"_ng_task_index": task, "_ng_rollout_index": 0, "reward": 1.0}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("lines", "answered"),
+    [
+        ([row(0), row(1), row(2)], True),
+        ([row(2), row(0), row(1), row(1)], True),  # order and a duplicate change nothing
+        ([row(0), row(1)], False),  # a request still to come
+        ([row(0), row(1), row(2)[:20]], False),  # the last row half written
+        ([], False),  # no rollouts yet
+    ],
+)
+def test_a_run_is_answered_once_every_benchmark_wrote_every_row_it_expects(tmp_path, lines, answered) -> None:
+    done = bench_dir(tmp_path / "a", 3, [row(0), row(1), row(2)])
+    other = bench_dir(tmp_path / "b", 3, lines)
+    assert weights.main(["answered", done, other]) == (0 if answered else 1)
+    assert weights.main(["answered", done]) == 0
+
+
+def test_a_benchmark_whose_expected_rows_are_unknown_is_never_answered_early(tmp_path) -> None:
+    done = bench_dir(tmp_path / "a", 2, [row(0), row(1)])
+    os.remove(Path(done) / contract.MATERIALIZED_INPUTS_FILE)
+    assert weights.main(["answered", done]) == 1
+    (Path(done) / contract.MATERIALIZED_INPUTS_FILE).write_text("not json\n")
+    assert weights.main(["answered", done]) == 1

@@ -50,7 +50,7 @@ class Program(Enum):
     GATEWAY = ("gateway.ray_serve_gateway", ("gateway.ray_serve_gateway",))
     SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node
     # A warm lane's weights switch, and the guard its vLLM server imports (``--middleware``).
-    WEIGHTS = ("weights", ("contract", "reload_guard", "weights"))
+    WEIGHTS = ("weights", ("contract", "untrusted", "facts", "reload_guard", "weights"))
 
     def __init__(self, entry: str, modules: tuple[str, ...]) -> None:
         self.entry = entry

@@ -5,6 +5,10 @@ checkpoints and reloads its weights in place between runs. vLLM cannot say which
 holds after a reload (``/v1/models`` keeps the first checkpoint's name), so the job tracks it:
 this program, run by the job between two runs (never while a request of either is in flight),
 
+* ``answered``: whether every benchmark of the run before has written all the rows it was meant
+  to (``facts.job_completeness``, the one reading of completeness): gym writes its rollouts once
+  its last request is answered, then spends seconds writing metrics and stopping its own
+  servers; the next run's weights need not wait for that (measured: about 6 s a run here);
 * ``started``: records the weights the server started with (its command line's model);
 * ``reload``: checks the next checkpoint against the loaded one (same architecture, shapes and
   tokenizer, read from its files) and that its weight files are whole, asks the server to
@@ -36,7 +40,7 @@ import urllib.request
 from enum import IntEnum
 from typing import Any
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, facts
 from nemo_gym.orchestration.reload_guard import TOKEN_HEADER
 
 # What must agree between two checkpoints for one to be loaded over the other in place.
@@ -303,6 +307,13 @@ def reload(args: argparse.Namespace) -> Reload:
     return Reload.LOADED
 
 
+def answered(dirs: list[str]) -> bool:
+    """Whether each benchmark directory holds every row it expects: its driver asks the server
+    nothing more. Unknown completeness (no list of expected rows) is not an answer: wait for the
+    driver to end."""
+    return all(facts.job_completeness(d)[0].complete is True for d in dirs)
+
+
 def _say(line: str) -> None:
     print(f"weights: {line}", file=sys.stderr, flush=True)
 
@@ -318,7 +329,11 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--token-file", default="", help="the job's reload token (reload)")
         sub.add_argument("--timeout", type=float, default=1800.0)
         sub.add_argument("dirs", nargs="*", help="the run's benchmark directories")
+    done = verbs.add_parser("answered", help="exit 0 when every directory holds all its expected rows")
+    done.add_argument("dirs", nargs="+", help="the benchmark directories of the run before")
     args = parser.parse_args(argv)
+    if args.verb == "answered":
+        return 0 if answered(args.dirs) else 1
     return int(started(args) if args.verb == "started" else reload(args))
 
 

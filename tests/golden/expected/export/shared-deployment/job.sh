@@ -193,7 +193,9 @@ gym_queue=( a b )
 declare -A gym_running=()
 gym_failed=0
 for bench in "${gym_queue[@]}"; do
-    mkdir -p "${GYM_BENCH_DIR[$bench]}/logs" "${GYM_BENCH_DIR[$bench]}/artifacts"
+    # Its directories, and where its driver's step records its exit (as the job's own state has).
+    gym_dir=${GYM_BENCH_DIR[$bench]}
+    mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
     gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
 done
 gym_phase running "benchmarks"

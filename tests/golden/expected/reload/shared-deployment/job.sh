@@ -208,6 +208,19 @@ gym_weights() {
         --url "http://$(gym_node_name 0):8000" --token-file .gym/reload.token \
         "${dirs[@]}" 2>"$(gym_state_dir)/weights-why"
 }
+# Whether the drivers still running have written every row they expect (weights.py decides): then
+# they ask the server nothing more, and the next run's weights may be loaded while they wind down
+# (gym writes its metrics and stops its own servers for seconds after its last request). Those
+# that have are remembered, and no longer count against benchmarks_at_once.
+gym_turn_answered() {
+    local bench dirs=()
+    for bench in "${!gym_running[@]}"; do
+        [ -n "${gym_answered[$bench]:-}" ] || dirs+=("${GYM_BENCH_DIR[$bench]}")
+    done
+    [ ${#dirs[@]} -gt 0 ] || return 0
+    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.weights answered "${dirs[@]}" 2>/dev/null || return 1
+    for bench in "${!gym_running[@]}"; do gym_answered[$bench]=1; done
+}
 # Loads turn $1's weights, or fails its run's benchmarks (and, when the server's weights can no
 # longer be named, every benchmark still queued) and returns 1.
 gym_switch_weights() {
@@ -236,18 +249,24 @@ gym_switch_weights() {
 }
 gym_queue=( a b )
 declare -A gym_running=()
+declare -A gym_answered=()
 gym_failed=0
 for bench in "${gym_queue[@]}"; do
-    mkdir -p "${GYM_BENCH_DIR[$bench]}/logs" "${GYM_BENCH_DIR[$bench]}/artifacts"
+    # Its directories, and where its driver's step records its exit (as the job's own state has).
+    gym_dir=${GYM_BENCH_DIR[$bench]}
+    mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
     gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
 done
 gym_weights started 0 || gym_log "WARNING: the starting weights could not be recorded"
 gym_phase running "benchmarks"
 while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
-    while [ ${#gym_queue[@]} -gt 0 ] && [ ${#gym_running[@]} -lt 1 ]; do
+    if [ ${#gym_queue[@]} -gt 0 ] && [ "${GYM_TURN[${gym_queue[0]}]}" != "$gym_loaded" ]; then
+        gym_turn_answered || : # not yet: the loaded weights may still be asked by a driver
+    fi
+    while [ ${#gym_queue[@]} -gt 0 ] && [ $((${#gym_running[@]} - ${#gym_answered[@]})) -lt 1 ]; do
         bench=${gym_queue[0]}
         if [ "${GYM_TURN[$bench]}" != "$gym_loaded" ]; then
-            [ ${#gym_running[@]} -eq 0 ] || break # the loaded weights still answer a driver
+            [ ${#gym_running[@]} -eq ${#gym_answered[@]} ] || break
             gym_switch_weights "${GYM_TURN[$bench]}" || continue
         fi
         gym_queue=("${gym_queue[@]:1}")
@@ -276,6 +295,7 @@ while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
         wait "$pid"
         rc=$?
         unset 'gym_running[$bench]'
+        unset 'gym_answered[$bench]'
         gym_event "driver-end $bench $rc"
         if [ "$rc" -eq 0 ]; then
             gym_bench_phase "$bench" succeeded "driver finished"
