@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         status_json,
     )
     from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
+    from nemo_gym.orchestration.library.remembering import HistoryImport, history, import_runs
     from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
     from nemo_gym.orchestration.library.selecting import Selection, select, select_run
     from nemo_gym.orchestration.library.submitting import (
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
     from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
     from nemo_gym.orchestration.stats import Correction
+    from nemo_gym.orchestration.store.history import Leaderboard
     from nemo_gym.orchestration.usage import Usage
 
 # Where each name lives.
@@ -105,7 +107,9 @@ _HOMES = {
     "ExportResult": "nemo_gym.orchestration.library.exporting",
     "GateOutcome": "nemo_gym.orchestration.gate",
     "GatePolicy": "nemo_gym.orchestration.gate",
+    "HistoryImport": "nemo_gym.orchestration.library.remembering",
     "JobStatus": "nemo_gym.orchestration.observe",
+    "Leaderboard": "nemo_gym.orchestration.store.history",
     "LogRequest": "nemo_gym.orchestration.library.reading_logs",
     "Plan": "nemo_gym.orchestration.recovery",
     "Prepared": "nemo_gym.orchestration.library.submitting",
@@ -139,7 +143,9 @@ _HOMES = {
     "follow_logs": "nemo_gym.orchestration.library.reading_logs",
     "gate": "nemo_gym.orchestration.library.gating",
     "headline": "nemo_gym.orchestration.library.present_results",
+    "history": "nemo_gym.orchestration.library.remembering",
     "hours_text": "nemo_gym.orchestration.library.present",
+    "import_runs": "nemo_gym.orchestration.library.remembering",
     "info": "nemo_gym.orchestration.library.describing",
     "info_json": "nemo_gym.orchestration.library.describing",
     "job_kind": "nemo_gym.orchestration.library.submitting",
@@ -249,6 +255,11 @@ __all__ = [
     "WatchEvent",
     "WatchSettings",
     "watch_checkpoints",
+    # the results store: gym eval history
+    "HistoryImport",
+    "Leaderboard",
+    "history",
+    "import_runs",
     # logs, cancel, export
     "CancelReport",
     "ExportResult",

@@ -1,0 +1,27 @@
+"""The results store: every run's results, per run x benchmark x attempt, in one database (an
+SQLite file by default, PostgreSQL for a team), for histories across runs, sweeps and users.
+``open_store`` opens it; ``entries_of`` makes a run's entries from its results."""
+
+from __future__ import annotations
+
+from nemo_gym.orchestration.store.engine import (
+    URL_VARIABLE,
+    Selection,
+    Store,
+    default_url,
+    open_store,
+    shown_url,
+)
+from nemo_gym.orchestration.store.entry import Entry, entries_of, training_step_in
+
+__all__ = [
+    "URL_VARIABLE",
+    "Entry",
+    "Selection",
+    "Store",
+    "default_url",
+    "entries_of",
+    "open_store",
+    "shown_url",
+    "training_step_in",
+]
