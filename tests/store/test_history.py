@@ -60,6 +60,8 @@ def test_imported_runs_make_the_leaderboard_in_step_order_with_the_best(store_ur
         f"best alpha: {CKPT}/step-200 (0.7500)",
         f"best beta: {CKPT}/step-300 (0.7500)",
         f"best over the suite: {CKPT}/step-300 (mean 0.6250)",
+        "regressions: none flagged (each checkpoint against the best before it, paired over tasks; a checkpoint's "
+        "benchmarks judged together (Holm, alpha 0.05))",
     ]
 
 
@@ -75,6 +77,7 @@ def test_json_and_csv_carry_the_same_matrix(store_url, tmp_path, capsys) -> None
     ]
     assert doc["best"] == {"alpha": f"{CKPT}/step-200", "beta": f"{CKPT}/step-300"}
     assert doc["best_over_suite"] == f"{CKPT}/step-300"
+    assert (doc["regressions"], doc["alpha"], doc["correction"]) == ([], 0.05, "holm")
     code, out, _ = cli(capsys, "--results-url", store_url, "--csv", "--benchmark", "beta")
     rows = list(csv.reader(io.StringIO(out)))
     assert rows == [
@@ -179,3 +182,60 @@ def test_the_selection_options_pick_the_sweep_and_the_model_family(store_url, tm
     assert [c["model"] for c in doc["checkpoints"]] == ["/ckpt/run-b/step-100"] and doc["benchmarks"] == ["alpha"]
     _, out, _ = cli(capsys, "--results-url", store_url, "--model-prefix", "/nowhere")
     assert out.startswith("The store holds no entry of this selection")
+
+
+def test_a_benchmark_no_database_keeps_as_it_is_is_refused_and_its_run_s_others_imported(
+    store_url, tmp_path, capsys
+) -> None:
+    long_model = run_directory(tmp_path / "runs", 1, {"answer-judge": scoring(1)}, model="/ckpt/" + "x" * 5000)
+    nul_model = run_directory(tmp_path / "runs", 2, {"answer-judge": scoring(1)}, model="/ckpt/a\x00b/step-2")
+    good = run_directory(tmp_path / "runs", 3, {"answer-judge": scoring(1)}, model="/ckpt/step-3")
+    code, out, err = cli(capsys, "import", str(long_model), str(nul_model), str(good), "--results-url", store_url)
+    assert code == 1
+    assert err.splitlines() == [
+        f"refused {long_model}: benchmark answer-judge: its model is 5006 characters long, over the store's 4096",
+        f"refused {nul_model}: benchmark answer-judge: its model holds a NUL or bytes that were not UTF-8",
+    ]
+    store = open_store(store_url)
+    assert [e.model for e in store.entries()] == ["/ckpt/step-3"]
+    store.close()
+
+
+def test_the_planted_regression_is_flagged_and_nothing_else(store_url, tmp_path, capsys) -> None:
+    """alpha: 6, 12, 0, 12 tasks right at steps 100-400; beta: 6 everywhere. Step 300's alpha drops
+    all 12 tasks against step 200 (the best before it): flagged. Step 400 against step 200 is equal,
+    step 200 improved, beta never moves: nothing else."""
+    where = tmp_path / "runs"
+    where.mkdir()
+    dirs = [
+        run_directory(where, i + 1, {"alpha": scoring(a), "beta": scoring(6)}, model=f"{CKPT}/step-{100 * (i + 1)}")
+        for i, a in enumerate((6, 12, 0, 12))
+    ]
+    cli(capsys, "import", *map(str, dirs), "--results-url", store_url)
+    code, out, _ = cli(capsys, "--results-url", store_url)
+    assert code == 0
+    assert out.splitlines()[-2:] == [
+        "regressions (each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks "
+        "judged together (Holm, alpha 0.05)):",
+        f"  alpha at {CKPT}/step-300: -1.0000 against {CKPT}/step-200 (p 0.000488, adjusted 0.000977 over 2 benchmark(s))",
+    ]
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json")
+    [flagged] = json.loads(out)["regressions"]
+    assert (flagged["benchmark"], flagged["step"], flagged["against_step"], flagged["family"]) == ("alpha", 300, 200, 2)
+
+
+def test_a_drop_the_suite_s_error_control_cannot_tell_from_chance_is_not_flagged(store_url, tmp_path, capsys) -> None:
+    """alpha drops 6 of 12 tasks (McNemar p 0.031 alone): under 0.05 on its own, but not once
+    adjusted over the checkpoint's two benchmarks (0.0625)."""
+    where = tmp_path / "runs"
+    where.mkdir()
+    dirs = [
+        run_directory(where, i + 1, {"alpha": scoring(a), "beta": scoring(6)}, model=f"{CKPT}/step-{100 * (i + 1)}")
+        for i, a in enumerate((12, 6))
+    ]
+    cli(capsys, "import", *map(str, dirs), "--results-url", store_url)
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json")
+    assert json.loads(out)["regressions"] == []
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json", "--benchmark", "alpha")
+    [flagged] = json.loads(out)["regressions"]
+    assert (flagged["step"], flagged["p_value"], flagged["family"]) == (200, 0.03125, 1)

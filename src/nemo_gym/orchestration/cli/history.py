@@ -11,12 +11,13 @@ from nemo_gym.orchestration.cli.common import add_json_flag, table
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.library import HistoryImport, Leaderboard
+    from nemo_gym.orchestration.library import History, HistoryImport
 
 URL_HELP = (
     "the results store's database URL (default: $GYM_RESULTS_URL, else results.sqlite beside the local index); "
     "a team's: postgresql+psycopg://USER@HOST/DB"
 )
+CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
 # A model's path shown in the matrix: its two ends when longer (--json has it whole).
 MODEL_SHOWN = 80
 
@@ -69,18 +70,19 @@ def import_text(report: HistoryImport) -> str:
 def show_history(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.library import history
 
-    board = history(args.results_url, model_prefix=args.model_prefix, sweep=args.sweep, benchmarks=args.benchmark)
+    found = history(args.results_url, model_prefix=args.model_prefix, sweep=args.sweep, benchmarks=args.benchmark)
     if args.json:
-        print(board.to_json())
+        print(found.to_json())
     elif args.csv:
-        echo(board.to_csv().rstrip("\n"))
+        echo(found.board.to_csv().rstrip("\n"))
     else:
-        echo(history_text(board))
+        echo(history_text(found))
     return 0
 
 
-def history_text(board: Leaderboard) -> str:
-    """The matrix, each benchmark's best cell starred, then the best checkpoints named."""
+def history_text(found: History) -> str:
+    """The matrix, each benchmark's best cell starred, the best checkpoints named, the regressions."""
+    board = found.board
     if not board.checkpoints:
         return "The store holds no entry of this selection; gym eval history import DIR... adds run directories"
     best = {b: board.best(b) for b in board.benchmarks}
@@ -105,7 +107,23 @@ def history_text(board: Leaderboard) -> str:
         lines.append(
             f"best over the suite: {_short(top.model)} (mean {_cell(top.suite_mean(board.benchmarks), False)})"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + regressions_lines(found))
+
+
+def regressions_lines(found: History) -> list[str]:
+    how = (
+        f"each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks judged "
+        f"together ({CORRECTION_NAMES[found.correction.value]}, alpha {found.alpha:g})"
+    )
+    if not found.regressions:
+        return [f"regressions: none flagged ({how})"]
+    lines = [f"regressions ({how}):"]
+    for r in found.regressions:
+        lines.append(
+            f"  {r.benchmark} at {_short(r.checkpoint.model)}: {r.delta:+.4f} against {_short(r.against.model)} "
+            f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} benchmark(s))"
+        )
+    return lines
 
 
 def _cell(value: float | None, starred: bool) -> str:

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
         status_json,
     )
     from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
-    from nemo_gym.orchestration.library.remembering import HistoryImport, history, import_runs
+    from nemo_gym.orchestration.library.remembering import History, HistoryImport, history, import_runs
     from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
     from nemo_gym.orchestration.library.selecting import Selection, select, select_run
     from nemo_gym.orchestration.library.submitting import (
@@ -87,7 +87,6 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
     from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
     from nemo_gym.orchestration.stats import Correction
-    from nemo_gym.orchestration.store.history import Leaderboard
     from nemo_gym.orchestration.usage import Usage
 
 # Where each name lives.
@@ -107,9 +106,9 @@ _HOMES = {
     "ExportResult": "nemo_gym.orchestration.library.exporting",
     "GateOutcome": "nemo_gym.orchestration.gate",
     "GatePolicy": "nemo_gym.orchestration.gate",
+    "History": "nemo_gym.orchestration.library.remembering",
     "HistoryImport": "nemo_gym.orchestration.library.remembering",
     "JobStatus": "nemo_gym.orchestration.observe",
-    "Leaderboard": "nemo_gym.orchestration.store.history",
     "LogRequest": "nemo_gym.orchestration.library.reading_logs",
     "Plan": "nemo_gym.orchestration.recovery",
     "Prepared": "nemo_gym.orchestration.library.submitting",
@@ -256,8 +255,8 @@ __all__ = [
     "WatchSettings",
     "watch_checkpoints",
     # the results store: gym eval history
+    "History",
     "HistoryImport",
-    "Leaderboard",
     "history",
     "import_runs",
     # logs, cancel, export

@@ -3,14 +3,18 @@ and the history of a selection read from it (``gym eval history``)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.observing import results
 from nemo_gym.orchestration.record import run_in_directory
-from nemo_gym.orchestration.store import Selection, Store, entries_of, open_store, training_step_in
+from nemo_gym.orchestration.stats import Correction
+from nemo_gym.orchestration.store import Selection, Store, entries_of, entry_problem, open_store, training_step_in
 from nemo_gym.orchestration.store.history import Leaderboard, leaderboard
+from nemo_gym.orchestration.store.regressions import DEFAULT_ALPHA, Regression, regressions
 from nemo_gym.orchestration.untrusted import Unreadable, one_line
 
 
@@ -45,17 +49,40 @@ def _import_one(store: Store, directory: str, report: HistoryImport, connect: Co
     except (UserError, Unreadable, OSError) as exc:
         report.refused.append(f"{directory}: {one_line(str(exc), 300)}")
         return
-    entries = entries_of(run, training_step_in(record.run_dir))
-    final = [e for e in entries if run.states[e.benchmark].final]
-    report.refused += [
-        f"{directory}: benchmark {e.benchmark} is {e.state}, not finished; import it again once it ends"
-        for e in entries
-        if not run.states[e.benchmark].final
-    ]
+    final = []
+    for entry in entries_of(run, training_step_in(record.run_dir)):
+        problem = entry_problem(entry)
+        if not run.states[entry.benchmark].final:
+            problem = f"it is {entry.state}, not finished; import it again once it ends"
+        if problem:
+            report.refused.append(f"{directory}: benchmark {entry.benchmark}: {problem}")
+        else:
+            final.append(entry)
     if final:
         report.entries += store.write(final)
         names = ", ".join(e.benchmark for e in final)
         report.written.append(f"{directory}: run {record.gym_job_id}, {len(final)} benchmark(s): {names}")
+
+
+@dataclass(frozen=True)
+class History:
+    """A selection's history: its leaderboard, and the regressions flagged over its series."""
+
+    board: Leaderboard
+    regressions: list[Regression]
+    alpha: float = DEFAULT_ALPHA
+    correction: Correction = Correction.HOLM  # a checkpoint's benchmarks as one family, as compare's
+
+    def as_dict(self) -> dict[str, Any]:
+        flagged = {
+            "alpha": self.alpha,
+            "correction": self.correction.value,
+            "regressions": [r.as_dict() for r in self.regressions],
+        }
+        return {**self.board.as_dict(), **flagged}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
 
 
 def history(
@@ -64,12 +91,14 @@ def history(
     model_prefix: str | None = None,
     sweep: str | None = None,
     benchmarks: list[str] | None = None,
-) -> Leaderboard:
-    """The leaderboard of the selected entries: checkpoints in step order x benchmarks, the suite
-    mean, the best checkpoint per benchmark and over the suite."""
+) -> History:
+    """The selected entries' history: the leaderboard (checkpoints in step order x benchmarks, the
+    suite mean, the best checkpoint per benchmark and over the suite) and the regressions flagged
+    (each checkpoint against the best before it, a checkpoint's benchmarks judged together)."""
     store = open_store(url)
     try:
         found = store.entries(Selection(model_prefix, sweep, tuple(benchmarks or ())))
     finally:
         store.close()
-    return leaderboard(found)
+    board = leaderboard(found)
+    return History(board, regressions(board, DEFAULT_ALPHA, Correction.HOLM), DEFAULT_ALPHA, Correction.HOLM)

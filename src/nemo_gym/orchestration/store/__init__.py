@@ -12,7 +12,7 @@ from nemo_gym.orchestration.store.engine import (
     open_store,
     shown_url,
 )
-from nemo_gym.orchestration.store.entry import Entry, entries_of, training_step_in
+from nemo_gym.orchestration.store.entry import Entry, entries_of, entry_problem, training_step_in
 
 __all__ = [
     "URL_VARIABLE",
@@ -21,6 +21,7 @@ __all__ = [
     "Store",
     "default_url",
     "entries_of",
+    "entry_problem",
     "open_store",
     "shown_url",
     "training_step_in",

@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import index_dir
-from nemo_gym.orchestration.store.entry import Entry
+from nemo_gym.orchestration.store.entry import Entry, entry_problem
 from nemo_gym.orchestration.store.schema import entries
 
 URL_VARIABLE = "GYM_RESULTS_URL"
@@ -62,7 +62,13 @@ class Store:
         self.url = url
 
     def write(self, written: Iterable[Entry]) -> int:
-        """Each entry, replacing any of the same run, benchmark and attempt; how many were written."""
+        """Each entry, replacing any of the same run, benchmark and attempt; how many were written.
+        An entry no database can keep as it is (``entry_problem``) is refused before any is written."""
+        written = list(written)
+        for entry in written:
+            problem = entry_problem(entry)
+            if problem:
+                raise UserError(f"run {entry.run_id} benchmark {entry.benchmark} cannot be stored: {problem}")
         count = 0
         for entry in written:
             self._write_one(entry.row())

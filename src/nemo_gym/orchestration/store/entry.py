@@ -65,10 +65,30 @@ class Entry:
         values["metrics"] = dict(values["metrics"] or {})
         return cls(**values)
 
-    def as_dict(self) -> dict[str, Any]:
-        out = self.row()
-        out.pop("task_scores")
-        return out
+
+def entry_problem(entry: Entry) -> str | None:
+    """Why ``entry`` cannot be stored as it is, on every database alike (a record read back may
+    hold anything): a text longer than its column, or one no database keeps (NUL, lone surrogates)."""
+    from nemo_gym.orchestration.store.schema import entries
+
+    for column in entries.columns:
+        value = getattr(entry, column.name)
+        if not isinstance(value, str):
+            continue
+        limit = getattr(column.type, "length", None)
+        if limit is not None and len(value) > limit:
+            return f"its {column.name} is {len(value)} characters long, over the store's {limit}"
+        if "\x00" in value or _not_utf8(value):
+            return f"its {column.name} holds a NUL or bytes that were not UTF-8"
+    return None
+
+
+def _not_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def entries_of(run: RunResults, training_step: int | None = None) -> list[Entry]:
