@@ -12,6 +12,7 @@ from nemo_gym.orchestration import contract
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
 REAL_BENCHMARK = "answer-judge"
+REAL_JOB = "local-2cedc5-1"
 TASKS = 12
 
 
@@ -38,9 +39,8 @@ def run_directory(
             shutil.copytree(real, run_dir / benchmark)
         _set_rewards(run_dir / benchmark / contract.ROLLOUTS_FILE, scores)
         job_id = f"local-{number:06x}-{k}"
-        state = run_dir / benchmark / ".gym" / job_id / contract.STATE_FILE
-        state.parent.mkdir(parents=True)
-        state.write_text("phase=succeeded\ndetail=driver finished\n")
+        # The real job's own records (its state, its events: its wall time), under this job's id.
+        (run_dir / benchmark / ".gym" / REAL_JOB).rename(run_dir / benchmark / ".gym" / job_id)
         if provenance is not None:
             (run_dir / benchmark / contract.PROVENANCE_FILE).write_text(provenance)
         jobs.append({"benchmark": benchmark, "job_dir": str(run_dir / benchmark), "job_id": job_id})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,13 @@ def test_an_entry_keeps_what_the_run_says_and_its_per_task_scores(store_url, tmp
     assert entry.task_scores == {task: 1.0 if task < 5 else 0.0 for task in range(12)}
     assert entry.value == pytest.approx(5 / 12)
     assert entry.submitted_by == "root" and entry.metrics["mean/reward"] == 0.0  # gym's own aggregate, as written
+    from nemo_gym.orchestration import library
+    from nemo_gym.orchestration.record import run_in_directory
+
+    [result] = library.results([run_in_directory(str(run_dir))])[0].benchmarks  # what gym eval results says
+    assert entry.wall_seconds is not None and entry.wall_seconds == result.usage.wall_seconds
+    assert entry.gpu_hours == result.usage.gpu_hours
+    assert (entry.inputs_digest, entry.results_fingerprint) == (result.inputs_digest, result.results_fingerprint)
     assert entry.inputs_digest and entry.results_fingerprint
 
 
@@ -147,7 +155,10 @@ def test_a_directory_that_cannot_be_read_is_refused_on_one_line_and_the_rest_imp
     assert refused[0].startswith(
         f"refused {broken}: cannot read the run's record: {broken / contract.RECORD_FILE}: not JSON"
     )
-    assert refused[1].startswith(f"refused {tmp_path / 'nothing'}: no run directory")
+    assert (
+        refused[1]
+        == f"refused {tmp_path / 'nothing'}: no such directory; give a run's directory (<output_path>/<run id>)"
+    )
     assert (
         refused[2]
         == f"refused {huge}: cannot read the run's record: {huge / contract.RECORD_FILE}: larger than 16777216 bytes"
@@ -239,3 +250,31 @@ def test_a_drop_the_suite_s_error_control_cannot_tell_from_chance_is_not_flagged
     _, out, _ = cli(capsys, "--results-url", store_url, "--json", "--benchmark", "alpha")
     [flagged] = json.loads(out)["regressions"]
     assert (flagged["step"], flagged["p_value"], flagged["family"]) == (200, 0.03125, 1)
+
+
+def test_a_directory_named_by_100000_characters_is_named_by_its_two_ends(tmp_path, capsys) -> None:
+    name = "x" * 100_000
+    code, out, err = cli(capsys, "import", name, "--results-url", f"sqlite:///{tmp_path / 'r.sqlite'}")
+    [line] = err.splitlines()
+    assert code == 1 and len(line) < 400 and "...(100001 characters)..." in line  # the name and its colon
+
+
+def test_write_results_writes_a_run_s_finished_benchmarks_and_waits_for_the_others(store_url, tmp_path) -> None:
+    """What status or results would call once they see a run final: its results as they read them."""
+    from nemo_gym import orchestration
+    from nemo_gym.orchestration.record import run_in_directory
+    from nemo_gym.orchestration.store import write_results
+
+    run_dir = run_directory(tmp_path / "runs", 4, {"done": scoring(3), "going": scoring(1)}, model=f"{CKPT}/step-40")
+    going = run_dir / "going" / ".gym" / "local-000004-2"
+    (going / "events").unlink()  # no job-end: its driver still runs, under a runner that is alive (this test)
+    (going / contract.STATE_FILE).write_text("phase=running\ndetail=driver\n")
+    (run_dir / contract.RUNNER_PID_FILE).write_text(str(os.getpid()))
+    runs = orchestration.library.results([run_in_directory(str(run_dir))])
+    assert runs[0].states["going"] == "running"
+    assert write_results(runs, store_url) == 1
+    assert write_results(runs, store_url) == 1  # again: replaced, not doubled
+    store = open_store(store_url)
+    [entry] = store.entries()
+    store.close()
+    assert (entry.benchmark, entry.step, entry.value) == ("done", 40, 0.25)

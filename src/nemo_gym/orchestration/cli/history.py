@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration.cli.common import add_json_flag, table
+from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long_words
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
@@ -56,13 +56,13 @@ def import_directories(args: argparse.Namespace) -> int:
 
     report = import_runs(args.directories, args.results_url)
     echo(import_text(report))
-    for line in report.refused:
-        echo(f"refused {line}", err=True)
+    for line in report.refused:  # a directory named by 100,000 characters is named by its two ends
+        echo(f"refused {without_long_words(line)}", err=True)
     return 1 if report.refused else 0
 
 
 def import_text(report: HistoryImport) -> str:
-    lines = [f"imported {line}" for line in report.written]
+    lines = [f"imported {without_long_words(line)}" for line in report.written]
     lines.append(f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} written to {report.store}")
     return "\n".join(lines)
 

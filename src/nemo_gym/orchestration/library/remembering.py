@@ -4,6 +4,7 @@ and the history of a selection read from it (``gym eval history``)."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.observing import results
 from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.stats import Correction
-from nemo_gym.orchestration.store import Selection, Store, entries_of, entry_problem, open_store, training_step_in
+from nemo_gym.orchestration.store import Selection, Store, open_store, storable, training_step_in
 from nemo_gym.orchestration.store.history import Leaderboard, leaderboard
 from nemo_gym.orchestration.store.regressions import DEFAULT_ALPHA, Regression, regressions
 from nemo_gym.orchestration.untrusted import Unreadable, one_line
@@ -43,21 +44,17 @@ def import_runs(directories: list[str], url: str | None = None, *, connect: Conn
 
 
 def _import_one(store: Store, directory: str, report: HistoryImport, connect: Connect) -> None:
+    if not os.path.isdir(directory):
+        report.refused.append(f"{directory}: no such directory; give a run's directory (<output_path>/<run id>)")
+        return
     try:
         record = run_in_directory(directory)
         [run] = results([record], connect=connect)
     except (UserError, Unreadable, OSError) as exc:
         report.refused.append(f"{directory}: {one_line(str(exc), 300)}")
         return
-    final = []
-    for entry in entries_of(run, training_step_in(record.run_dir)):
-        problem = entry_problem(entry)
-        if not run.states[entry.benchmark].final:
-            problem = f"it is {entry.state}, not finished; import it again once it ends"
-        if problem:
-            report.refused.append(f"{directory}: benchmark {entry.benchmark}: {problem}")
-        else:
-            final.append(entry)
+    final, refused = storable(run, training_step_in(record.run_dir))
+    report.refused += [f"{directory}: {line}" for line in refused]
     if final:
         report.entries += store.write(final)
         names = ", ".join(e.benchmark for e in final)

@@ -1,6 +1,7 @@
 """The results store: every run's results, per run x benchmark x attempt, in one database (an
 SQLite file by default, PostgreSQL for a team), for histories across runs, sweeps and users.
-``open_store`` opens it; ``entries_of`` makes a run's entries from its results."""
+``open_store`` opens it; ``entries_of`` makes a run's entries from its results; ``write_results``
+writes runs' results (what status or results would call once a run is final)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from nemo_gym.orchestration.store.engine import (
     default_url,
     open_store,
     shown_url,
+    write_results,
 )
-from nemo_gym.orchestration.store.entry import Entry, entries_of, entry_problem, training_step_in
+from nemo_gym.orchestration.store.entry import Entry, entries_of, entry_problem, storable, training_step_in
 
 __all__ = [
     "URL_VARIABLE",
@@ -24,5 +26,7 @@ __all__ = [
     "entry_problem",
     "open_store",
     "shown_url",
+    "storable",
     "training_step_in",
+    "write_results",
 ]

@@ -22,7 +22,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import index_dir
-from nemo_gym.orchestration.store.entry import Entry, entry_problem
+from nemo_gym.orchestration.results import RunResults
+from nemo_gym.orchestration.store.entry import Entry, entry_problem, storable
 from nemo_gym.orchestration.store.schema import entries
 
 URL_VARIABLE = "GYM_RESULTS_URL"
@@ -114,6 +115,21 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def write_results(
+    runs: list[RunResults], url: str | None = None, training_steps: list[int | None] | None = None
+) -> int:
+    """Each run's finished benchmarks written into the store (``url``, else the default), replacing
+    what an earlier write of the same run, benchmark and attempt wrote; how many entries were
+    written. ``training_steps``: each run's ``job.training_step`` where the caller knows it (else
+    the step the model's name says). ``UserError`` (one line) when the store cannot be reached."""
+    store = open_store(url)
+    try:
+        steps = training_steps or [None] * len(runs)
+        return sum(store.write(storable(run, step)[0]) for run, step in zip(runs, steps))
+    finally:
+        store.close()
 
 
 def open_store(url: str | None = None) -> Store:

@@ -102,6 +102,22 @@ def entries_of(run: RunResults, training_step: int | None = None) -> list[Entry]
     return [_entry(result, run, attempts.get(result.benchmark, 1), model, step) for result in run.benchmarks]
 
 
+def storable(run: RunResults, training_step: int | None = None) -> tuple[list[Entry], list[str]]:
+    """The entries of ``run`` the store can take now (its finished benchmarks), and a line for each
+    one it cannot (``benchmark NAME: why``)."""
+    kept, refused = [], []
+    states = run.states
+    for entry in entries_of(run, training_step):
+        problem = entry_problem(entry)
+        if not states[entry.benchmark].final:
+            problem = f"it is {entry.state}, not finished; write it again once it ends"
+        if problem:
+            refused.append(f"benchmark {entry.benchmark}: {problem}")
+        else:
+            kept.append(entry)
+    return kept, refused
+
+
 def _entry(result: BenchmarkResult, run: RunResults, attempt: int, model: str | None, step: int | None) -> Entry:
     record = run.record
     return Entry(
