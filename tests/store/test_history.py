@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from store_runs import run_directory, scoring
 
 from nemo_gym.orchestration import contract
@@ -278,3 +279,41 @@ def test_write_results_writes_a_run_s_finished_benchmarks_and_waits_for_the_othe
     [entry] = store.entries()
     store.close()
     assert (entry.benchmark, entry.step, entry.value) == ("done", 40, 0.25)
+
+
+def test_the_store_url_may_be_given_before_or_after_import(store_url, tmp_path, capsys) -> None:
+    first = run_directory(tmp_path / "runs", 1, {"answer-judge": scoring(1)}, model=f"{CKPT}/step-1")
+    second = run_directory(tmp_path / "runs", 2, {"answer-judge": scoring(1)}, model=f"{CKPT}/step-2")
+    assert main(["eval", "history", "--results-url", store_url, "import", str(first)]) == 0
+    assert main(["eval", "history", "import", str(second), "--results-url", store_url]) == 0
+    store = open_store(store_url)
+    assert [e.step for e in store.entries()] == [1, 2]
+    store.close()
+
+
+def test_two_imports_at_once_write_every_entry_once(store_url, tmp_path) -> None:
+    """Two shells import overlapping run directories into one store at the same time."""
+    import subprocess
+    import sys
+
+    where = tmp_path / "runs"
+    where.mkdir()
+    dirs = [
+        str(run_directory(where, i, {"alpha": scoring(i % 12), "beta": scoring(3)}, model=f"{CKPT}/step-{i}"))
+        for i in range(1, 11)
+    ]
+    command = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "history", "import"]
+    shells = [
+        subprocess.Popen([*command, *part, "--results-url", store_url], stderr=subprocess.PIPE, text=True)
+        for part in (dirs[:7], dirs[3:])
+    ]
+    for shell in shells:
+        _, err = shell.communicate(timeout=300)
+        assert shell.returncode == 0, err
+    store = open_store(store_url)
+    found = store.entries()
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT count(*) FROM entries")).scalar()
+    store.close()
+    assert rows == len(found) == 20
+    assert sorted((e.step, e.benchmark) for e in found) == [(i, b) for i in range(1, 11) for b in ("alpha", "beta")]

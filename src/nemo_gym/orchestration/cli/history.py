@@ -47,7 +47,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "A directory that cannot be read is refused on one line, and the others are imported. Exits 1 when any is refused.",
     )
     imported.add_argument("directories", nargs="+", metavar="DIR", help="a run's directory (<output_path>/<run id>)")
-    imported.add_argument("--results-url", metavar="URL", help=URL_HELP)
+    # Given before or after `import` alike: unset here, it leaves the value given before it.
+    imported.add_argument("--results-url", metavar="URL", default=argparse.SUPPRESS, help=URL_HELP)
     imported.set_defaults(handler=import_directories)
 
 

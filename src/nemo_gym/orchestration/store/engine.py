@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alembic.util import CommandError
 from sqlalchemy import Engine, and_, create_engine, delete, event, insert, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import index_dir
@@ -142,9 +143,15 @@ def open_store(url: str | None = None) -> Store:
     engine = _engine(url)
     try:
         upgrade(engine)
-    except (OperationalError, DBAPIError) as exc:
+    except DBAPIError as exc:
         engine.dispose()
         raise UserError(f"cannot reach the results store {shown_url(url)} ({_reason(exc)}): {FIX}") from None
+    except CommandError as exc:  # its schema is one this version has no migration for: a newer one's
+        engine.dispose()
+        raise UserError(
+            f"the results store {shown_url(url)} has a schema this version does not know ({_reason(exc)}): "
+            f"upgrade gym-orchestration to read it, or name another store with --results-url"
+        ) from None
     return Store(engine, url)
 
 

@@ -24,21 +24,16 @@ def alembic_config() -> Config:
 
 
 def upgrade(engine: Engine, revision: str = HEAD) -> None:
-    """The schema at ``revision`` (the newest by default)."""
+    """The schema at ``revision`` (the newest by default). A database that cannot be reached fails
+    at once (``engine.connect``); an upgrade that lost a race with another process's is tried again."""
     for tries_left in range(UPGRADE_TRIES - 1, -1, -1):
-        try:
-            with engine.begin() as conn:
-                config = alembic_config()
-                config.attributes["connection"] = conn
-                command.upgrade(config, revision)
-            return
-        except DBAPIError as exc:
-            if not tries_left or exc.connection_invalidated or _unreachable(exc):
-                raise
-
-
-def _unreachable(exc: DBAPIError) -> bool:
-    """Whether the database could not be reached at all (no point trying again)."""
-    from sqlalchemy.exc import OperationalError
-
-    return isinstance(exc, OperationalError) and "already exists" not in str(exc)
+        with engine.connect() as conn:
+            try:
+                with conn.begin():
+                    config = alembic_config()
+                    config.attributes["connection"] = conn
+                    command.upgrade(config, revision)
+                return
+            except DBAPIError:
+                if not tries_left:
+                    raise
