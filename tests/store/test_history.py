@@ -317,3 +317,10 @@ def test_two_imports_at_once_write_every_entry_once(store_url, tmp_path) -> None
     store.close()
     assert rows == len(found) == 20
     assert sorted((e.step, e.benchmark) for e in found) == [(i, b) for i in range(1, 11) for b in ("alpha", "beta")]
+
+
+@pytest.mark.parametrize("option", ["--model-prefix", "--sweep", "--benchmark"])
+def test_a_filter_no_database_can_compare_is_refused_naming_the_option(option, store_url, capsys) -> None:
+    code, out, err = cli(capsys, "--results-url", store_url, option, "/ckpt/a\x00b")
+    assert (code, out) == (1, "")
+    assert err == f"error: {option}: no store holds a NUL or bytes that were not UTF-8; give the name as written\n"

@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import index_dir
 from nemo_gym.orchestration.results import RunResults
-from nemo_gym.orchestration.store.entry import Entry, entry_problem, storable
+from nemo_gym.orchestration.store.entry import Entry, entry_problem, keepable_text, storable
 from nemo_gym.orchestration.store.schema import entries
 
 URL_VARIABLE = "GYM_RESULTS_URL"
@@ -96,6 +96,13 @@ class Store:
     def entries(self, selection: Selection | None = None) -> list[Entry]:
         """The selected entries, each run's benchmark at its latest attempt, oldest first."""
         selection = selection or Selection()
+        for option, value in (("--model-prefix", selection.model_prefix), ("--sweep", selection.sweep_id)):
+            if value is not None and not keepable_text(value):
+                raise UserError(
+                    f"{option}: no store holds a NUL or bytes that were not UTF-8; give the name as written"
+                )
+        if not all(keepable_text(name) for name in selection.benchmarks):
+            raise UserError("--benchmark: no store holds a NUL or bytes that were not UTF-8; give the name as written")
         query = select(entries)
         if selection.model_prefix:
             prefix = selection.model_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -78,17 +78,19 @@ def entry_problem(entry: Entry) -> str | None:
         limit = getattr(column.type, "length", None)
         if limit is not None and len(value) > limit:
             return f"its {column.name} is {len(value)} characters long, over the store's {limit}"
-        if "\x00" in value or _not_utf8(value):
+        if not keepable_text(value):
             return f"its {column.name} holds a NUL or bytes that were not UTF-8"
     return None
 
 
-def _not_utf8(text: str) -> bool:
+def keepable_text(text: str) -> bool:
+    """Whether every database keeps (and compares with) ``text`` as it is: PostgreSQL refuses NUL,
+    and a lone surrogate (a byte that was not UTF-8) cannot be sent to it."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return False
+    return "\x00" not in text
 
 
 def entries_of(run: RunResults, training_step: int | None = None) -> list[Entry]:
