@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backends", ("backends", "backends.*", "connection")),
     ("render", ("render", "stage", "otel")),
     ("validation", ("validate", "preflight")),
-    ("records", ("*",)),  # record, submission, observe, results, comparison, gate, view, ...
+    ("records", ("*",)),  # record, submission, observe, results, comparison, gate, view, store, ...
     ("library", ("library", "library.*")),
     ("cli", ("cli", "cli.*")),
 ]  # fmt: skip

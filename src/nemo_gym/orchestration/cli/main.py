@@ -98,6 +98,7 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
         compare,
         export,
         gate,
+        history,
         info,
         logs,
         plan,
@@ -130,6 +131,7 @@ def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
         export,
         watch,
         view,
+        history,
     ):
         verb.register(eval_verbs)
     return parser

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         status_json,
     )
     from nemo_gym.orchestration.library.reading_logs import LogRequest, RunLog, follow_logs, logs
+    from nemo_gym.orchestration.library.remembering import History, HistoryImport, history, import_runs
     from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
     from nemo_gym.orchestration.library.selecting import Selection, select, select_run
     from nemo_gym.orchestration.library.submitting import (
@@ -105,6 +106,8 @@ _HOMES = {
     "ExportResult": "nemo_gym.orchestration.library.exporting",
     "GateOutcome": "nemo_gym.orchestration.gate",
     "GatePolicy": "nemo_gym.orchestration.gate",
+    "History": "nemo_gym.orchestration.library.remembering",
+    "HistoryImport": "nemo_gym.orchestration.library.remembering",
     "JobStatus": "nemo_gym.orchestration.observe",
     "LogRequest": "nemo_gym.orchestration.library.reading_logs",
     "Plan": "nemo_gym.orchestration.recovery",
@@ -139,7 +142,9 @@ _HOMES = {
     "follow_logs": "nemo_gym.orchestration.library.reading_logs",
     "gate": "nemo_gym.orchestration.library.gating",
     "headline": "nemo_gym.orchestration.library.present_results",
+    "history": "nemo_gym.orchestration.library.remembering",
     "hours_text": "nemo_gym.orchestration.library.present",
+    "import_runs": "nemo_gym.orchestration.library.remembering",
     "info": "nemo_gym.orchestration.library.describing",
     "info_json": "nemo_gym.orchestration.library.describing",
     "job_kind": "nemo_gym.orchestration.library.submitting",
@@ -249,6 +254,11 @@ __all__ = [
     "WatchEvent",
     "WatchSettings",
     "watch_checkpoints",
+    # the results store: gym eval history
+    "History",
+    "HistoryImport",
+    "history",
+    "import_runs",
     # logs, cancel, export
     "CancelReport",
     "ExportResult",

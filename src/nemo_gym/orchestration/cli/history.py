@@ -1,0 +1,137 @@
+"""``gym eval history``: every result in one store, read across runs, sweeps and users: the
+leaderboard of checkpoints (in step order) x benchmarks with the suite mean, the best checkpoint
+per benchmark and over the suite; ``gym eval history import DIR...`` writes run directories' results into it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long_words
+from nemo_gym.orchestration.display import echo
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.library import History, HistoryImport
+
+URL_HELP = (
+    "the results store's database URL (default: $GYM_RESULTS_URL, else results.sqlite beside the local index); "
+    "a team's: postgresql+psycopg://USER@HOST/DB"
+)
+CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
+# A model's path shown in the matrix: its two ends when longer (--json has it whole).
+MODEL_SHOWN = 80
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "history",
+        help="every run's results in one store: checkpoints x benchmarks, the best of each",
+        description="The leaderboard of the results store: a row per checkpoint (in step order), a column per "
+        "benchmark (each cell the newest run's mean reward over tasks), the suite mean, and the best checkpoint "
+        "per benchmark and over the suite. `gym eval history import DIR...` writes run directories into the store.",
+    )
+    p.add_argument("--results-url", metavar="URL", help=URL_HELP)
+    p.add_argument("--model-prefix", metavar="PATH", help="only checkpoints whose model path starts with PATH")
+    p.add_argument("--sweep", metavar="SWEEP_ID", help="only the runs of this sweep")
+    p.add_argument("--benchmark", action="append", metavar="NAME", help="only this benchmark (repeatable)")
+    shown = p.add_mutually_exclusive_group()
+    add_json_flag(shown, "the matrix, the suite means and the best checkpoints")
+    shown.add_argument("--csv", action="store_true", help="print the matrix as CSV (a row per checkpoint)")
+    p.set_defaults(handler=show_history)
+    actions = p.add_subparsers(dest="history_action", metavar="import")
+    imported = actions.add_parser(
+        "import",
+        help="write run directories' results into the store",
+        description="Each run directory's finished benchmarks read (as gym eval results DIR reads them) and "
+        "written into the store, replacing what an earlier import of the same run, benchmark and attempt wrote. "
+        "A directory that cannot be read is refused on one line, and the others are imported. Exits 1 when any is refused.",
+    )
+    imported.add_argument("directories", nargs="+", metavar="DIR", help="a run's directory (<output_path>/<run id>)")
+    # Given before or after `import` alike: unset here, it leaves the value given before it.
+    imported.add_argument("--results-url", metavar="URL", default=argparse.SUPPRESS, help=URL_HELP)
+    imported.set_defaults(handler=import_directories)
+
+
+def import_directories(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.library import import_runs
+
+    report = import_runs(args.directories, args.results_url)
+    echo(import_text(report))
+    for line in report.refused:  # a directory named by 100,000 characters is named by its two ends
+        echo(f"refused {without_long_words(line)}", err=True)
+    return 1 if report.refused else 0
+
+
+def import_text(report: HistoryImport) -> str:
+    lines = [f"imported {without_long_words(line)}" for line in report.written]
+    lines.append(f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} written to {report.store}")
+    return "\n".join(lines)
+
+
+def show_history(args: argparse.Namespace) -> int:
+    from nemo_gym.orchestration.library import history
+
+    found = history(args.results_url, model_prefix=args.model_prefix, sweep=args.sweep, benchmarks=args.benchmark)
+    if args.json:
+        print(found.to_json())
+    elif args.csv:
+        echo(found.board.to_csv().rstrip("\n"))
+    else:
+        echo(history_text(found))
+    return 0
+
+
+def history_text(found: History) -> str:
+    """The matrix, each benchmark's best cell starred, the best checkpoints named, the regressions."""
+    board = found.board
+    if not board.checkpoints:
+        return "The store holds no entry of this selection; gym eval history import DIR... adds run directories"
+    best = {b: board.best(b) for b in board.benchmarks}
+    rows = []
+    for c in board.checkpoints:
+        cells = [_cell(c.value(b), best[b] is c) for b in board.benchmarks]
+        rows.append(
+            [
+                _short(c.model),
+                "-" if c.step is None else str(c.step),
+                *cells,
+                _cell(c.suite_mean(board.benchmarks), False),
+            ]
+        )
+    lines = [
+        "Each cell: the newest run's mean over tasks; *: the best of its benchmark; SUITE: the mean over every benchmark",
+        table(["MODEL", "STEP", *board.benchmarks, "SUITE"], rows),
+    ]
+    lines += [f"best {b}: {_short(c.model)} ({_cell(c.value(b), False)})" for b, c in best.items() if c is not None]
+    top = board.best_over_suite()
+    if top is not None:
+        lines.append(
+            f"best over the suite: {_short(top.model)} (mean {_cell(top.suite_mean(board.benchmarks), False)})"
+        )
+    return "\n".join(lines + regressions_lines(found))
+
+
+def regressions_lines(found: History) -> list[str]:
+    how = (
+        f"each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks judged "
+        f"together ({CORRECTION_NAMES[found.correction.value]}, alpha {found.alpha:g})"
+    )
+    if not found.regressions:
+        return [f"regressions: none flagged ({how})"]
+    lines = [f"regressions ({how}):"]
+    for r in found.regressions:
+        lines.append(
+            f"  {r.benchmark} at {_short(r.checkpoint.model)}: {r.delta:+.4f} against {_short(r.against.model)} "
+            f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} benchmark(s))"
+        )
+    return lines
+
+
+def _cell(value: float | None, starred: bool) -> str:
+    return "-" if value is None else f"{value:.4f}{'*' if starred else ''}"
+
+
+def _short(label: str) -> str:
+    if len(label) <= MODEL_SHOWN:
+        return label
+    return f"{label[: MODEL_SHOWN // 2 - 2]}...{label[-(MODEL_SHOWN // 2 - 1) :]}"

@@ -1,0 +1,1 @@
+"""The store's schema versions, oldest first (each names the one before it)."""

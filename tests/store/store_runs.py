@@ -1,0 +1,65 @@
+"""Real run directories for the store's tests: the quickstart's NeMo Gym run (tests/data/quickstart-run)
+copied, given its own run id, model, sweep and submit time, its one benchmark copied under other
+names, and each benchmark's per-task rewards set as the test says."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from nemo_gym.orchestration import contract
+
+REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
+REAL_BENCHMARK = "answer-judge"
+REAL_JOB = "local-2cedc5-1"
+TASKS = 12
+
+
+def run_directory(
+    where: Path,
+    number: int,
+    rewards: dict[str, list[float]],
+    *,
+    model: str | None = None,
+    sweep_id: str | None = None,
+    training_step: int | None = None,
+    provenance: str | None = None,
+) -> Path:
+    """Run number ``number`` (its id and submit time follow from it) under ``where``, its benchmarks
+    the keys of ``rewards``, each task's reward the list's."""
+    run_id = f"gym-job-20261201T{number // 3600:02d}{number // 60 % 60:02d}{number % 60:02d}Z-{number:06x}"
+    run_dir = where / run_id
+    shutil.copytree(REAL_RUN, run_dir)
+    real = run_dir / REAL_BENCHMARK
+    record = json.loads((run_dir / contract.RECORD_FILE).read_text())
+    jobs = []
+    for k, (benchmark, scores) in enumerate(rewards.items(), 1):
+        if benchmark != REAL_BENCHMARK:
+            shutil.copytree(real, run_dir / benchmark)
+        _set_rewards(run_dir / benchmark / contract.ROLLOUTS_FILE, scores)
+        job_id = f"local-{number:06x}-{k}"
+        # The real job's own records (its state, its events: its wall time), under this job's id.
+        (run_dir / benchmark / ".gym" / REAL_JOB).rename(run_dir / benchmark / ".gym" / job_id)
+        if provenance is not None:
+            (run_dir / benchmark / contract.PROVENANCE_FILE).write_text(provenance)
+        jobs.append({"benchmark": benchmark, "job_dir": str(run_dir / benchmark), "job_id": job_id})
+    if REAL_BENCHMARK not in rewards:
+        shutil.rmtree(real)
+    record.update(gym_job_id=run_id, run_dir=str(run_dir), benchmarks=jobs, model=model, sweep_id=sweep_id)
+    record["submitted_at"] = f"2026-12-01T00:00:{number % 60:02d}.{number:03d}Z"
+    (run_dir / contract.RECORD_FILE).write_text(json.dumps(record))
+    if training_step is not None:
+        (run_dir / contract.RESOLVED_CONFIG_FILE).write_text(f"job:\n  training_step: {training_step}\n")
+    return run_dir
+
+
+def _set_rewards(rollouts: Path, scores: list[float]) -> None:
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    rows = [{**row, "reward": scores[row["_ng_task_index"]]} for row in rows]
+    rollouts.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def scoring(ones: int) -> list[float]:
+    """Rewards of 1 on the first ``ones`` tasks, 0 on the rest: a mean of ones / 12."""
+    return [1.0 if task < ones else 0.0 for task in range(TASKS)]
