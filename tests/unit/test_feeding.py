@@ -135,10 +135,15 @@ def test_a_sweep_past_the_limit_queues_the_first_of_each_lane_and_tells_each_job
     runs = [r.gym_job_id for r in submission.records]
     assert [b.fed_by for b in jobs] == [None, None, f"{runs[0]}/a", f"{runs[0]}/b", f"{runs[1]}/a", f"{runs[1]}/b"]
     nexts = {b.job_dir: (Path(b.job_dir) / contract.LANE_NEXT_FILE) for b in jobs}
-    assert nexts[jobs[0].job_dir].read_text() == jobs[2].job_dir + "\n"
-    assert nexts[jobs[2].job_dir].read_text() == jobs[4].job_dir + "\n"
-    assert nexts[jobs[1].job_dir].read_text() == jobs[3].job_dir + "\n"
+    # Each pointer: the next job, then the feeder staged once, in the submission's first run.
+    feeder = Path(submission.records[0].run_dir) / contract.LANE_FEEDER_DIR
+    assert nexts[jobs[0].job_dir].read_text() == f"{jobs[2].job_dir}\n{feeder}\n"
+    assert nexts[jobs[2].job_dir].read_text() == f"{jobs[4].job_dir}\n{feeder}\n"
+    assert nexts[jobs[1].job_dir].read_text() == f"{jobs[3].job_dir}\n{feeder}\n"
     assert not nexts[jobs[4].job_dir].exists() and not nexts[jobs[5].job_dir].exists()
+    assert (feeder / contract.SHIPPED_DIR / "nemo_gym/orchestration/lane_feed.py").is_file()
+    assert (feeder / contract.SHIPPED_DIR / "nemo_gym/orchestration/backends/slurm_node.py").is_file()
+    assert not (Path(submission.records[1].run_dir) / contract.LANE_FEEDER_DIR).exists()
     # The run directory's own record says so too (status reads either).
     on_cluster = load_record((Path(submission.records[1].run_dir) / contract.RECORD_FILE).read_text())
     assert [b.fed_by for b in on_cluster.benchmarks] == [f"{runs[0]}/a", f"{runs[0]}/b"]

@@ -16,6 +16,7 @@ A run directory::
       .gym-submitted            one line per job queued (the submit command's answer), as it happens
       .gym-runner.pid           (local backend) the runner's pid
       run-local.sh              (local backend) runs the jobs one after another
+      .gym-lane-feeder/         (a submission in lanes, its first run) what queues each lane's next job
       shared-deployment/        (job.deployment: shared) the one job's own directory
       <benchmark>/              a job directory:
         job.sh                  the batch script
@@ -46,6 +47,9 @@ SUBMITTED_LOG = ".gym-submitted"
 RUNNER_PID_FILE = ".gym-runner.pid"
 LOCAL_RUNNER_SCRIPT = "run-local.sh"
 SHARED_DEPLOYMENT_DIR = "shared-deployment"
+# A submission dealt into lanes (``feeding``): the program every job of it runs to queue the next
+# of its lane (``lane_feed``), staged once, in its first run's directory.
+LANE_FEEDER_DIR = ".gym-lane-feeder"
 
 
 # -- words ---------------------------------------------------------------------------------------
@@ -118,7 +122,8 @@ OTEL_DIR = "otel"
 COLLECTOR_CONFIG_FILE = "otel/collector.yaml"
 MARKERS_DIR = ".gym"
 CHAIN_FILE = ".gym/chain"
-# A job of a lane: the directory of the job it queues as it starts (``feeding``).
+# A job of a lane: the directory of the job it queues as it starts (``feeding``), then the
+# directory its feeder is staged in (``LANE_FEEDER_DIR`` of the submission's first run).
 LANE_NEXT_FILE = ".gym/lane-next"
 CHAIN_CANCELLED_FILE = ".gym/cancelled"
 # What the job really ran, as its nodes saw it: ``key=value`` lines (``gym_version``,
@@ -440,8 +445,8 @@ RECORD_NO_SUCCESSOR = "nosuccessor"
 RECORD_VERDICT = "verdict"
 RECORD_END = "end"
 RECORD_RESUBMIT = "resubmit"
-# A job of a lane (``feeding``), queued by the job before it: fed <id> <by job> <epoch>; or
-# unfed <by job> <what the scheduler said> when it refused.
+# A job of a lane (``feeding``), queued by the job before it (``lane_feed``): fed <id> <by job>
+# <epoch>; or unfed <by job> <what the scheduler said> when it refused.
 RECORD_FED = "fed"
 RECORD_UNFED = "unfed"
 FED_BY_RESUBMIT = "resubmit"  # a fed record's queuer when gym eval resubmit fed a stalled lane

@@ -77,6 +77,14 @@ def resume_files(run_id: str, resume: ResumePlan, backend: Backend) -> dict[str,
     return files | _shipped(Program.RESUME_JUDGE, f"backends.{backend.node_scheduler}")
 
 
+def lane_feeder_files(backend: Backend) -> dict[str, StagedFile]:
+    """What a submission in lanes stages once for its jobs to queue each lane's next job with
+    (``lane_feed``, through the backend's node module)."""
+    if backend.node_scheduler is None:
+        raise ValueError(f"the {backend.name} backend feeds no lanes")
+    return _shipped(Program.LANE_FEEDER, f"backends.{backend.node_scheduler}")
+
+
 def _shipped(program: Program, *more: str) -> dict[str, StagedFile]:
     return {rel: StagedFile(text) for rel, text in shipping.staged(program, *more).items()}
 

@@ -227,6 +227,10 @@ class Scheduler(Protocol):
 
     def cancel(self, job_id: str) -> None: ...
 
+    def queue_after(self, job_script: str, me: str) -> tuple[str | None, str]:
+        """Queue ``job_script`` to start once job ``me`` has ended, however it ended (a lane's
+        next job, ``lane_feed``): as ``queue_successor``."""
+
 
 def load_scheduler(module: str) -> Scheduler:
     """The ``NodeScheduler`` of a backend's node module (``backends/<module>.py``, shipped with this one)."""

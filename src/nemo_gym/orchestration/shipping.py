@@ -48,6 +48,8 @@ class Program(Enum):
     SAMPLES = ("samples", (*_WORDS, "samples"))
     PROJECTION = ("rollout_projection", (*_WORDS, "rollout_projection"))
     GATEWAY = ("gateway.ray_serve_gateway", ("gateway.ray_serve_gateway",))
+    # A lane's job queuing the next of its lane (plus its backend's node module, ``staged``).
+    LANE_FEEDER = ("lane_feed", (*_WORDS, "chain", "resume", "lane_feed"))
     SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node
     # A warm lane's weights switch, and the guard its vLLM server imports (``--middleware``).
     WEIGHTS = ("weights", ("contract", "untrusted", "facts", "reload_guard", "weights"))

@@ -28,7 +28,7 @@ from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.feeding import Lanes, plan_lanes
 from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
-from nemo_gym.orchestration.render import StagedRun, backend_context, render_template
+from nemo_gym.orchestration.render import StagedFile, StagedRun, backend_context, lane_feeder_files, render_template
 
 EXIT_MISSING_MOUNTS = 3
 EXIT_RUN_DIR_EXISTS = 4
@@ -45,15 +45,22 @@ class QueuedJob:
     fed_by: str | None = None  # queued later by the job of this benchmark (``run/benchmark``), in its lane
 
 
-def _tarball(staged: StagedRun) -> str:
-    """The staged files as base64 of a tar.gz, the same bytes for the same files: the gzip header's
-    time is 0 (tarfile's "w:gz" writes the clock's, so two renders a second apart differed)."""
+def _lane_feeder(run: RunToSubmit) -> dict[str, StagedFile]:
+    """The lane feeder's tree, under the run directory, with its backend's node module."""
+    files = lane_feeder_files(backend_named(run.plan.backend))
+    return {f"{contract.LANE_FEEDER_DIR}/{rel}": staged for rel, staged in files.items()}
+
+
+def _tarball(staged: StagedRun, more: dict[str, StagedFile]) -> str:
+    """The staged files (and ``more``) as base64 of a tar.gz, the same bytes for the same files:
+    the gzip header's time is 0 (tarfile's "w:gz" writes the clock's, so two renders a second apart
+    differed)."""
     buffer = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed,
         tarfile.open(fileobj=compressed, mode="w") as tar,
     ):
-        for rel, staged_file in sorted(staged.files.items()):
+        for rel, staged_file in sorted((staged.files | more).items()):
             data = staged_file.content.encode()
             info = tarfile.TarInfo(rel)
             info.size = len(data)
@@ -84,14 +91,22 @@ def submission_script(runs: list[RunToSubmit], packing: Packing | None = None) -
     units = submitted_units(plans)
     fed = {} if lanes is None else {units[j][1].job_dir: label(*units[b]) for j, b in lanes.fed_by().items()}
     links = [] if lanes is None else [(units[b][1].job_dir, units[n][1].job_dir) for b, n in lanes.next_of().items()]
+    feeder = f"{plans[0].run_dir}/{contract.LANE_FEEDER_DIR}" if links else ""
     return render_template(
         "submission.sh.j2",
         # Each distinct mount source once; the script stops before writing anything if one is missing.
         mount_sources=list(dict.fromkeys(pair for plan in plans for pair in plan.mount_sources)),
         absent_parents=_parents_deepest_first(plans),
-        runs=[{"run_dir": run.plan.run_dir, "tarball": _tarball(run.staged)} for run in runs],
+        runs=[
+            {
+                "run_dir": run.plan.run_dir,
+                "tarball": _tarball(run.staged, _lane_feeder(run) if i == 0 and links else {}),
+            }
+            for i, run in enumerate(runs)
+        ],
         # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
         lane_links=links,
+        lane_feeder=feeder,
         queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports, fed, packing.together),
         exit_missing_mounts=EXIT_MISSING_MOUNTS,
         exit_run_dir_exists=EXIT_RUN_DIR_EXISTS,

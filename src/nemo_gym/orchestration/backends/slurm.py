@@ -133,6 +133,8 @@ class SlurmBackend(Backend):
             "task_id_variable": _TASK_ID_VARIABLE,
             "job_id_ere": _JOB_ID_ERE,
             "host_program": shipping.inline(Program.SCHEDULER_HOST),
+            "lane_feeder_run": shipping.launch_words(Program.LANE_FEEDER, tree='"$gym_feeder"'),
+            "node_scheduler": self.node_scheduler,
             "unanswered": _UNANSWERED,
         }
 

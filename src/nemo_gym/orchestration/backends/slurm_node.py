@@ -1,13 +1,14 @@
 """Slurm's words, and the few Slurm commands a job runs on its node: the one place they are spelled.
 
 Read by the Slurm backend on the submitting machine (status, cancel, the job's TERM handling) and
-by the resume judge on the node (``NodeScheduler``: what Slurm says of a job, queue a successor,
-cancel one). Stdlib only, Python 3.8 syntax: staged into resumable jobs as ``steps/slurm_node.py``
-beside ``resume.py`` and ``contract.py``, and imported there by the node's ``python3``.
+by the resume judge and a lane's feeder on the node (``NodeScheduler``: what Slurm says of a job,
+queue a successor or a lane's next job, cancel one). Stdlib only, Python 3.8 syntax: shipped with
+``resume.py`` and ``lane_feed.py`` (``shipping``), and imported there by the node's ``python3``.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 
@@ -105,10 +106,13 @@ def successor_id(sbatch_stdout: str) -> str | None:
 
 # -- the resume judge's scheduler, on the node --------------------------------------------------------
 
+# A job's own variables (job.sh exports them), never handed down to a job it queues.
+_THIS_JOBS_VARIABLES = (c.ENV_JOB_DIR, c.ENV_JOB_ID, c.ENV_NODES, c.ENV_ATTEMPT)
 
-def _run(argv: Sequence[str]) -> tuple[int, str, str]:
+
+def _run(argv: Sequence[str], cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True)
+        proc = subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd, env=env)
     except OSError as exc:
         return 127, "", str(exc)
     return proc.returncode, proc.stdout, proc.stderr
@@ -138,6 +142,19 @@ class NodeScheduler:
         """Queue ``job_script`` to run only if job ``me`` ends badly: (its id or None, what sbatch said)."""
         rc, out, err = _run(
             ["sbatch", "--parsable", f"--dependency=afternotok:{me}", "--kill-on-invalid-dep=yes", job_script, me]
+        )
+        found = successor_id(out) if rc == 0 else None
+        return found, " ".join((out + " " + err).split())
+
+    def queue_after(self, job_script: str, me: str) -> tuple[str | None, str]:
+        """Queue ``job_script`` (a lane's next job) to start once job ``me`` has ended, however it
+        ended: (its id or None, what sbatch said). It runs from its own directory, without this
+        job's variables: the next job sets its own."""
+        env = {k: v for k, v in os.environ.items() if k not in _THIS_JOBS_VARIABLES}
+        rc, out, err = _run(
+            ["sbatch", "--parsable", f"--dependency=afterany:{me}", job_script],
+            cwd=os.path.dirname(job_script),
+            env=env,
         )
         found = successor_id(out) if rc == 0 else None
         return found, " ".join((out + " " + err).split())

@@ -34,37 +34,14 @@ if [ -e "$(gym_state_dir)/pid" ]; then
     gym_requeued=$gym_attempt
 fi
 GYM_ATTEMPT=$gym_requeued
-# A job of a lane queues the next of its lane now, to start once this one has ended.
 gym_feed_lane() {
-    local next='' out rc id tries hops=0
-    IFS= read -r next 2>/dev/null <"$GYM_JOB_DIR/.gym/lane-next"
-    while [ -n "$next" ] && [ -e "$next/.gym/cancelled" ] && [ "$hops" -lt 10000 ]; do
-        hops=$((hops + 1))
-        gym_log "the next job of this lane ($next) was cancelled: passing it over"
-        out=''
-        IFS= read -r out 2>/dev/null <"$next/.gym/lane-next"
-        next=$out
-    done
-    [ -n "$next" ] && [ -f "$next/job.sh" ] || return 0
-    grep -qE "^(fed|unfed)"$'\t' "$next/.gym/chain" 2>/dev/null && return 0
-    # Where its id is written: a lane's last job has no marker directory of its own yet.
-    mkdir -p "$next/.gym" || return 0
-    for tries in 1 2 3; do
-        # Not this job's variables: the next job sets its own.
-        out=$(cd "$next" && env -u GYM_JOB_DIR -u GYM_JOB_ID -u GYM_NODES -u GYM_ATTEMPT \
-            sbatch --parsable --dependency="afterany:$GYM_JOB_ID" "$next/job.sh" 2>&1)
-        rc=$?
-        id=${out##*$'\n'}
-        id=${id%%;*}
-        if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+$ ]]; then
-            printf 'fed\t%s\t%s\t%(%s)T\n' "$id" "$GYM_JOB_ID" -1 >>"$next/.gym/chain"
-            gym_log "queued job $id, the next of this job's lane ($next)"
-            return 0
-        fi
-        [ "$tries" -lt 3 ] && sleep 10
-    done
-    printf 'unfed\t%s\t%s\n' "$GYM_JOB_ID" "${out//[$'\t\r\n']/ }" >>"$next/.gym/chain"
-    gym_log "WARNING: could not queue the next job of this lane ($next): $out"
+    local gym_feeder=''
+    { IFS= read -r gym_feeder && IFS= read -r gym_feeder; } 2>/dev/null <"$GYM_JOB_DIR/.gym/lane-next" || return 0
+    if ! command -v python3 >/dev/null 2>&1; then
+        gym_log "WARNING: no python3 on this node: the next job of this lane is not queued (gym eval resubmit queues it)"
+        return 0
+    fi
+    python3 -E -s "$gym_feeder"/steps/py/gym_run.py nemo_gym.orchestration.lane_feed --scheduler slurm_node || gym_log "WARNING: the lane feeder failed (exit status $?)"
 }
 gym_feed_lane
 mkdir -p logs artifacts "$(gym_state_dir)/exit" "$(gym_state_dir)/ready" "$(gym_state_dir)/why"
