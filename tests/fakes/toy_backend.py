@@ -1,15 +1,12 @@
 """A third backend, for tests only: ``toyq``, an imaginary batch queue with three commands
-(``toyq submit SCRIPT`` prints a job id, ``toyq show ID`` prints ``waiting``, ``running`` or
+(``toyq submit SCRIPT`` prints a job id, queued by its template's ``queue_runs``, ``toyq show ID`` prints ``waiting``, ``running`` or
 ``done``, ``toyq kill ID``). It is what a new scheduler takes: this module, its template
 (``templates/backend-toy.sh.j2`` beside it) and one line in the registry (test_seam.py)."""
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends.base import (
     Backend,
     JobProbe,
@@ -22,7 +19,7 @@ from nemo_gym.orchestration.contract import Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
-    from nemo_gym.orchestration.plan.model import Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import Launch
 
 
 class ToyBackend(Backend):
@@ -43,14 +40,6 @@ class ToyBackend(Backend):
 
     def node_host(self, node: int) -> str:
         return "localhost"
-
-    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
-        lines = []
-        for job in plan.submitted_jobs:
-            script = shlex.quote(f"{job.job_dir}/{contract.JOB_SCRIPT}")
-            marker = shlex.quote(f"{contract.JOB_MARKER}{job.benchmark}")
-            lines.append(f'out=$(toyq submit {script} 2>&1); printf \'%s:%s:%s\\n\' {marker} "$?" "$out"')
-        return lines
 
     def describe(self, answer: list[str]) -> SchedulerView:
         word = answer[0] if answer else ""

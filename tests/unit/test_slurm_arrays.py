@@ -4,6 +4,7 @@ running are tests/cluster/test_arrays.py's."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from dataclasses import replace
@@ -39,8 +40,10 @@ def job(i: int, options: tuple = SHAPE) -> JobPlan:
     )
 
 
-def units(jobs: list[JobPlan], exports: tuple[str, ...] = ()) -> list[tuple[JobPlan, tuple[str, ...]]]:
-    return [(j, exports) for j in jobs]
+def units(
+    jobs: list[JobPlan], secrets: tuple[tuple[str, str], ...] = ()
+) -> list[tuple[JobPlan, tuple[tuple[str, str], ...]]]:
+    return [(j, secrets) for j in jobs]
 
 
 def test_jobs_of_one_shape_go_as_one_array_whose_tasks_are_the_jobs_in_order() -> None:
@@ -92,8 +95,8 @@ def test_jobs_slurm_would_treat_apart_never_share_an_array() -> None:
     found = arrays(units(jobs), {}, 1001)
     assert [a.home for a in found] == ["/r/0", "/r/100"]
     # Another run's secrets: another array (a task gets its array's environment).
-    apart = arrays(units(jobs[:ARRAYS_FROM], ("export A=1",)) + units(jobs[ARRAYS_FROM:]), {}, 1001)
-    assert [a.exports for a in apart] == [("export A=1",), ()]
+    apart = arrays(units(jobs[:ARRAYS_FROM], (("A", "1"),)) + units(jobs[ARRAYS_FROM:]), {}, 1001)
+    assert [a.secrets for a in apart] == [(("A", "1"),), ()]
 
 
 def test_a_heterogeneous_resumable_fed_or_own_array_job_is_never_a_task() -> None:
@@ -118,11 +121,44 @@ def test_every_job_is_in_at_most_one_array_in_order_within_the_size(count: int, 
 
 
 def array_script() -> str:
-    from nemo_gym.orchestration.backends.slurm import _array_lines
+    from nemo_gym.orchestration.backends.slurm import _array_to_queue
 
     [array] = arrays(units([job(i) for i in range(ARRAYS_FROM)]), {}, 1001)
-    lines = "\n".join(_array_lines(0, array, SlurmBackend().template_vars()))
-    return lines.split("<<'GYM_ARRAY_EOF'\n", 1)[1].split("\nGYM_ARRAY_EOF", 1)[0] + "\n"
+    return _array_to_queue(array, SlurmBackend().template_vars()).script_text + "\n"
+
+
+# What sbatch may answer an array's submission (site plugins say more before the id; a federated
+# cluster adds ";cluster"), and the id the submission reads from it, with its status.
+SBATCH_ANSWERS = [
+    ("1234\n", 0, "1234", 0),
+    ("1234;cluster\n", 0, "1234", 0),
+    ("note: job shaped by the site plugin\n1234\n", 0, "1234", 0),
+    ("1234\r\n\n", 0, "1234", 0),
+    ("Submitted batch job 1234", 0, "1234", 0),
+    ("", 0, "", 1),  # no id said: refused, whatever sbatch's status
+    ("sbatch: error: Batch job submission failed", 1, "", 1),
+    ("12a4\n", 0, "", 1),
+]
+
+
+@pytest.mark.parametrize(("said", "status", "found", "rc"), SBATCH_ANSWERS)
+def test_the_array_s_id_is_the_last_word_sbatch_said_digits_only(said, status, found, rc, tmp_path) -> None:
+    """The submission's lines for one array, run by bash with a stand-in sbatch."""
+    from nemo_gym.orchestration.backends.base import QueueRequest
+    from nemo_gym.orchestration.backends.slurm import _array_to_queue
+    from nemo_gym.orchestration.templating import _environment
+
+    [array] = arrays(units([job(i) for i in range(ARRAYS_FROM)], (("TOKEN", "s3cret"),)), {}, 1001)
+    queued = replace(_array_to_queue(array, SlurmBackend().template_vars()), home=str(tmp_path / "h"))
+    queued = replace(queued, manifest=str(tmp_path / "m"), script=str(tmp_path / "a.sh"))
+    backend = (
+        _environment().get_template("backend-slurm.sh.j2").make_module({"backend_vars": SlurmBackend().template_vars()})
+    )
+    lines = str(backend.queue_runs(QueueRequest((), (queued,))))
+    stand_in = f'sbatch() {{ [ "$TOKEN" = s3cret ] && printf %s {shlex.quote(said)}; return {status}; }}\n'
+    script = stand_in + lines + '\nprintf "%s|%s" "$gym_array_id_0" "$gym_array_rc_0"\n'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert proc.stdout == f"{found}|{rc}", proc.stderr
 
 
 def test_the_array_script_picks_its_task_s_job_directory_and_is_bash_and_shellcheck_clean(tmp_path) -> None:

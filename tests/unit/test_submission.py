@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
@@ -49,7 +50,9 @@ def test_secrets_are_in_the_script_on_stdin_not_in_staged_files(base, monkeypatc
     staged = render_run(build_plan(config, "gym-job-20260101T000000Z-abcdef"))
     carrier = next(iter(staged.plan.secrets))
     script = submission_script([RunToSubmit(staged, {carrier: "abc'def"})])
-    assert f"export {carrier}='abc'\"'\"'def'" in script
+    [export] = [line for line in script.splitlines() if line.startswith(f"export {carrier}=")]
+    said = subprocess.run(["bash", "-c", f'{export}; printf %s "${carrier}"'], capture_output=True, text=True)
+    assert said.stdout == "abc'def"
     assert all("abc'def" not in f.content for f in staged.files.values())
 
 

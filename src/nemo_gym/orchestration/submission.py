@@ -17,13 +17,12 @@ import gzip
 import io
 import posixpath
 import re
-import shlex
 import tarfile
 from dataclasses import dataclass
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import Backend, backend_named
-from nemo_gym.orchestration.backends.base import QueueDemand, run_marker_line
+from nemo_gym.orchestration.backends.base import QueueDemand
 from nemo_gym.orchestration.connection import Connection
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.feeding import Lanes, plan_lanes
@@ -87,11 +86,13 @@ def submission_script(runs: list[RunToSubmit], packing: Packing | None = None) -
     packing = packing or Packing()
     lanes = packing.lanes
     plans = [run.plan for run in runs]
-    exports = [[f"export {name}={shlex.quote(value)}" for name, value in run.secrets.items()] for run in runs]
+    secrets = [tuple(run.secrets.items()) for run in runs]
     units = submitted_units(plans)
     fed = {} if lanes is None else {units[j][1].job_dir: label(*units[b]) for j, b in lanes.fed_by().items()}
     links = [] if lanes is None else [(units[b][1].job_dir, units[n][1].job_dir) for b, n in lanes.next_of().items()]
     feeder = f"{plans[0].run_dir}/{contract.LANE_FEEDER_DIR}" if links else ""
+    # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
+    backend = backend_named(plans[0].backend)
     return render_template(
         "submission.sh.j2",
         # Each distinct mount source once; the script stops before writing anything if one is missing.
@@ -104,10 +105,10 @@ def submission_script(runs: list[RunToSubmit], packing: Packing | None = None) -
             }
             for i, run in enumerate(runs)
         ],
-        # One backend queues them all: the library refuses runs of several kinds before (library.prepare).
         lane_links=links,
         lane_feeder=feeder,
-        queue_lines=backend_named(plans[0].backend).submit_runs_lines(plans, exports, fed, packing.together),
+        queue=backend.queue_request(plans, secrets, fed, packing.together),
+        **backend_context(backend),
         exit_missing_mounts=EXIT_MISSING_MOUNTS,
         exit_run_dir_exists=EXIT_RUN_DIR_EXISTS,
         exit_run_dir_unwritable=EXIT_RUN_DIR_UNWRITABLE,
@@ -304,10 +305,8 @@ def per_benchmark(plan: RunPlan, results: list[QueuedJob]) -> list[QueuedJob]:
 def recover_results(conn: Connection, runs: list[StagedRun]) -> list[list[QueuedJob]]:
     """After a lost connection: what each run directory says was queued, in one script."""
     plans = [staged.plan for staged in runs]
-    lines = []
-    for plan in plans:
-        lines += [run_marker_line(plan), f"cat {shlex.quote(f'{plan.run_dir}/{contract.SUBMITTED_LOG}')} 2>/dev/null"]
-    parts = split_by_run(conn.run_script("\n".join(lines) + "\ntrue\n").stdout, [plan.run_id for plan in plans])
+    script = render_template("recover-submitted.sh.j2", runs=plans)
+    parts = split_by_run(conn.run_script(script).stdout, [plan.run_id for plan in plans])
     answers = [[_lost_unless_queued(plan, r) for r in _parse(plan, parts[plan.run_id])] for plan in plans]
     return answered_by_hosts(plans, answers)
 

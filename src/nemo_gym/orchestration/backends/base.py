@@ -9,9 +9,8 @@ else — the plan, the job scripts, the probes' own files, the record — is sha
 from __future__ import annotations
 
 import re
-import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -34,6 +33,37 @@ class QueueDemand:
 
     run_id: str
     facts: dict[str, str]
+
+
+# A run's secrets, as its jobs are given them where they are queued: (name, value) pairs.
+Secrets = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class JobToQueue:
+    """One job of a submission, as its backend's template queues it."""
+
+    unit: str
+    job_dir: str
+    fed_by: str | None = None  # queued later, by this job of its lane (``run/benchmark``)
+    array_task: tuple[int, int] | None = None  # (array k, task i): queued with an array, before
+    words: Mapping[str, str] = field(default_factory=dict)  # its backend's own words for it
+
+
+@dataclass(frozen=True)
+class RunToQueue:
+    run_id: str
+    run_dir: str
+    secrets: Secrets
+    jobs: tuple[JobToQueue, ...]
+
+
+@dataclass(frozen=True)
+class QueueRequest:
+    """Everything a submission queues, as pure data for the backend's ``queue_runs`` macro."""
+
+    runs: tuple[RunToQueue, ...]
+    arrays: tuple[object, ...] = ()  # what its backend queues first, for jobs that say ``array_task``
 
 
 @dataclass(frozen=True)
@@ -212,26 +242,33 @@ class Backend(ABC):
 
     # -- submission -------------------------------------------------------------------------------
 
-    @abstractmethod
-    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
-        """Bash that queues every submitted job once the run directory is in place, printing one
-        ``contract.JOB_MARKER<benchmark>:<status>:<output>`` line per job; a job ``fed`` names
-        (``submit_runs_lines``) is not queued, and its line's status is ``contract.FED_STATUS``."""
-
-    def submit_runs_lines(
-        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None, together: int = 1
-    ) -> list[str]:
-        """Bash that queues the jobs of several runs (a sweep's; often just one) once their
-        directories are in place: each run's job lines after a ``contract.RUN_MARKER<run id>``
-        line, in a subshell that exports only that run's secrets (``exports``, per run). By
-        default each run is queued as it would be alone. ``fed``: the jobs (by job directory) not
+    def queue_request(
+        self, plans: list[RunPlan], secrets: list[Secrets], fed: Mapping[str, str] | None = None, together: int = 1
+    ) -> QueueRequest:
+        """What its template's ``queue_runs`` macro queues, once the runs' directories are in
+        place (a sweep's runs; often just one): each run's jobs, each run's secrets (``secrets``,
+        per run: exported only where its jobs are queued). ``fed``: the jobs (by job directory) not
         queued now, because the job named (``run/benchmark``) queues them as it starts
         (``feeding``; only a backend that ``feeds_lanes`` is given any). ``together``: the most
-        jobs the scheduler takes in one call (``most_queued_together``)."""
-        lines = []
-        for plan, export in zip(plans, exports):
-            lines += run_block(plan, export, self.submit_lines(plan, fed or {}))
-        return lines
+        jobs the scheduler takes in one call (``most_queued_together``). The macro prints one
+        ``contract.RUN_MARKER<run id>`` line per run, then one
+        ``contract.JOB_MARKER<benchmark>:<status>:<output>`` line per job (``queue.sh.j2``), a
+        fed job's status ``contract.FED_STATUS``."""
+        fed = fed or {}
+        runs = tuple(
+            RunToQueue(
+                plan.run_id,
+                plan.run_dir,
+                run_secrets,
+                tuple(self.job_to_queue(plan, job, fed.get(job.job_dir)) for job in plan.submitted_jobs),
+            )
+            for plan, run_secrets in zip(plans, secrets)
+        )
+        return QueueRequest(runs)
+
+    def job_to_queue(self, plan: RunPlan, job: JobPlan, fed_by: str | None) -> JobToQueue:
+        """One job as its template's ``queue_runs`` queues it (a backend adds its own words)."""
+        return JobToQueue(job.unit, job.job_dir, fed_by)
 
     # -- site limits ------------------------------------------------------------------------------
 
@@ -347,28 +384,3 @@ def own_process_group_line(launch: Launch) -> str:
     its output in its log."""
     log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
     return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'
-
-
-def run_block(plan: RunPlan, export: Sequence[str], job_lines: Sequence[str]) -> list[str]:
-    """Bash: a run's part of a submission, its jobs queued in a subshell with its own secrets; a run
-    with none to queue itself (a guest of another run's shared job) gets a no-op, since an empty
-    subshell is a syntax error (fatal inside the submission's one brace group)."""
-    return [run_marker_line(plan), "(", *export, *(job_lines or [":"]), ")"]
-
-
-def run_marker_line(plan: RunPlan) -> str:
-    """Bash: the line that opens a run's part of a submission's output."""
-    return f"printf '%s\\n' {shlex.quote(contract.RUN_MARKER + plan.run_id)}"
-
-
-def job_answer_lines(plan: RunPlan, unit: str) -> list[str]:
-    """Bash: a queued job's answer, ``contract.JOB_MARKER<unit>:$rc:$out`` with ``$out`` made one
-    line in place, kept in the run's submitted log as it happens (a lost connection is recovered
-    from it) and printed."""
-    log = shlex.quote(f"{plan.run_dir}/{contract.SUBMITTED_LOG}")
-    return [
-        f"printf -v line '%s%s:%s:%s' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(unit)} "
-        '"$rc" "${out//$\'\\n\'/ }"',
-        f"printf '%s\\n' \"$line\" >>{log}",
-        "printf '%s\\n' \"$line\"",
-    ]

@@ -29,8 +29,8 @@ from nemo_gym.orchestration.backends.base import (
     Backend,
     JobProbe,
     JobState,
+    JobToQueue,
     SchedulerView,
-    job_answer_lines,
     own_process_group_line,
     recorded_outcome,
     running_state,
@@ -157,18 +157,10 @@ class KubernetesBackend(Backend):
     def queue_facts(self, job: JobPlan) -> dict[str, str]:
         return Settings.of(job).where()
 
-    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
-        lines = []
-        for job in plan.submitted_jobs:
-            manifest = shlex.quote(f"{job.job_dir}/{contract.JOB_MANIFEST}")
-            flags = " ".join(kubectl_flags(Settings.of(job).where()))
-            lines += [
-                f"out=$(timeout {APPLY_TIMEOUT_SECONDS} kubectl {flags} apply -f {manifest} 2>&1); rc=$?",
-                # Its name is its id; a refusal is kubectl's own words.
-                f'[ "$rc" -ne 0 ] || out={shlex.quote(job_name(plan, job))}',
-                *job_answer_lines(plan, job.unit),
-            ]
-        return lines
+    def job_to_queue(self, plan: RunPlan, job: JobPlan, fed_by: str | None) -> JobToQueue:
+        # Its name is its id (a refusal is kubectl's own words); where it goes, kubectl's flags.
+        words = {"name": job_name(plan, job), "flags": " ".join(kubectl_flags(Settings.of(job).where()))}
+        return JobToQueue(job.unit, job.job_dir, fed_by, words=words)
 
     def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
         return {job.unit: sum(step_gpus(plan, step.service) for step in job.steps) for job in plan.submitted_jobs}
@@ -198,6 +190,7 @@ class KubernetesBackend(Backend):
             "deadline_env": DEADLINE_ENV,
             "deadline_margin": DEADLINE_MARGIN_SECONDS,
             "job_id_ere": self.job_id_pattern,
+            "apply_timeout": APPLY_TIMEOUT_SECONDS,
         }
 
 

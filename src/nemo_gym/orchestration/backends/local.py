@@ -16,16 +16,16 @@ from nemo_gym.orchestration.backends.base import (
     Backend,
     JobProbe,
     JobState,
+    JobToQueue,
     RequeuedJob,
     own_process_group_line,
     recorded_outcome,
-    run_marker_line,
     running_state,
 )
 from nemo_gym.orchestration.contract import Phase, Status
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.plan.model import Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
     from nemo_gym.orchestration.record import SubmissionRecord
 
 RUNNER_FACT = "runner"
@@ -61,35 +61,10 @@ class LocalBackend(Backend):
     def requeued_id(self, first_id: str, attempt: int) -> str:
         return f"{first_id}.{attempt}"
 
-    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
-        # Detached from this command: the run goes on after `gym eval submit` returns.
-        runner = shlex.quote(f"{plan.run_dir}/{contract.LOCAL_RUNNER_SCRIPT}")
-        return [f"setsid nohup bash {runner} >/dev/null 2>&1 </dev/null &", *_job_marker_lines(plan)]
-
-    def submit_runs_lines(
-        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None, together: int = 1
-    ) -> list[str]:
-        # The runs of a sweep go one after another, like a run's benchmarks (they would share the
-        # machine's ports and GPUs): one detached chain starts each run's runner when the one
-        # before has ended, each with only its own secrets. The chain's text reaches its bash
-        # through a pipe from a builtin, so the secrets in it are in no file and no process's
-        # arguments. Until its turn a run's jobs read as queued, and its runner pid file names
-        # the chain, which is alive while the run is still to come.
-        if len(plans) == 1:
-            return super().submit_runs_lines(plans, exports)
-        chain = []
-        for plan, export in zip(plans, exports):
-            runner = shlex.quote(f"{plan.run_dir}/{contract.LOCAL_RUNNER_SCRIPT}")
-            chain.append(f"( {'; '.join([*export, f'bash {runner}'])} ) >/dev/null 2>&1 </dev/null")
-        lines = [f"gym_chain={shlex.quote(chr(10).join(chain))}"]
-        for plan in plans[1:]:
-            lines += _queued_behind_lines(plan)
-        lines += ["printf '%s\\n' \"$gym_chain\" | setsid nohup bash -s >/dev/null 2>&1 &", "gym_chain_pid=$!"]
-        for plan in plans[1:]:
-            lines.append(f'echo "$gym_chain_pid" >{shlex.quote(f"{plan.run_dir}/{contract.RUNNER_PID_FILE}")}')
-        for plan in plans:
-            lines += [run_marker_line(plan), *_job_marker_lines(plan)]
-        return lines
+    def job_to_queue(self, plan: RunPlan, job: JobPlan, fed_by: str | None) -> JobToQueue:
+        # No scheduler to answer: its id is the one given in advance, its runner the run's.
+        words = {"local_id": job.local_job_id, "state_dir": f"{job.job_dir}/{contract.state_dir(job.local_job_id)}"}
+        return JobToQueue(job.unit, job.job_dir, fed_by, words=words)
 
     def probe_tail(self, record: SubmissionRecord) -> list[str]:
         pid = shlex.quote(f"{record.run_dir}/{contract.RUNNER_PID_FILE}")
@@ -130,25 +105,6 @@ def runner_script(run_id: str, run_dir: str, jobs: list, resubmitted: bool = Fal
     return render_template(
         "run-local.sh.j2", run_id=run_id, run_dir=run_dir, jobs=jobs, lock_path=LOCAL_RUN_LOCK, resubmitted=resubmitted
     )
-
-
-def _job_marker_lines(plan: RunPlan) -> list[str]:
-    return [
-        f"printf '%s%s:0:%s\\n' {shlex.quote(contract.JOB_MARKER)} {shlex.quote(job.unit)} {job.local_job_id}"
-        for job in plan.submitted_jobs
-    ]
-
-
-def _queued_behind_lines(plan: RunPlan) -> list[str]:
-    """A later run's jobs, queued until its runner starts (which writes its own queued state)."""
-    lines = []
-    for job in plan.submitted_jobs:
-        state_dir = f"{job.job_dir}/{contract.state_dir(job.local_job_id)}"
-        state = f"{contract.STATE_KEYS[0]}={Phase.QUEUED}\\n{contract.STATE_KEYS[1]}=waiting for the runs before it"
-        lines.append(
-            f"mkdir -p {shlex.quote(state_dir)} && printf '{state}\\n' >{shlex.quote(state_dir + '/' + contract.STATE_FILE)}"
-        )
-    return lines
 
 
 def visible_gpus(environ: Mapping[str, str] = os.environ) -> int:

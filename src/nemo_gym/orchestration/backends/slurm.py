@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract, shipping
@@ -17,10 +17,10 @@ from nemo_gym.orchestration.backends.base import (
     JobProbe,
     JobState,
     QueueDemand,
+    QueueRequest,
     SchedulerView,
-    job_answer_lines,
+    Secrets,
     recorded_outcome,
-    run_block,
     running_state,
     self_recorded_end,
     unanswered_state,
@@ -174,51 +174,21 @@ class SlurmBackend(Backend):
 
     # -- submission -------------------------------------------------------------------------------
 
-    def submit_runs_lines(
-        self, plans: list[RunPlan], exports: list[list[str]], fed: Mapping[str, str] | None = None, together: int = 1
-    ) -> list[str]:
+    def queue_request(
+        self, plans: list[RunPlan], secrets: list[Secrets], fed: Mapping[str, str] | None = None, together: int = 1
+    ) -> QueueRequest:
         # The jobs of one shape go as job arrays (slurm_arrays), queued first; each run's part then
         # tells its tasks' ids as it tells a single job's.
         fed = fed or {}
-        units = [(job, tuple(export)) for plan, export in zip(plans, exports) for job in plan.submitted_jobs]
-        lines: list[str] = []
-        tasks: dict[str, tuple[int, int]] = {}
-        for k, array in enumerate(slurm_arrays.arrays(units, fed, together)):
-            lines += _array_lines(k, array, self.template_vars())
-            tasks.update({job_dir: (k, i) for i, job_dir in enumerate(array.job_dirs)})
-        for plan, export in zip(plans, exports):
-            lines += run_block(plan, export, self._job_lines(plan, fed, tasks))
-        return lines
-
-    def submit_lines(self, plan: RunPlan, fed: Mapping[str, str]) -> list[str]:
-        return self._job_lines(plan, fed, {})
-
-    def _job_lines(self, plan: RunPlan, fed: Mapping[str, str], tasks: Mapping[str, tuple[int, int]]) -> list[str]:
-        # Builtins where they do (a sweep of 300 runs is 600 of these): one mkdir for the run,
-        # sbatch's answer made one line in place.
-        # The markers directory too, where a cancel marks the job before it starts.
-        logs = " ".join(
-            shlex.quote(f"{job.job_dir}/{name}")
-            for job in plan.submitted_jobs
-            for name in (contract.LOGS_DIR, contract.MARKERS_DIR)
+        units = [(job, run_secrets) for plan, run_secrets in zip(plans, secrets) for job in plan.submitted_jobs]
+        found = slurm_arrays.arrays(units, fed, together)
+        tasks = {job_dir: (k, i) for k, array in enumerate(found) for i, job_dir in enumerate(array.job_dirs)}
+        request = super().queue_request(plans, secrets, fed, together)
+        runs = tuple(
+            replace(run, jobs=tuple(replace(job, array_task=tasks.get(job.job_dir)) for job in run.jobs))
+            for run in request.runs
         )
-        lines = [f"mkdir -p {logs}"] if logs else []
-        for job in plan.submitted_jobs:
-            if job.job_dir in fed:
-                # Queued by the job before it in its lane, as that one starts (feed_lane).
-                lines.append(f"out={shlex.quote(fed[job.job_dir])}; rc={contract.FED_STATUS}")
-            elif job.job_dir in tasks:
-                k, task = tasks[job.job_dir]
-                # A task of array k, queued already: its id is the array's with the task's index.
-                lines.append(
-                    f'out=$gym_array_out_{k}; rc=$gym_array_rc_{k}; [ "$rc" -ne 0 ] || out="${{gym_array_id_{k}}}_{task}"'
-                )
-            else:
-                lines.append(
-                    f"out=$(sbatch --parsable {shlex.quote(job.job_dir + '/' + contract.JOB_SCRIPT)} 2>&1); rc=$?"
-                )
-            lines += job_answer_lines(plan, job.unit)
-        return lines
+        return QueueRequest(runs, tuple(_array_to_queue(array, self.template_vars()) for array in found))
 
     # -- site limits ------------------------------------------------------------------------------
 
@@ -380,11 +350,21 @@ class SlurmBackend(Backend):
 _TASK_ID_VARIABLE = "GYM_ARRAY_TASK_JOB_ID"
 
 
-def _array_lines(k: int, array: slurm_arrays.Array, backend_vars: dict[str, object]) -> list[str]:
-    """Bash: array k's script and manifest written into its first task's job directory, then the
-    array queued with its runs' secrets; sets gym_array_out_k, gym_array_rc_k and gym_array_id_k
-    (the array's id, empty when refused)."""
-    home = f"{array.home}/{contract.MARKERS_DIR}"
+@dataclass(frozen=True)
+class ArrayToQueue:
+    """One job array as the template queues it: its script (rendered) and manifest written into
+    its first task's job directory, then one sbatch with its runs' secrets."""
+
+    home: str  # where its script and manifest are written
+    script: str
+    manifest: str
+    script_text: str
+    job_dirs: tuple[str, ...]
+    indices: str
+    secrets: Secrets
+
+
+def _array_to_queue(array: slurm_arrays.Array, backend_vars: dict[str, object]) -> ArrayToQueue:
     script, manifest = (f"{array.home}/{name}" for name in (slurm_arrays.ARRAY_SCRIPT, slurm_arrays.ARRAY_MANIFEST))
     text = render_template(
         "slurm-array.sh.j2",
@@ -394,23 +374,8 @@ def _array_lines(k: int, array: slurm_arrays.Array, backend_vars: dict[str, obje
         manifest=manifest,
         task_log=contract.job_log("${SLURM_ARRAY_JOB_ID}_${gym_task}"),
     )
-    dirs = " ".join(shlex.quote(d) for d in array.job_dirs)
-    # The runs' secrets (``export NAME=VALUE`` lines) given to this sbatch alone.
-    secrets = [line.removeprefix("export ") for line in array.exports]
-    queue = " ".join([*secrets, f"sbatch --parsable --array={array.indices} {shlex.quote(script)}"])
-    unwritten = shlex.quote(f"could not write the job array script {script}")
-    return [
-        f"if mkdir -p {shlex.quote(home)} && printf '%s\\n' {dirs} >{shlex.quote(manifest)} &&",
-        f"  cat >{shlex.quote(script)} <<'GYM_ARRAY_EOF'\n{text.rstrip()}\nGYM_ARRAY_EOF",
-        "then",
-        f"  gym_array_out_{k}=$({queue} 2>&1); gym_array_rc_{k}=$?",
-        "else",
-        f"  gym_array_out_{k}={unwritten}; gym_array_rc_{k}=1",
-        "fi",
-        # The id is the last word (site plugins may say more before it), without ";cluster"; digits only.
-        f'gym_array_id_{k}=$(printf \'%s\\n\' "$gym_array_out_{k}" | awk \'NF {{ last = $NF }} END {{ sub(/;.*/, "", last); sub(/\\r$/, "", last); print last }}\')',
-        f'[[ $gym_array_id_{k} =~ ^[0-9]+$ ]] || {{ gym_array_id_{k}=""; [ "$gym_array_rc_{k}" -ne 0 ] || gym_array_rc_{k}=1; }}',
-    ]
+    home = f"{array.home}/{contract.MARKERS_DIR}"
+    return ArrayToQueue(home, script, manifest, text.rstrip(), array.job_dirs, array.indices, array.secrets)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ ARRAY_LOG_PATTERN = f"{contract.MARKERS_DIR}/array-%A_%a.out"
 _PER_JOB_OPTIONS = frozenset({"job-name", "chdir", "output"})
 
 Directives = tuple[tuple[str, str | None], ...]
+Secrets = tuple[tuple[str, str], ...]  # a run's, (name, value): ``backends.base.Secrets``
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Array:
 
     options: Directives
     job_dirs: tuple[str, ...]
-    exports: tuple[str, ...]  # the secrets its jobs' runs export (the same for all of them)
+    secrets: tuple[tuple[str, str], ...]  # its jobs' runs' secrets, (name, value) (the same for all of them)
     throttle: int | None = None  # at most this many of its tasks at once (job.max_concurrent)
 
     @property
@@ -66,29 +67,29 @@ class Array:
         return self.job_dirs[0]
 
 
-def arrays(units: Sequence[tuple[JobPlan, tuple[str, ...]]], fed: Mapping[str, str], most: int) -> list[Array]:
-    """The arrays the jobs ``units`` (each with its run's secrets exports) are queued in, in the
+def arrays(units: Sequence[tuple[JobPlan, Secrets]], fed: Mapping[str, str], most: int) -> list[Array]:
+    """The arrays the jobs ``units`` (each with its run's secrets) are queued in, in the
     order of their first jobs: the jobs of each shape with at least ``ARRAYS_FROM`` of them (a
     sharded benchmark's shards: from two), in arrays of at most ``most`` (the site's MaxArraySize)
     and at least two; a job in none is queued on its own. ``fed``: the jobs of lanes (by directory)."""
     if most < 2:
         return []
-    shapes: dict[tuple[Directives, tuple[str, ...], str | None, int | None], list[str]] = {}
-    for job, exports in units:
+    shapes: dict[tuple[Directives, Secrets, str | None, int | None], list[str]] = {}
+    for job, secrets in units:
         if _arrayable(job, fed):
             # A sharded benchmark's shards are an array of their own, however few.
             shards_of = job.shard.bench_dir if job.shard is not None else None
-            key = (shape(job.directives[0]), exports, shards_of, job.max_concurrent)
+            key = (shape(job.directives[0]), secrets, shards_of, job.max_concurrent)
             shapes.setdefault(key, []).append(job.job_dir)
     found = []
-    for (options, exports, shards_of, throttle), dirs in shapes.items():
+    for (options, secrets, shards_of, throttle), dirs in shapes.items():
         # Throttled jobs go as arrays however few (the throttle is the array's).
         if len(dirs) < (2 if shards_of is not None or throttle else ARRAYS_FROM):
             continue
         for start in range(0, len(dirs), most):
             chunk = tuple(dirs[start : start + most])
             if len(chunk) > 1:
-                found.append(Array(_array_options(options, chunk), chunk, exports, throttle))
+                found.append(Array(_array_options(options, chunk), chunk, secrets, throttle))
     place = {job.job_dir: i for i, (job, _) in enumerate(units)}
     return sorted(found, key=lambda a: place[a.home])
 

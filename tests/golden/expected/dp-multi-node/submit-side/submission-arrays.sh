@@ -42,7 +42,9 @@ then
 else
   gym_array_out_0='could not write the job array script /lustre/runs/gym-job-20260101T000000Z-000000/b1/.gym/array.sh'; gym_array_rc_0=1
 fi
-gym_array_id_0=$(printf '%s\n' "$gym_array_out_0" | awk 'NF { last = $NF } END { sub(/;.*/, "", last); sub(/\r$/, "", last); print last }')
+gym_array_id_0=${gym_array_out_0%"${gym_array_out_0##*[![:space:]]}"}
+gym_array_id_0=${gym_array_id_0##*[[:space:]]}
+gym_array_id_0=${gym_array_id_0%%;*}
 [[ $gym_array_id_0 =~ ^[0-9]+$ ]] || { gym_array_id_0=""; [ "$gym_array_rc_0" -ne 0 ] || gym_array_rc_0=1; }
 printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
 (
