@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.library.remembering import History, HistoryImport, history, import_runs
     from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
     from nemo_gym.orchestration.library.selecting import Selection, select, select_run
+    from nemo_gym.orchestration.library.storing import feed_store, feed_store_of
     from nemo_gym.orchestration.library.submitting import (
         Prepared,
         PreparedRun,
@@ -139,6 +140,8 @@ _HOMES = {
     "environment_token": "nemo_gym.orchestration.library.viewing",
     "estimate_text": "nemo_gym.orchestration.library.present",
     "export": "nemo_gym.orchestration.library.exporting",
+    "feed_store": "nemo_gym.orchestration.library.storing",
+    "feed_store_of": "nemo_gym.orchestration.library.storing",
     "follow_logs": "nemo_gym.orchestration.library.reading_logs",
     "gate": "nemo_gym.orchestration.library.gating",
     "headline": "nemo_gym.orchestration.library.present_results",
@@ -257,6 +260,8 @@ __all__ = [
     # the results store: gym eval history
     "History",
     "HistoryImport",
+    "feed_store",
+    "feed_store_of",
     "history",
     "import_runs",
     # logs, cancel, export
