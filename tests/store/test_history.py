@@ -380,3 +380,33 @@ def test_a_long_model_path_is_shown_by_its_two_ends_and_json_keeps_it_whole(stor
     assert model not in out
     _, out, _ = cli(capsys, "--results-url", store_url, "--json")
     assert json.loads(out)["best"] == {"alpha": model}
+
+
+def test_a_benchmark_that_did_not_write_every_sample_is_stored_flagged_shown_marked_and_never_a_regression(
+    store_url, tmp_path, capsys
+) -> None:
+    """Step 200's alpha wrote 9 of its 12 samples, every one 0 against step 100's 1s: complete, a
+    drop like that is flagged (p 0.0039 on the 9 tasks both have); partial, it is stored as such,
+    shown with its 9/12, never the best, and not flagged."""
+    where = tmp_path / "runs"
+    where.mkdir()
+    first = run_directory(where, 1, {"alpha": scoring(12), "beta": scoring(6)}, model=f"{CKPT}/step-100")
+    second = run_directory(where, 2, {"alpha": scoring(0), "beta": scoring(6)}, model=f"{CKPT}/step-200")
+    rollouts = second / "alpha" / contract.ROLLOUTS_FILE
+    rows = [row for row in rollouts.read_text().splitlines() if json.loads(row)["_ng_task_index"] < 9]
+    rollouts.write_text("".join(row + "\n" for row in rows))
+    code, _, err = cli(capsys, "import", str(first), str(second), "--results-url", store_url)
+    assert (code, err) == (0, "")
+    store = open_store(store_url)
+    flags = {(e.step, e.benchmark): (e.complete, e.samples, e.expected_samples) for e in store.entries()}
+    store.close()
+    assert flags[(200, "alpha")] == (False, 9, 12) and flags[(100, "alpha")] == (True, 12, 12)
+    _, out, _ = cli(capsys, "--results-url", store_url)
+    lines = out.splitlines()
+    assert lines[1].startswith("(k/n): samples written of those expected, where a benchmark did not write them all")
+    assert lines[4].split() == [f"{CKPT}/step-200", "200", "0.0000", "(9/12)", "0.5000", "0.2500"]
+    assert f"best alpha: {CKPT}/step-100 (1.0000)" in lines
+    assert lines[-2].startswith("regressions: none flagged (")
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json")
+    doc = json.loads(out)
+    assert doc["regressions"] == [] and doc["checkpoints"][1]["complete"] == {"alpha": False, "beta": True}

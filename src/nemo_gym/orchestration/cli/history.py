@@ -11,11 +11,15 @@ from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.library import History, HistoryImport
+    from nemo_gym.orchestration.library import Checkpoint, History, HistoryImport
 
 URL_HELP = (
     "the results store's database URL (default: $GYM_RESULTS_URL, else results.sqlite beside the local index); "
     "a team's: postgresql+psycopg://USER@HOST/DB"
+)
+PARTIAL_LEGEND = (
+    "(k/n): samples written of those expected, where a benchmark did not write them all: never the best, never "
+    "judged a regression"
 )
 # A model's path shown: a run of more non-blank characters by its two ends (--json has it whole).
 MODEL_SHOWN = 80
@@ -88,7 +92,7 @@ def history_text(found: History) -> str:
     best = {b: board.best(b) for b in board.benchmarks}
     rows = []
     for c in board.checkpoints:
-        cells = [_cell(c.value(b), best[b] is c) for b in board.benchmarks]
+        cells = [_marked(c, b, best[b] is c) for b in board.benchmarks]
         rows.append(
             [
                 _model(c.model),
@@ -101,6 +105,8 @@ def history_text(found: History) -> str:
         "Each cell: the newest run's mean over tasks; *: the best of its benchmark; SUITE: the mean over every benchmark",
         table(["MODEL", "STEP", *board.benchmarks, "SUITE"], rows),
     ]
+    if any(c.partial(b) for c in board.checkpoints for b in board.benchmarks):
+        lines.insert(1, PARTIAL_LEGEND)
     lines += [f"best {b}: {_model(c.model)} ({_cell(c.value(b), False)})" for b, c in best.items() if c is not None]
     top = board.best_over_suite()
     if top is not None:
@@ -137,6 +143,16 @@ def detectable_line(found: History) -> str:
         f"{seen.smallest:.4f} on the most sensitive ({where}); {seen.power:.0%} of the time, at each checkpoint's level "
         f"(alpha over its benchmarks), as gym eval compare's DETECTABLE"
     )
+
+
+def _marked(checkpoint: Checkpoint, benchmark: str, starred: bool) -> str:
+    """A cell, and where its benchmark did not write every sample, how many it wrote: ``0.5000 (9/12)``."""
+    entry = checkpoint.cells.get(benchmark)
+    text = _cell(checkpoint.value(benchmark), starred)
+    if entry is None or not entry.partial:
+        return text
+    expected = "?" if entry.expected_samples is None else entry.expected_samples
+    return f"{text} ({entry.samples}/{expected})"
 
 
 def _cell(value: float | None, starred: bool) -> str:

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
     from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
     from nemo_gym.orchestration.stats import Correction
+    from nemo_gym.orchestration.store.history import Checkpoint
     from nemo_gym.orchestration.usage import Usage
 
 # Where each name lives.
@@ -98,6 +99,7 @@ _HOMES = {
     "BenchmarkResubmit": "nemo_gym.orchestration.library.resubmitting",
     "BenchmarkResult": "nemo_gym.orchestration.results",
     "CancelReport": "nemo_gym.orchestration.library.cancelling",
+    "Checkpoint": "nemo_gym.orchestration.store.history",
     "Combination": "nemo_gym.orchestration.library.composing",
     "Composition": "nemo_gym.orchestration.library.composing",
     "Correction": "nemo_gym.orchestration.stats",
@@ -258,6 +260,7 @@ __all__ = [
     "WatchSettings",
     "watch_checkpoints",
     # the results store: gym eval history
+    "Checkpoint",
     "History",
     "HistoryImport",
     "feed_store",

@@ -123,12 +123,13 @@ def judge(board: Leaderboard, alpha: float = DEFAULT_ALPHA, correction: Correcti
 
 def _tested(earlier: list[Checkpoint], checkpoint: Checkpoint, benchmark: str, alpha: float) -> _Tested | None:
     """``checkpoint`` against the best before it on ``benchmark``; None when there is nothing to
-    pair (no earlier value, no common task, or the two were asked different tasks)."""
+    pair (no earlier value, no common task, or the two were asked different tasks), or either side
+    did not write every sample (its missing tasks would read as a drop, or hide one)."""
     entry = checkpoint.cells.get(benchmark)
-    scored = [c for c in earlier if c.value(benchmark) is not None]
-    if entry is None or not entry.task_scores or not scored:
+    scored = [c for c in earlier if c.complete_value(benchmark) is not None]
+    if entry is None or entry.partial or not entry.task_scores or not scored:
         return None
-    best = max(scored, key=lambda c: c.value(benchmark) or 0.0)
+    best = max(scored, key=lambda c: c.complete_value(benchmark) or 0.0)
     base = best.cells[benchmark]
     if base.inputs_digest and entry.inputs_digest and base.inputs_digest != entry.inputs_digest:
         return None
