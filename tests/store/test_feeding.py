@@ -49,18 +49,18 @@ def a_run(tmp_path: Path, number: int = 1) -> Path:
     )
 
 
-@pytest.mark.parametrize("verb", ["results", "status"])
+@pytest.mark.parametrize("verb", [["results"], ["status"], ["status", "--watch", "--json"]])
 def test_a_final_run_read_is_written_once_and_again_only_when_its_results_change(
     verb, store_url, tmp_path, capsys, monkeypatch
 ) -> None:
     run = a_run(tmp_path)
     monkeypatch.setenv("GYM_RESULTS_URL", store_url)
-    code, out, err = gym(capsys, verb, str(run))
+    code, out, err = gym(capsys, *verb, str(run))
     assert err == ""
     run_id = run.name
     assert stored(store_url) == [(run_id, "alpha", 0.25), (run_id, "beta", 0.5)]
     emptied(store_url)
-    assert gym(capsys, verb, str(run)) == (code, out, "")  # the same output, and nothing written again
+    assert gym(capsys, *verb, str(run)) == (code, out, "")  # the same output, and nothing written again
     assert stored(store_url) == []
     (run / "alpha" / contract.ROLLOUTS_FILE).write_text(
         (run / "alpha" / contract.ROLLOUTS_FILE).read_text().replace('"reward": 0.0', '"reward": 1.0')
