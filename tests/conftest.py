@@ -28,6 +28,13 @@ _BASE: dict[str, Any] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_results_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Status and results feed the results store by themselves: a test not about the store writes
+    to none (tests/store turn it back on, each test its own)."""
+    monkeypatch.setenv("GYM_RESULTS_URL", "off")
+
+
 @pytest.fixture(params=["host", "mawk"])
 def each_awk(request, tmp_path_factory, monkeypatch) -> str:
     """Runs the test once with the host's awk (and gawk, which the scripts prefer where there is one)

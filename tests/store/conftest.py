@@ -17,8 +17,10 @@ POSTGRES_VARIABLE = "GYM_TEST_POSTGRES_URL"
 
 
 @pytest.fixture(autouse=True)
-def _own_index(own_index: Path) -> None:
-    """Every store test has its own local index, so the default store is its own too."""
+def _own_index(own_index: Path, _no_results_store: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every store test has its own local index, so the default store is its own too; the store is
+    on (the suite's other tests turn it off)."""
+    monkeypatch.delenv("GYM_RESULTS_URL", raising=False)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,51 @@ def test_imported_runs_make_the_leaderboard_in_step_order_with_the_best(store_ur
         f"best over the suite: {CKPT}/step-300 (mean 0.6250)",
         "regressions: none flagged (each checkpoint against the best before it, paired over tasks; a checkpoint's "
         "benchmarks judged together (Holm, alpha 0.05))",
+        "  the data could show drops of 0.5833 or more on each of the 4 pair(s) tested, 0.5833 on the most "
+        f"sensitive (alpha at {CKPT}/step-200); 80% of the time, at each checkpoint's level (alpha over its "
+        "benchmarks), as gym eval compare's DETECTABLE",
     ]
+
+
+def test_none_flagged_says_the_drop_it_could_have_seen_as_compare_does(store_url, tmp_path, capsys) -> None:
+    """Seeded per-task rewards (quarters) at two checkpoints, two benchmarks, no real change: none
+    flagged, and the drops it could have seen are those gym eval compare reports for the same pair
+    (its DETECTABLE, Holm over the same two benchmarks), the largest and the smallest."""
+    rng = random.Random(20261206)
+    where = tmp_path / "runs"
+    where.mkdir()
+    dirs = [
+        run_directory(
+            where,
+            i + 1,
+            {b: [rng.choice((0.0, 0.25, 0.5, 0.75, 1.0)) for _ in range(12)] for b in ("alpha", "beta")},
+            model=f"{CKPT}/step-{100 * (i + 1)}",
+        )
+        for i in range(2)
+    ]
+    cli(capsys, "import", *map(str, dirs), "--results-url", store_url)
+    code, out, _ = cli(capsys, "--results-url", store_url)
+    assert code == 0
+    assert main(["eval", "compare", str(dirs[0]), str(dirs[1]), "--json"]) == 0
+    compared = {b["benchmark"]: b["detectable_drop"] for b in json.loads(capsys.readouterr().out)["benchmarks"]}
+    least = min(compared, key=lambda b: compared[b])
+    assert compared["alpha"] != compared["beta"]
+    assert out.splitlines()[-2].startswith("regressions: none flagged (")
+    assert out.splitlines()[-1] == (
+        f"  the data could show drops of {max(compared.values()):.4f} or more on each of the 2 pair(s) tested, "
+        f"{compared[least]:.4f} on the most sensitive ({least} at {CKPT}/step-200); 80% of the time, at each "
+        "checkpoint's level (alpha over its benchmarks), as gym eval compare's DETECTABLE"
+    )
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json")
+    seen = json.loads(out)["detectable_drop"]
+    assert (seen["every_pair"], seen["smallest"], seen["pairs"]) == (max(compared.values()), compared[least], 2)
+
+
+def test_one_checkpoint_has_nothing_to_pair_and_says_so(store_url, tmp_path, capsys) -> None:
+    only = run_directory(tmp_path / "runs", 1, {"alpha": scoring(3)}, model=f"{CKPT}/step-1")
+    cli(capsys, "import", str(only), "--results-url", store_url)
+    _, out, _ = cli(capsys, "--results-url", store_url)
+    assert out.splitlines()[-1] == "  no pair to test: no checkpoint has one before it scored on the same tasks"
 
 
 def test_json_and_csv_carry_the_same_matrix(store_url, tmp_path, capsys) -> None:
@@ -324,3 +369,44 @@ def test_a_filter_no_database_can_compare_is_refused_naming_the_option(option, s
     code, out, err = cli(capsys, "--results-url", store_url, option, "/ckpt/a\x00b")
     assert (code, out) == (1, "")
     assert err == f"error: {option}: no store holds a NUL or bytes that were not UTF-8; give the name as written\n"
+
+
+def test_a_long_model_path_is_shown_by_its_two_ends_and_json_keeps_it_whole(store_url, tmp_path, capsys) -> None:
+    model = "/ckpt/" + "x" * 300 + "/step-1"
+    run = run_directory(tmp_path / "runs", 1, {"alpha": scoring(3)}, model=model)
+    cli(capsys, "import", str(run), "--results-url", store_url)
+    _, out, _ = cli(capsys, "--results-url", store_url)
+    assert f"best alpha: {model[:40]}...({len(model)} characters)...{model[-20:]} (0.2500)" in out.splitlines()
+    assert model not in out
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json")
+    assert json.loads(out)["best"] == {"alpha": model}
+
+
+def test_a_benchmark_that_did_not_write_every_sample_is_stored_flagged_shown_marked_and_never_a_regression(
+    store_url, tmp_path, capsys
+) -> None:
+    """Step 200's alpha wrote 9 of its 12 samples, every one 0 against step 100's 1s: complete, a
+    drop like that is flagged (p 0.0039 on the 9 tasks both have); partial, it is stored as such,
+    shown with its 9/12, never the best, and not flagged."""
+    where = tmp_path / "runs"
+    where.mkdir()
+    first = run_directory(where, 1, {"alpha": scoring(12), "beta": scoring(6)}, model=f"{CKPT}/step-100")
+    second = run_directory(where, 2, {"alpha": scoring(0), "beta": scoring(6)}, model=f"{CKPT}/step-200")
+    rollouts = second / "alpha" / contract.ROLLOUTS_FILE
+    rows = [row for row in rollouts.read_text().splitlines() if json.loads(row)["_ng_task_index"] < 9]
+    rollouts.write_text("".join(row + "\n" for row in rows))
+    code, _, err = cli(capsys, "import", str(first), str(second), "--results-url", store_url)
+    assert (code, err) == (0, "")
+    store = open_store(store_url)
+    flags = {(e.step, e.benchmark): (e.complete, e.samples, e.expected_samples) for e in store.entries()}
+    store.close()
+    assert flags[(200, "alpha")] == (False, 9, 12) and flags[(100, "alpha")] == (True, 12, 12)
+    _, out, _ = cli(capsys, "--results-url", store_url)
+    lines = out.splitlines()
+    assert lines[1].startswith("(k/n): samples written of those expected, where a benchmark did not write them all")
+    assert lines[4].split() == [f"{CKPT}/step-200", "200", "0.0000", "(9/12)", "0.5000", "0.2500"]
+    assert f"best alpha: {CKPT}/step-100 (1.0000)" in lines
+    assert lines[-2].startswith("regressions: none flagged (")
+    _, out, _ = cli(capsys, "--results-url", store_url, "--json")
+    doc = json.loads(out)
+    assert doc["regressions"] == [] and doc["checkpoints"][1]["complete"] == {"alpha": False, "beta": True}

@@ -318,14 +318,44 @@ _INDEX_NAME_RE = re.compile(rf"(?:{RUN_ID_RE.pattern}|{SWEEP_ID_RE.pattern})(?:[
 
 def write_observation(run_id: str, summary: str, spent: list[Spent] | None = None) -> None:
     """What ``status`` last saw of a run (best effort): its state for ``list`` to show without
-    asking, and what its successful jobs cost, for later submissions' estimates."""
+    asking, and what its successful jobs cost, for later submissions' estimates. What the results
+    store was last given of it (``stored_marks``) is kept."""
     document = {"state": summary, "at": now_utc(), "spent": [asdict(s) for s in spent or []]}
+    marks = stored_marks(run_id)
+    _write_observed(run_id, {**document, STORED_KEY: marks} if marks else document)
+
+
+def stored_marks(run_id: str) -> dict[str, str]:
+    """What the results store was last given of the run (``library.storing``'s digests), as its
+    observation keeps them; {} when never, or unreadable (the run is then written again)."""
+    marks = _observation(run_id).get(STORED_KEY)
+    if not isinstance(marks, dict):
+        return {}
+    return {k: v for k, v in marks.items() if isinstance(k, str) and isinstance(v, str) and len(v) <= 4096}
+
+
+def remember_stored(run_id: str, marks: dict[str, str]) -> None:
+    """The run's observation, its ``stored_marks`` now ``marks`` (best effort, like the rest)."""
+    _write_observed(run_id, {**_observation(run_id), STORED_KEY: marks})
+
+
+def _observation(run_id: str) -> dict[str, Any]:
+    try:
+        return untrusted.load_object_file(
+            index_dir() / OBSERVED_DIR / f"{run_id}.json", "observation", OBSERVATION_MAX_BYTES
+        )
+    except (untrusted.Unreadable, OSError):
+        return {}
+
+
+def _write_observed(run_id: str, document: dict[str, Any]) -> None:
     write_index_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", json.dumps(document) + "\n")
 
 
 # Observations read for an estimate: the newest, each bounded like any index file.
 SPENT_RUNS_READ = 2000
 OBSERVATION_MAX_BYTES = 64 * 1024
+STORED_KEY = "stored"
 
 
 def spent_history(limit: int = SPENT_RUNS_READ) -> list[Spent]:
@@ -366,10 +396,7 @@ def _finite(value: Any) -> bool:
 
 def last_observed(run_id: str) -> tuple[str, str] | None:
     """(state summary, when) as ``status`` last saw the run; None when never seen or unreadable."""
-    try:
-        data = untrusted.load_object_file(index_dir() / OBSERVED_DIR / f"{run_id}.json", "observation", 4096)
-    except untrusted.Unreadable:
-        return None
+    data = _observation(run_id)
     state, at = data.get("state"), data.get("at")
     return (state, at) if isinstance(state, str) and isinstance(at, str) else None
 

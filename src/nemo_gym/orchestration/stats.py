@@ -55,6 +55,11 @@ class Correction(str, Enum):
     BH = "bh"  # false discovery rate <= alpha (Benjamini-Hochberg): for exploring
     NONE = "none"  # each benchmark on its own
 
+    @property
+    def label(self) -> str:
+        """Its name as a sentence says it: ``Holm``, ``Benjamini-Hochberg``, ``no correction``."""
+        return {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}[self.value]
+
 
 MCNEMAR_EXACT = Test.MCNEMAR_EXACT
 PAIRED_T = Test.PAIRED_T

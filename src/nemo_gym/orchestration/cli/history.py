@@ -11,14 +11,17 @@ from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.library import History, HistoryImport
+    from nemo_gym.orchestration.library import Checkpoint, History, HistoryImport
 
 URL_HELP = (
     "the results store's database URL (default: $GYM_RESULTS_URL, else results.sqlite beside the local index); "
     "a team's: postgresql+psycopg://USER@HOST/DB"
 )
-CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
-# A model's path shown in the matrix: its two ends when longer (--json has it whole).
+PARTIAL_LEGEND = (
+    "(k/n): samples written of those expected, where a benchmark did not write them all: never the best, never "
+    "judged a regression"
+)
+# A model's path shown: a run of more non-blank characters by its two ends (--json has it whole).
 MODEL_SHOWN = 80
 
 
@@ -89,10 +92,10 @@ def history_text(found: History) -> str:
     best = {b: board.best(b) for b in board.benchmarks}
     rows = []
     for c in board.checkpoints:
-        cells = [_cell(c.value(b), best[b] is c) for b in board.benchmarks]
+        cells = [_marked(c, b, best[b] is c) for b in board.benchmarks]
         rows.append(
             [
-                _short(c.model),
+                _model(c.model),
                 "-" if c.step is None else str(c.step),
                 *cells,
                 _cell(c.suite_mean(board.benchmarks), False),
@@ -102,11 +105,13 @@ def history_text(found: History) -> str:
         "Each cell: the newest run's mean over tasks; *: the best of its benchmark; SUITE: the mean over every benchmark",
         table(["MODEL", "STEP", *board.benchmarks, "SUITE"], rows),
     ]
-    lines += [f"best {b}: {_short(c.model)} ({_cell(c.value(b), False)})" for b, c in best.items() if c is not None]
+    if any(c.partial(b) for c in board.checkpoints for b in board.benchmarks):
+        lines.insert(1, PARTIAL_LEGEND)
+    lines += [f"best {b}: {_model(c.model)} ({_cell(c.value(b), False)})" for b, c in best.items() if c is not None]
     top = board.best_over_suite()
     if top is not None:
         lines.append(
-            f"best over the suite: {_short(top.model)} (mean {_cell(top.suite_mean(board.benchmarks), False)})"
+            f"best over the suite: {_model(top.model)} (mean {_cell(top.suite_mean(board.benchmarks), False)})"
         )
     return "\n".join(lines + regressions_lines(found))
 
@@ -114,24 +119,45 @@ def history_text(found: History) -> str:
 def regressions_lines(found: History) -> list[str]:
     how = (
         f"each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks judged "
-        f"together ({CORRECTION_NAMES[found.correction.value]}, alpha {found.alpha:g})"
+        f"together ({found.correction.label}, alpha {found.alpha:g})"
     )
     if not found.regressions:
-        return [f"regressions: none flagged ({how})"]
+        return [f"regressions: none flagged ({how})", detectable_line(found)]
     lines = [f"regressions ({how}):"]
     for r in found.regressions:
         lines.append(
-            f"  {r.benchmark} at {_short(r.checkpoint.model)}: {r.delta:+.4f} against {_short(r.against.model)} "
+            f"  {r.benchmark} at {_model(r.checkpoint.model)}: {r.delta:+.4f} against {_model(r.against.model)} "
             f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} benchmark(s))"
         )
     return lines
+
+
+def detectable_line(found: History) -> str:
+    """How small a drop "none flagged" could have seen: compare's DETECTABLE, over every pair tested."""
+    seen = found.detectable
+    if seen is None:
+        return "  no pair to test: no checkpoint has one before it scored on the same tasks"
+    where = f"{seen.benchmark} at {_model(seen.checkpoint.model)}"
+    return (
+        f"  the data could show drops of {seen.every_pair:.4f} or more on each of the {seen.pairs} pair(s) tested, "
+        f"{seen.smallest:.4f} on the most sensitive ({where}); {seen.power:.0%} of the time, at each checkpoint's level "
+        f"(alpha over its benchmarks), as gym eval compare's DETECTABLE"
+    )
+
+
+def _marked(checkpoint: Checkpoint, benchmark: str, starred: bool) -> str:
+    """A cell, and where its benchmark did not write every sample, how many it wrote: ``0.5000 (9/12)``."""
+    entry = checkpoint.cells.get(benchmark)
+    text = _cell(checkpoint.value(benchmark), starred)
+    if entry is None or not entry.partial:
+        return text
+    expected = "?" if entry.expected_samples is None else entry.expected_samples
+    return f"{text} ({entry.samples}/{expected})"
 
 
 def _cell(value: float | None, starred: bool) -> str:
     return "-" if value is None else f"{value:.4f}{'*' if starred else ''}"
 
 
-def _short(label: str) -> str:
-    if len(label) <= MODEL_SHOWN:
-        return label
-    return f"{label[: MODEL_SHOWN // 2 - 2]}...{label[-(MODEL_SHOWN // 2 - 1) :]}"
+def _model(label: str) -> str:
+    return without_long_words(label, MODEL_SHOWN)

@@ -32,7 +32,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run_results(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import DEFAULT_METRIC, results, results_json
+    from nemo_gym.orchestration.library import DEFAULT_METRIC, feed_store, results, results_json
 
     runs = results(selected(args).records, args.metric)
     if args.json:
@@ -41,6 +41,7 @@ def run_results(args: argparse.Namespace) -> int:
         echo(run_text(runs[0]))
     else:
         echo(sweep_text(runs, args.metric or DEFAULT_METRIC))
+    feed_store(runs)  # after the output: a slow store never delays it, and a failing one is a warning
     return 0 if all(run.complete is True for run in runs) else 1
 
 

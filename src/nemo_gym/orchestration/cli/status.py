@@ -201,32 +201,34 @@ def status_json(selection: Selection, runs: list[RunStatus]) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from nemo_gym.orchestration.library import status
+    from nemo_gym.orchestration.library import feed_store_of, status
 
     selection = selected(args)
     if not args.watch:
         runs = status(selection.records)
         echo(status_json(selection, runs) if args.json else status_text(selection, runs))
+        feed_store_of(runs)  # after the output: a failing store is a warning, never the exit code
         return 0
     return _watch(selection, args.interval, args.json)
 
 
 def _watch(selection: Selection, interval: float, as_json: bool) -> int:
     """Until every job has ended: live in a terminal; else (or with --json) once, at the end."""
-    from nemo_gym.orchestration.library import watch
+    from nemo_gym.orchestration.library import feed_store_of, watch
 
     views = watch(selection.records, interval)
     if as_json or not sys.stdout.isatty():
         *_, runs = views
         echo(status_json(selection, runs) if as_json else status_text(selection, runs))
-        return 0 if all(run.succeeded for run in runs) else 1
-    from rich.console import Console
-    from rich.live import Live
+    else:
+        from rich.console import Console
+        from rich.live import Live
 
-    runs = next(views)
-    with Live(rich_table(selection, runs), console=Console(), auto_refresh=False) as live:
-        for runs in views:
-            live.update(rich_table(selection, runs), refresh=True)
+        runs = next(views)
+        with Live(rich_table(selection, runs), console=Console(), auto_refresh=False) as live:
+            for runs in views:
+                live.update(rich_table(selection, runs), refresh=True)
+    feed_store_of(runs)  # every job has ended: the run is final
     return 0 if all(run.succeeded for run in runs) else 1
 
 

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.library.remembering import History, HistoryImport, history, import_runs
     from nemo_gym.orchestration.library.resubmitting import BenchmarkResubmit, RunResubmit, resubmit
     from nemo_gym.orchestration.library.selecting import Selection, select, select_run
+    from nemo_gym.orchestration.library.storing import feed_store, feed_store_of
     from nemo_gym.orchestration.library.submitting import (
         Prepared,
         PreparedRun,
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
     from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
     from nemo_gym.orchestration.stats import Correction
+    from nemo_gym.orchestration.store.history import Checkpoint
     from nemo_gym.orchestration.usage import Usage
 
 # Where each name lives.
@@ -97,6 +99,7 @@ _HOMES = {
     "BenchmarkResubmit": "nemo_gym.orchestration.library.resubmitting",
     "BenchmarkResult": "nemo_gym.orchestration.results",
     "CancelReport": "nemo_gym.orchestration.library.cancelling",
+    "Checkpoint": "nemo_gym.orchestration.store.history",
     "Combination": "nemo_gym.orchestration.library.composing",
     "Composition": "nemo_gym.orchestration.library.composing",
     "Correction": "nemo_gym.orchestration.stats",
@@ -139,6 +142,8 @@ _HOMES = {
     "environment_token": "nemo_gym.orchestration.library.viewing",
     "estimate_text": "nemo_gym.orchestration.library.present",
     "export": "nemo_gym.orchestration.library.exporting",
+    "feed_store": "nemo_gym.orchestration.library.storing",
+    "feed_store_of": "nemo_gym.orchestration.library.storing",
     "follow_logs": "nemo_gym.orchestration.library.reading_logs",
     "gate": "nemo_gym.orchestration.library.gating",
     "headline": "nemo_gym.orchestration.library.present_results",
@@ -255,8 +260,11 @@ __all__ = [
     "WatchSettings",
     "watch_checkpoints",
     # the results store: gym eval history
+    "Checkpoint",
     "History",
     "HistoryImport",
+    "feed_store",
+    "feed_store_of",
     "history",
     "import_runs",
     # logs, cancel, export

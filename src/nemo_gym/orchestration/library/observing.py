@@ -168,6 +168,21 @@ def results(
     run's states in one round trip, then every run's files in one more: each benchmark's metrics, samples against
     the expected ones, its ``metric`` (default: reward) per task, and what its jobs cost. A metric
     named, or shown side by side for several runs, must be one the runs have."""
+    found = read_results(records, metric, group_key=group_key, connect=connect)
+    if metric or len(found) > 1:
+        require_metric(found, metric or DEFAULT_METRIC)
+    return found
+
+
+def read_results(
+    records: list[SubmissionRecord],
+    metric: str | None = None,
+    *,
+    group_key: str | None = None,
+    connect: Connect = connect,
+) -> list[RunResults]:
+    """``results`` without asking that the metric be one the runs have (the results store takes
+    each run as it is)."""
 
     def batch(conn: Connection, indices: list[int]) -> list[RunResults]:
         runs = [records[i] for i in indices]
@@ -175,10 +190,7 @@ def results(
         found = collect_results(runs, statuses, conn, metric or DEFAULT_METRIC, group_key)
         return [RunResults(r, s, f) for r, s, f in zip(runs, statuses, found)]
 
-    found = over_their_hosts(records, connect, batch)
-    if metric or len(found) > 1:
-        require_metric(found, metric or DEFAULT_METRIC)
-    return found
+    return over_their_hosts(records, connect, batch)
 
 
 def compare(

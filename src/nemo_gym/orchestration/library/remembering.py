@@ -15,7 +15,7 @@ from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.stats import Correction
 from nemo_gym.orchestration.store import Selection, Store, open_store, storable, training_step_in
 from nemo_gym.orchestration.store.history import Leaderboard, leaderboard
-from nemo_gym.orchestration.store.regressions import DEFAULT_ALPHA, Regression, regressions
+from nemo_gym.orchestration.store.regressions import DEFAULT_ALPHA, Detectable, Regression, judge
 from nemo_gym.orchestration.untrusted import Unreadable, one_line
 
 
@@ -69,12 +69,14 @@ class History:
     regressions: list[Regression]
     alpha: float = DEFAULT_ALPHA
     correction: Correction = Correction.HOLM  # a checkpoint's benchmarks as one family, as compare's
+    detectable: Detectable | None = None  # how small a drop the pairs tested could show
 
     def as_dict(self) -> dict[str, Any]:
         flagged = {
             "alpha": self.alpha,
             "correction": self.correction.value,
             "regressions": [r.as_dict() for r in self.regressions],
+            "detectable_drop": None if self.detectable is None else self.detectable.as_dict(),
         }
         return {**self.board.as_dict(), **flagged}
 
@@ -98,4 +100,5 @@ def history(
     finally:
         store.close()
     board = leaderboard(found)
-    return History(board, regressions(board, DEFAULT_ALPHA, Correction.HOLM), DEFAULT_ALPHA, Correction.HOLM)
+    judged = judge(board, DEFAULT_ALPHA, Correction.HOLM)
+    return History(board, judged.regressions, DEFAULT_ALPHA, Correction.HOLM, judged.detectable)

@@ -10,7 +10,6 @@ other's write (WAL, a busy timeout), PostgreSQL's key refuses the second insert,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,23 +21,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.record import index_dir
 from nemo_gym.orchestration.results import RunResults
 from nemo_gym.orchestration.store.entry import Entry, entry_problem, keepable_text, storable
 from nemo_gym.orchestration.store.schema import entries
+from nemo_gym.orchestration.store.url import URL_VARIABLE, chosen_url
 
-URL_VARIABLE = "GYM_RESULTS_URL"
-STORE_FILE = "results.sqlite"
 # How long a writer waits for another's write to end before giving up (SQLite's lock; seconds).
 BUSY_SECONDS = 60
 # A key written by two writers at once on PostgreSQL: the second insert is refused and retried.
 WRITE_TRIES = 5
 CONNECT_SECONDS = 10
 FIX = f"start it, or name another with --results-url or {URL_VARIABLE} (unset: the SQLite file beside the local index)"
-
-
-def default_url() -> str:
-    return f"sqlite:///{index_dir() / STORE_FILE}"
 
 
 def shown_url(url: str) -> str:
@@ -141,12 +134,11 @@ def write_results(
 
 
 def open_store(url: str | None = None) -> Store:
-    """The store at ``url``, else ``GYM_RESULTS_URL``, else the SQLite file beside the local index,
-    its schema brought to the newest version. ``UserError`` (one line naming the URL, its
+    """The store at ``chosen_url(url)``, its schema brought to the newest version. ``UserError`` (one line naming the URL, its
     password masked, and the fix) when it cannot be reached or is no database URL."""
     from nemo_gym.orchestration.store.migrating import upgrade
 
-    url = url or os.environ.get(URL_VARIABLE) or default_url()
+    url = chosen_url(url)
     engine = _engine(url)
     try:
         upgrade(engine)

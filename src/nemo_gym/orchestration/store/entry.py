@@ -49,6 +49,12 @@ class Entry:
     task_scores: dict[int, float] = field(default_factory=dict)
     written_at: str = ""
 
+    @property
+    def partial(self) -> bool:
+        """Not every sample it expected was written (or the count is unknown), as results says:
+        shown marked, never a best checkpoint, never one side of a regression."""
+        return self.complete is not True
+
     def row(self) -> dict[str, Any]:
         """The entry as the table's columns (JSON has no NaN, infinity or integer keys)."""
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}

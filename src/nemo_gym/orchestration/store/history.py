@@ -25,6 +25,15 @@ class Checkpoint:
         entry = self.cells.get(benchmark)
         return None if entry is None else entry.value
 
+    def complete_value(self, benchmark: str) -> float | None:
+        """Its value where every sample was written: what a best checkpoint or a regression is judged on."""
+        entry = self.cells.get(benchmark)
+        return None if entry is None or entry.partial else entry.value
+
+    def partial(self, benchmark: str) -> bool:
+        entry = self.cells.get(benchmark)
+        return entry is not None and entry.partial
+
     def suite_mean(self, benchmarks: list[str]) -> float | None:
         """The mean over every benchmark of the suite; None when any has no value."""
         values = [self.value(b) for b in benchmarks]
@@ -39,12 +48,17 @@ class Leaderboard:
     checkpoints: list[Checkpoint]  # in step order (unnumbered last)
 
     def best(self, benchmark: str) -> Checkpoint | None:
-        """The checkpoint with the highest value on ``benchmark`` (the earliest of equals)."""
-        scored = [c for c in self.checkpoints if c.value(benchmark) is not None]
-        return max(scored, key=lambda c: c.value(benchmark) or 0.0, default=None)
+        """The checkpoint with the highest complete value on ``benchmark`` (the earliest of equals)."""
+        scored = [c for c in self.checkpoints if c.complete_value(benchmark) is not None]
+        return max(scored, key=lambda c: c.complete_value(benchmark) or 0.0, default=None)
 
     def best_over_suite(self) -> Checkpoint | None:
-        scored = [c for c in self.checkpoints if c.suite_mean(self.benchmarks) is not None]
+        """The checkpoint with the highest suite mean, every benchmark of it complete."""
+        scored = [
+            c
+            for c in self.checkpoints
+            if c.suite_mean(self.benchmarks) is not None and not any(c.partial(b) for b in self.benchmarks)
+        ]
         return max(scored, key=lambda c: c.suite_mean(self.benchmarks) or 0.0, default=None)
 
     def as_dict(self) -> dict[str, Any]:
@@ -57,6 +71,7 @@ class Leaderboard:
                     "step": c.step,
                     "values": {b: c.value(b) for b in self.benchmarks},
                     "runs": {b: c.cells[b].run_id for b in self.benchmarks if b in c.cells},
+                    "complete": {b: c.cells[b].complete for b in self.benchmarks if b in c.cells},
                     "suite_mean": c.suite_mean(self.benchmarks),
                 }
                 for c in self.checkpoints
