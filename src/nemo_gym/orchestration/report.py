@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from nemo_gym.orchestration import display
 from nemo_gym.orchestration.display import matplotlib as shown
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.result_tables import COMPARISON_COLUMNS, Axis, comparison_table, sweep_table, x_axis
+from nemo_gym.orchestration.result_tables import Axis, comparison_table, sweep_table, x_axis
 from nemo_gym.orchestration.sweep import runs_title
 
 if TYPE_CHECKING:
@@ -169,7 +169,6 @@ def report_html(
             for name in table.benchmarks
         ],
         "comparison": comparison_table(comparison, *table.labels[:2]) if comparison is not None else None,
-        "columns": COMPARISON_COLUMNS,
     }
     return html_pages().get_template(TEMPLATE).render(page=page)
 

@@ -245,6 +245,7 @@ class ComparisonTable:
     rows: list[ComparisonRow]
     not_compared: list[str]  # ``only in the base run, not compared: a, b``
     method: str  # how the numbers were reached, in a sentence
+    columns: tuple[str, ...] = COMPARISON_COLUMNS  # what each of a row's numbers is
 
 
 def comparison_row(compared: BenchmarkComparison) -> ComparisonRow:

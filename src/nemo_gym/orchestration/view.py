@@ -20,7 +20,6 @@ from nemo_gym.orchestration import samples as sample_rows
 from nemo_gym.orchestration.contract import Status
 from nemo_gym.orchestration.report import chart_svg, html_pages
 from nemo_gym.orchestration.result_tables import (
-    COMPARISON_COLUMNS,
     NONE,
     Axis,
     cell,
@@ -249,7 +248,6 @@ def compare_page(
         "base_link": links.run(base.gym_job_id),
         "candidate_link": links.run(candidate.gym_job_id),
         "table": table,
-        "columns": COMPARISON_COLUMNS,
         "flipped": [_flipped(row.improved, row.regressed, rows.get(row.benchmark, ({}, {}))) for row in table.rows],
     }
     return render("view-compare.html.j2", links, Page(table.title, body))
