@@ -101,6 +101,14 @@ def test_a_report_draws_labels_with_dollars_and_escapes(tmp_path) -> None:
     assert "/ckpt/exp_$a_$/step-1000" in html[html.index("<svg") :] and "\x1b" not in html
 
 
+def test_a_page_s_values_lose_their_controls_but_keep_their_lines_and_its_own_markup() -> None:
+    import markupsafe
+
+    assert display.html("a\x1b[31m\u202eb\nc\td") == "a\\x1b[31m\\u202eb\nc\td"
+    chart = markupsafe.Markup("<svg>\x1b</svg>")
+    assert display.html(chart) is chart and display.html(3) == 3
+
+
 @given(st.text())
 def test_any_label_is_one_safe_line_on_the_terminal(label) -> None:
     shown = display.terminal(label)

@@ -253,3 +253,28 @@ def test_static_pages_never_write_through_a_link_or_over_the_users_files(tmp_pat
             bad.symlink_to(ours)
         assert main(["eval", "view", "--static", str(bad)]) == 1
         assert "not a directory" in capsys.readouterr().err
+
+
+def test_the_sweep_and_compare_pages_word_their_tables_as_the_report_does(tmp_path) -> None:
+    """result_tables' words on the view's pages (test_report.py: the report's), escaped there."""
+    from types import SimpleNamespace
+
+    from checkpoint_runs import checkpoint_runs
+
+    from nemo_gym.orchestration import library
+    from nemo_gym.orchestration.record import run_in_directory
+
+    records = [
+        run_in_directory(str(d)).model_copy(update={"sweep_values": {"k": f'<b>"{d.name}'}})
+        for d in checkpoint_runs(tmp_path)
+    ]
+    runs = library.results(records)
+    done = SimpleNamespace(summary="succeeded", final=True)
+    links = view.Links(static=True)
+    sweep = view.sweep_page("gym-sweep-x", runs, [done] * 3, "reward", links)
+    assert '0.5000<div class="muted">12/12 samples</div>' in sweep
+    assert '1.0000<div class="muted">9/12 samples, incomplete</div>' in sweep
+    assert "&lt;b&gt;&#34;step-2000" in sweep and "<b>" not in sweep
+    page = view.compare_page(library.compare(records[0], records[1]), records[0], records[1], {}, links)
+    assert "<tr><th>tasks</th><th>base</th><th>candidate</th><th>delta</th><th>95% CI</th><th>p</th></tr>" in page
+    assert '<span class="improved">improved</span>' in page and "adjusted p is below 0.05" in page

@@ -6,6 +6,8 @@ a file. Each surface has its own hazard:
   that were not UTF-8 (kept as lone surrogates by ``surrogateescape``) and bidirectional controls
   (U+202E shows text reversed) are shown escaped, ``\\x1b``, ``\\xff``, ``\\u202e``;
 - rich: the same, and its markup escaped (``[/bad]`` is a closing tag to rich, ``[a,b]`` a style);
+- HTML: the same, markup left to the page's autoescape (a value marked safe, a chart drawn from
+  labels escaped already, passes as it is);
 - matplotlib: the same, with every ``$`` escaped (two of them start mathtext, and a label such as
   ``/ckpt/exp_$a_$/step-1000`` is no valid math).
 """
@@ -54,6 +56,16 @@ def rich(label: object) -> Text:
     from rich.text import Text
 
     return Text(terminal(label))
+
+
+def html(value: object) -> object:
+    """A page's value (a Jinja2 ``finalize``): a text with its control and bidi characters escaped,
+    newlines kept; a ``Markup`` (the page's own, or a chart) or a number as it is."""
+    import markupsafe
+
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return terminal_text(value)
+    return value
 
 
 def matplotlib(label: object) -> str:

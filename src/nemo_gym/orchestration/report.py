@@ -1,33 +1,32 @@
 """``gym eval report``: several runs' results (a sweep's, typically) as one self-contained HTML file.
 
-A view over the same objects ``results`` and ``compare`` print (``RunResults``, ``RunComparison``):
-nothing here reads a file or asks the cluster. The page holds a run x benchmark table (the metric,
+A view over the same objects ``results`` and ``compare`` print (``RunResults``, ``RunComparison``),
+in the tables ``result_tables`` words for the report and the view alike: nothing here reads a file
+or asks the cluster. The page holds a run x benchmark table (the metric,
 its completeness k/n, GPU-hours, wall time), a chart per benchmark of its metric across the runs,
 and, when there are exactly two runs, their comparison (delta, confidence interval, verdict, and
 the tasks that flipped). Charts are drawn by matplotlib as SVG, written into the page: the file
 loads nothing from anywhere, so it can be mailed, archived or opened offline.
 
 A sweep reads as a curve: when the runs' labels differ only in one number (``/ckpt/step-1000``,
-``/ckpt/step-2000``; or numeric values of a swept key), that number is the x axis, in order.
+``/ckpt/step-2000``; or numeric values of a swept key), that number is the x axis, in order
+(``result_tables.x_axis``).
 """
 
 from __future__ import annotations
 
 import io
-import math
-import re
 import sys
-from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.orchestration.contract import Status
+from nemo_gym.orchestration import display
 from nemo_gym.orchestration.display import matplotlib as shown
-from nemo_gym.orchestration.display import terminal_text
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.sweep import run_labels, runs_title
-from nemo_gym.orchestration.usage import hours_text, total, wall_text
+from nemo_gym.orchestration.result_tables import Axis, comparison_table, sweep_table, x_axis
+from nemo_gym.orchestration.sweep import runs_title
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.comparison import RunComparison
@@ -35,9 +34,6 @@ if TYPE_CHECKING:
 
 TEMPLATE = "report.html.j2"
 MATPLOTLIB = "matplotlib>=3.7"
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# Tasks named per direction in the comparison; the JSON of gym eval compare lists them all.
-TASKS_NAMED = 30
 
 
 def require_matplotlib() -> None:
@@ -63,63 +59,6 @@ def install_hint(requirement: str) -> str:
     if importlib.util.find_spec("pip") is None:
         return f"add it with: uv pip install --python {sys.executable} '{requirement}'"
     return f"add it with: {sys.executable} -m pip install '{requirement}'"
-
-
-# -- the x axis --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Axis:
-    """Where each run sits on a chart's x axis, and what the axis is called."""
-
-    title: str
-    positions: list[float]
-    ticks: list[str]
-    numeric: bool  # positions are the runs' own numbers (a curve); else the runs in order
-
-
-def x_axis(header: str, labels: list[str]) -> Axis:
-    """The runs' labels as numbers when they are (``0.5``, ``1e-5``), or when they differ only in
-    one number (``/ckpt/step-1000`` ... ``/ckpt/step-3000``: 1000 ... 3000); else in order."""
-    named = "" if header == "RUN" else header
-    numbers = [_float(label) for label in labels]
-    if len(labels) > 1 and all(n is not None for n in numbers):
-        return Axis(named or "value", [float(n) for n in numbers if n is not None], labels, True)
-    varying = _one_varying_number(labels)
-    if varying is not None:
-        positions, template = varying
-        title = f"{named}: {_short(template)}" if named else _short(template)
-        return Axis(title, positions, [f"{x:g}" for x in positions], True)
-    return Axis(named or "run", [float(i) for i in range(len(labels))], [_short(label) for label in labels], False)
-
-
-def _float(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _one_varying_number(labels: list[str]) -> tuple[list[float], str] | None:
-    """(each label's number, the labels' common text with N for it) when they differ in one number only."""
-    if len(labels) < 2:
-        return None
-    templates = {_NUMBER.sub("#", label) for label in labels}
-    if len(templates) != 1:
-        return None
-    found = [_NUMBER.findall(label) for label in labels]
-    varying = [i for i in range(len(found[0])) if len({f[i] for f in found}) > 1]
-    if len(varying) != 1:
-        return None
-    at = varying[0]
-    pieces = next(iter(templates)).split("#")
-    shown = [*(f"{p}{found[0][i]}" if i != at else f"{p}N" for i, p in enumerate(pieces[:-1])), pieces[-1]]
-    return [float(f[at]) for f in found], "".join(shown)
-
-
-def _short(label: str, width: int = 28) -> str:
-    return label if len(label) <= width else "…" + label[-(width - 1) :]
 
 
 # -- the charts --------------------------------------------------------------------------------------
@@ -217,115 +156,34 @@ def report_html(
 ) -> str:
     """The whole page, one string: everything it shows is in it (``sweep_size``: how many runs the
     runs' sweep has, when they are one sweep's, so that a page of some says so)."""
-    import jinja2
-
     require_matplotlib()
-    labels = run_labels([run.record for run in runs])
-    benchmarks: list[str] = []
-    for run in runs:
-        benchmarks += [r.benchmark for r in run.benchmarks if r.benchmark not in benchmarks]
-    found = [{r.benchmark: r for r in run.benchmarks} for run in runs]
-    axis = x_axis(labels.header, labels.labels)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        finalize=_shown_in_html,
-    )
+    table = sweep_table(runs)
+    axis = x_axis(table.header, table.labels)
     page: dict[str, Any] = {
         "title": runs_title([run.record for run in runs], sweep_size),
         "generated": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
         "metric": metric,
-        "header": labels.header,
-        "benchmarks": benchmarks,
-        "rows": [
-            {
-                "label": label,
-                "run": run,
-                "cells": [_cell(f.get(name)) for name in benchmarks],
-                "hours": hours_text(run.usage),
-                "wall": wall_text(run.usage),
-            }
-            for label, run, f in zip(labels.labels, runs, found)
-        ],
-        "total_hours": hours_text(total(run.usage for run in runs)),
-        "total_wall": wall_text(total(run.usage for run in runs)),
+        "table": table,
         "charts": [
-            {"benchmark": name, "svg": benchmark_chart(name, metric, axis, [f.get(name) for f in found])}
-            for name in benchmarks
+            {"benchmark": name, "svg": benchmark_chart(name, metric, axis, table.across(name))}
+            for name in table.benchmarks
         ],
-        "comparison": _comparison_view(comparison, labels.labels) if comparison is not None else None,
+        "comparison": comparison_table(comparison, *table.labels[:2]) if comparison is not None else None,
     }
-    return env.get_template(TEMPLATE).render(page=page)
+    return html_pages().get_template(TEMPLATE).render(page=page)
 
 
-def _shown_in_html(value: Any) -> Any:
-    """Every text the page shows, with its control and bidi characters escaped (the page escapes
-    markup itself); the charts, marked safe, were drawn from labels escaped already."""
-    import markupsafe
+@lru_cache(maxsize=1)
+def html_pages() -> Any:
+    """The Jinja2 environment of the report's and the view's pages: every value escaped as markup
+    (autoescape) and stripped of control and bidi characters (``display.html``); an undefined name
+    is an error."""
+    import jinja2
 
-    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
-        return terminal_text(value)
-    return value
-
-
-def _cell(result: BenchmarkResult | None) -> dict[str, str]:
-    """A table cell: the value, its samples and why it is partial; a partial cell is shaded."""
-    if result is None:
-        return {"value": "–", "samples": "not in this run", "css": "absent", "note": ""}
-    value = "–" if result.value is None else f"{result.value:.4f}"
-    return {
-        "value": value,
-        "samples": f"{result.samples_text()} samples" + "".join(f", {why}" for why in _partial_because(result)),
-        "css": "complete" if result.complete else "partial",
-        "note": result.note or "",
-    }
-
-
-def _partial_because(result: BenchmarkResult) -> list[str]:
-    """What the cell says of a partial value: ``incomplete``, ``6 unscored``, ``completeness unknown``."""
-    if result.complete:
-        return []
-    why: list[str] = [] if result.state == Status.SUCCEEDED else [result.state]
-    if result.unscoreable:
-        why.append(f"{len(result.unscoreable)} unscored")
-    if result.complete is None:
-        why.append("completeness unknown")
-    return why or ["partial"]
-
-
-def _comparison_view(comparison: RunComparison, labels: list[str]) -> dict[str, Any]:
-    def number(value: float | None, signed: bool = False) -> str:
-        return "–" if value is None else (f"{value:+.4f}" if signed else f"{value:.4f}")
-
-    def tasks(found: tuple[int, ...]) -> str:
-        shown = ", ".join(map(str, found[:TASKS_NAMED]))
-        return shown + (f" and {len(found) - TASKS_NAMED} more" if len(found) > TASKS_NAMED else "")
-
-    rows = []
-    for b in comparison.benchmarks:
-        p = b.paired
-        rows.append(
-            {
-                "benchmark": b.benchmark,
-                "tasks": p.n,
-                "base": number(p.base_mean),
-                "candidate": number(p.candidate_mean),
-                "delta": number(p.delta, True),
-                "ci": "–" if p.ci is None else f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]",
-                "p": "–" if p.p_value is None else f"{p.p_value:.3g}",
-                "verdict": p.verdict,
-                "css": p.verdict.replace(" ", "-"),
-                "up": tasks(p.improved_tasks),
-                "down": tasks(p.regressed_tasks),
-                "flags": list(b.flags),
-            }
-        )
-    return {
-        "base": labels[0],
-        "candidate": labels[1],
-        "rows": rows,
-        "only_in_base": list(comparison.only_in_base),
-        "only_in_candidate": list(comparison.only_in_candidate),
-    }
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        finalize=display.html,
+    )

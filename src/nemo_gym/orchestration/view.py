@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from nemo_gym.orchestration import samples as sample_rows
 from nemo_gym.orchestration.contract import Status
-from nemo_gym.orchestration.report import Axis, chart_svg, x_axis
+from nemo_gym.orchestration.report import chart_svg, html_pages
+from nemo_gym.orchestration.result_tables import (
+    NONE,
+    Axis,
+    cell,
+    comparison_table,
+    more_text,
+    number,
+    sweep_table,
+    x_axis,
+)
+from nemo_gym.orchestration.stats import IMPROVED, REGRESSED
 from nemo_gym.orchestration.usage import hours_text, wall_text
 
 if TYPE_CHECKING:
@@ -152,9 +163,7 @@ def run_page(run: RunResults, status: RunStatus, links: Links, siblings: list[Su
                 "benchmark": result.benchmark,
                 "state": job.state if job else result.state,
                 "detail": job.detail if job else "",
-                "value": _value(result),
-                "samples": result.samples_text(),
-                "complete": result.complete is True,
+                "cell": cell(result),
                 "hours": hours_text(result.usage),
                 "wall": wall_text(result.usage),
                 "link": links.samples(record.gym_job_id, result.benchmark),
@@ -178,39 +187,24 @@ def run_page(run: RunResults, status: RunStatus, links: Links, siblings: list[Su
 
 
 def sweep_page(sweep_id: str, runs: list[RunResults], statuses: list[RunStatus], metric: str, links: Links) -> str:
-    from nemo_gym.orchestration.sweep import run_labels
-
-    labels = run_labels([run.record for run in runs])
-    benchmarks: list[str] = []
-    for run in runs:
-        benchmarks += [r.benchmark for r in run.benchmarks if r.benchmark not in benchmarks]
-    found = [{r.benchmark: r for r in run.benchmarks} for run in runs]
-    axis = x_axis(labels.header, labels.labels)
-    curves = [_curve(name, metric, axis, [f.get(name) for f in found]) for name in benchmarks]
-    rows = [
-        {
-            "label": label,
-            "link": links.run(run.record.gym_job_id),
-            "state": status.summary,
-            "cells": [_cell(f.get(name)) for name in benchmarks],
-        }
-        for label, run, status, f in zip(labels.labels, runs, statuses, found)
-    ]
+    table = sweep_table(runs)
+    axis = x_axis(table.header, table.labels)
+    curves = [_curve(name, metric, axis, table.across(name)) for name in table.benchmarks]
     best = [c["best_run"] for c in curves if c["best_run"] is not None]
     first = runs[0].record.gym_job_id if runs else ""
     compare = (
-        {"link": links.compare(first, runs[best[0]].record.gym_job_id), "label": labels.labels[best[0]]}
+        {"link": links.compare(first, runs[best[0]].record.gym_job_id), "label": table.labels[best[0]]}
         if best and runs[best[0]].record.gym_job_id != first
         else None
     )
     body = {
-        "header": labels.header,
-        "benchmarks": benchmarks,
-        "rows": rows,
+        "table": table,
+        "states": [status.summary for status in statuses],
+        "run_links": [links.run(row.run_id) for row in table.rows],
         "curves": curves,
         "metric": metric,
         "compare_best": compare,
-        "first": labels.labels[0] if labels.labels else "",
+        "first": table.labels[0] if table.labels else "",
     }
     return render("view-sweep.html.j2", links, Page(f"Sweep {sweep_id}", body, any(not s.final for s in statuses)))
 
@@ -247,46 +241,37 @@ def compare_page(
 ) -> str:
     """Two runs side by side: per benchmark the paired statistics, then each flipped task with
     both runs' responses and rewards (``rows``: benchmark -> (base's, candidate's) samples by task)."""
-    benchmarks = []
-    for b in comparison.benchmarks:
-        p = b.paired
-        base_rows, candidate_rows = rows.get(b.benchmark, ({}, {}))
-        flipped = [("improved", t) for t in p.improved_tasks] + [("regressed", t) for t in p.regressed_tasks]
-        tasks = [
-            {
-                "task": task,
-                "direction": direction,
-                "base": [_sample(s) for s in base_rows.get(task, [])],
-                "candidate": [_sample(s) for s in candidate_rows.get(task, [])],
-            }
-            for direction, task in flipped[:FLIPPED_SHOWN]
-        ]
-        benchmarks.append(
-            {
-                "benchmark": b.benchmark,
-                "n": p.n,
-                "base": _number(p.base_mean),
-                "candidate": _number(p.candidate_mean),
-                "delta": _number(p.delta, signed=True),
-                "ci": "–" if p.ci is None else f"[{p.ci[0]:+.4f}, {p.ci[1]:+.4f}]",
-                "p": "–" if p.p_value is None else f"{p.p_value:.3g}",
-                "verdict": p.verdict,
-                "css": p.verdict.replace(" ", "-"),
-                "tasks": tasks,
-                "more": max(0, len(flipped) - FLIPPED_SHOWN),
-                "flags": list(b.flags),
-            }
-        )
+    table = comparison_table(comparison, base.gym_job_id, candidate.gym_job_id)
     body = {
         "base": base,
         "candidate": candidate,
         "base_link": links.run(base.gym_job_id),
         "candidate_link": links.run(candidate.gym_job_id),
-        "benchmarks": benchmarks,
-        "only_in_base": list(comparison.only_in_base),
-        "only_in_candidate": list(comparison.only_in_candidate),
+        "table": table,
+        "flipped": [_flipped(row.improved, row.regressed, rows.get(row.benchmark, ({}, {}))) for row in table.rows],
     }
-    return render("view-compare.html.j2", links, Page(f"{candidate.gym_job_id} against {base.gym_job_id}", body))
+    return render("view-compare.html.j2", links, Page(table.title, body))
+
+
+def _flipped(
+    improved: tuple[int, ...],
+    regressed: tuple[int, ...],
+    samples: tuple[dict[int, list[sample_rows.Sample]], dict[int, list[sample_rows.Sample]]],
+) -> dict[str, Any]:
+    """A benchmark's flipped tasks, the first FLIPPED_SHOWN with both runs' samples, and how many more."""
+    base_rows, candidate_rows = samples
+    flipped = [(IMPROVED, t) for t in improved] + [(REGRESSED, t) for t in regressed]
+    tasks = [
+        {
+            "task": task,
+            "direction": direction,
+            "base": [_sample(s) for s in base_rows.get(task, [])],
+            "candidate": [_sample(s) for s in candidate_rows.get(task, [])],
+        }
+        for direction, task in flipped[:FLIPPED_SHOWN]
+    ]
+    more = len(flipped) - FLIPPED_SHOWN
+    return {"tasks": tasks, "more": more_text(more, "flipped tasks") if more > 0 else ""}
 
 
 def message_page(title: str, text: str, links: Links) -> str:
@@ -297,30 +282,12 @@ def message_page(title: str, text: str, links: Links) -> str:
 # -- pieces -----------------------------------------------------------------------------------------
 
 
-def _value(result: BenchmarkResult | None) -> str:
-    return "–" if result is None or result.value is None else f"{result.value:.4f}"
-
-
-def _number(value: float | None, signed: bool = False) -> str:
-    return "–" if value is None else (f"{value:+.4f}" if signed else f"{value:.4f}")
-
-
-def _cell(result: BenchmarkResult | None) -> dict[str, str]:
-    if result is None:
-        return {"value": "–", "samples": "", "css": "absent"}
-    return {
-        "value": _value(result),
-        "samples": result.samples_text(),
-        "css": "complete" if result.complete else "partial",
-    }
-
-
 def _sample(sample: sample_rows.Sample) -> dict[str, Any]:
     return {
         "line": sample.line,
-        "task": "–" if sample.task is None else sample.task,
-        "rollout": "–" if sample.rollout is None else sample.rollout,
-        "reward": "–" if sample.reward is None else f"{sample.reward:g}",
+        "task": NONE if sample.task is None else sample.task,
+        "rollout": NONE if sample.rollout is None else sample.rollout,
+        "reward": NONE if sample.reward is None else f"{sample.reward:g}",
         "css": "unscored" if sample.reward is None else ("passed" if sample.reward > 0 else "failed"),
         "prompt": sample.prompt,
         "response": sample.response,
@@ -357,7 +324,7 @@ def _curve(benchmark: str, metric: str, axis: Axis, results: list[BenchmarkResul
         "svg": _chart_svg(benchmark, metric, axis, points, best),
         "best_run": best[4] if best else None,
         "best": axis.ticks[best[4]] if best and axis.numeric is False else (f"{best[0]:g}" if best else ""),
-        "best_value": f"{best[1]:.4f}" if best else "",
+        "best_value": number(best[1]) if best else "",
     }
 
 
@@ -386,24 +353,4 @@ def _chart_svg(benchmark: str, metric: str, axis: Axis, points: list, best: tupl
 
 
 def render(template: str, links: Links, page: Page) -> str:
-    return _environment().get_template(template).render(page=page, links=links, refresh=REFRESH_SECONDS, Status=Status)
-
-
-_ENV: Any = None
-
-
-def _environment() -> Any:
-    global _ENV
-    if _ENV is None:
-        import jinja2
-
-        from nemo_gym.orchestration.report import _shown_in_html
-
-        _ENV = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-            finalize=_shown_in_html,
-        )
-    return _ENV
+    return html_pages().get_template(template).render(page=page, links=links, refresh=REFRESH_SECONDS, Status=Status)
