@@ -132,3 +132,40 @@ def test_a_full_disk_fails_the_job_naming_the_filesystem_keeps_its_rows_and_resu
     assert (done["state"], done["samples"]) == ("succeeded", 40), done
     rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
     assert sorted(r["task_index"] for r in rows) == list(range(40))
+
+
+def test_a_thirty_run_sweep_polled_through_a_sixty_second_controller_outage_never_reads_failed(cluster_run) -> None:
+    """Thirty runs held in the queue (--begin=now+1hour) while slurmctld is stopped for 60 s, status
+    polled every few seconds: every job reads queued, with the controller named as unreachable,
+    never failed or unknown; after the restart every job reads queued again, without the note."""
+    from test_sweeps import checkpoints, submit_sweep_cli, sweep_config
+
+    models = checkpoints(cluster_run.tmp_path, {step: 0.5 for step in range(1, 31)})
+    config = sweep_config(cluster_run, {"math": {}}, compute={"extra_args": {"begin": "now+1hour"}})
+    proc = submit_sweep_cli(cluster_run, config, f"services.policy.model={','.join(models)}")
+    assert proc.returncode == 0, proc.stderr
+    sweep = json.loads(proc.stdout)
+    cluster_run.job_ids += [b["job_id"] for r in sweep["records"] for b in r["benchmarks"]]
+    assert len(cluster_run.job_ids) == 30
+    seen: list[tuple[str, bool]] = []
+    ctld("stop")
+    try:
+        stopped = time.monotonic()
+        while time.monotonic() - stopped < 60:
+            polled = cluster_run.cli("status", "--last", "--json")
+            assert polled.returncode == 0 and "Traceback" not in polled.stderr, polled.stderr
+            jobs = [job for run in json.loads(polled.stdout)["runs"] for job in run["jobs"]]
+            assert len(jobs) == 30
+            seen += [(job["state"], "cannot be reached" in job["detail"]) for job in jobs]
+            time.sleep(5)
+    finally:
+        ctld("start")
+    assert seen and set(seen) == {("queued", True)}, sorted(set(seen))
+    deadline = time.monotonic() + 60
+    while True:
+        after = json.loads(cluster_run.cli("status", "--last", "--json").stdout)
+        jobs = [job for run in after["runs"] for job in run["jobs"]]
+        if {(job["state"], "cannot be reached" in job["detail"]) for job in jobs} == {("queued", False)}:
+            break
+        assert time.monotonic() < deadline, jobs  # slurmctld answers again within a minute
+        time.sleep(2)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,64 @@ def test_the_ssh_master_killed_mid_status_is_one_clear_line_and_the_next_status_
     whole = subprocess.run(status, capture_output=True, text=True, env=env, timeout=60)
     assert whole.returncode == 0, whole.stderr
     assert {j["state"] for j in json.loads(whole.stdout)["jobs"]} == {"succeeded"}
+
+
+# The submission's session (over the master: ControlMaster=no; bash -s; once): its script slowed after the first run's answer (a
+# slow link: 3 s), and its master connection SIGKILLed as that first answer comes back.
+KILL_MASTER_MID_SUBMIT = r"""#!/bin/bash
+if [[ "$*" == *ControlMaster=no*"bash -s"* && -e @FLAG@ ]]; then
+    rm -f @FLAG@
+    first_answer='^printf .%s\\n. "\$line"$'
+    sed "0,/$first_answer/s//&\nsleep 3/" | /usr/bin/ssh "$@" | while IFS= read -r line; do
+        printf '%s\n' "$line"
+        if [[ $line == __GYM_JOB:* && -z ${killed-} ]]; then
+            pkill -KILL -f "^ssh: @SOCKETS@/.*\\[mux\\]"  # the persisting master's own name
+            killed=1
+        fi
+    done
+    exit "${PIPESTATUS[1]}"
+fi
+exec /usr/bin/ssh "$@"
+"""
+
+
+def test_the_ssh_master_killed_mid_submit_of_a_thirty_run_sweep_records_every_run_it_queued(
+    cluster_run, ssh_env
+) -> None:
+    """A 30-run sweep submitted over ssh (held: --begin=now+1hour, queued as one job array); its
+    master connection SIGKILLed as the first run's answer comes back, the rest still to read (an
+    ssh in front of the real one kills it: fault injection). The submit ends in one clear line and
+    records every run with the job Slurm holds for it, read back from the run directories' logs
+    (the remote script ran on: HUP ignored); nothing is queued twice, nothing is missing."""
+    from test_submission_faults import tasks_for
+    from test_sweeps import checkpoints, sweep_config
+
+    env, _ = ssh_env
+    # Where its master's socket is, to find that master: short (a socket's path has ~100 bytes).
+    env = {**env, "TMPDIR": tempfile.mkdtemp(prefix="gks", dir="/tmp")}
+    killer = cluster_run.tmp_path / "killer"
+    killer.mkdir()
+    flag = cluster_run.tmp_path / "kill-at-first-answer"
+    flag.write_text("")
+    shim = KILL_MASTER_MID_SUBMIT.replace("@FLAG@", str(flag)).replace("@SOCKETS@", env["TMPDIR"])
+    (killer / "ssh").write_text(shim)
+    (killer / "ssh").chmod(0o755)
+    env["PATH"] = f"{killer}:{env['PATH']}"
+    models = checkpoints(cluster_run.tmp_path, {step: 0.5 for step in range(1, 31)})
+    compute = {"hostname": os.environ["GYM_TEST_SSH_HOST"], "extra_args": {"begin": "now+1hour"}}
+    config = sweep_config(cluster_run, {"math": {}}, compute=compute)
+    path = cluster_run.tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "submit", "-c", str(path), "--json"]
+    argv += ["-m", f"services.policy.model={','.join(models)}"]
+    cut = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    runs = cluster_run.tmp_path / "runs"
+    queued = tasks_for(str(runs))
+    cluster_run.job_ids += sorted(queued)
+    assert not flag.exists() and "Traceback" not in cut.stderr, cut.stderr
+    [line] = [x for x in cut.stderr.splitlines() if x.startswith("error: ")]
+    assert "was lost during submission; all 30 job(s) of the sweep's 30 runs were queued and are recorded" in line
+    assert len(queued) == 30, cut.stderr
+    records = [json.loads(p.read_text()) for p in Path(env["XDG_CACHE_HOME"]).glob("nemo-gym/jobs/gym-job-*.json")]
+    recorded = sorted(b["job_id"] for r in records for b in r["benchmarks"] if b["job_id"])
+    assert len(records) == 30 and recorded == sorted(queued), cut.stderr

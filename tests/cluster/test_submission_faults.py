@@ -34,9 +34,12 @@ def queued_for(run_dir: str) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if run_dir in line}
 
 
+RUNS = 30  # a sweep at the scale users submit (each run one job, queued as one array)
+
+
 def tasks_for(run_dir: str) -> set[str]:
-    """Every queued job and array task working under ``run_dir``."""
-    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %Z"], capture_output=True, text=True).stdout
+    """Every queued job and array task working under ``run_dir`` (an array's: its script is)."""
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %Z %o"], capture_output=True, text=True).stdout
     return {line.split()[0] for line in out.splitlines() if run_dir in line}
 
 
@@ -110,7 +113,8 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
     proc = run_submit(cluster_run, config, env)
     assert proc.returncode == 1
     [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
-    assert "was lost during submission" in line and "benchmark(s) had been queued and are recorded in run" in line
+    # The script ran on without its connection (HUP ignored): recovery waits for it to end.
+    assert "was lost during submission; all 6 benchmark(s) were queued and are recorded in run" in line, line
     os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     try:
         [record] = all_records()
@@ -131,8 +135,8 @@ def test_connection_dropped_mid_submission_leaves_a_true_record(cluster_run, tmp
 def test_a_sweep_submit_killed_after_queueing_is_recorded_by_the_next_submit_never_queued_twice(
     cluster_run, tmp_path
 ) -> None:
-    """gym eval submit -m killed with SIGKILL once the real sbatch has queued the sweep's jobs,
-    before it could record them (an sbatch in front of the real one holds the answer back a few
+    """gym eval submit -m of a 30-run sweep killed with SIGKILL once the real sbatch has queued
+    the sweep's jobs (one job array), before it could record them (an sbatch in front of the real one holds the answer back a few
     seconds: the kill's chosen point). The submission script runs on to its end, logging every job
     it queued; the same command again records those runs and queues nothing."""
     from test_sweeps import checkpoints, sweep_config
@@ -145,7 +149,7 @@ def test_a_sweep_submit_killed_after_queueing_is_recorded_by_the_next_submit_nev
         f'#!/bin/bash\nout=$({real} "$@" 2>&1); rc=$?\ntouch {queued_flag}\nsleep 3\nprintf "%s\\n" "$out"\nexit $rc\n'
     )
     (shim / "sbatch").chmod(0o755)
-    models = checkpoints(tmp_path)
+    models = checkpoints(tmp_path, {step: 0.5 for step in range(1, RUNS + 1)})
     config = sweep_config(cluster_run, {"math": {}}, compute={"extra_args": {"begin": "now+1hour"}})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -163,7 +167,7 @@ def test_a_sweep_submit_killed_after_queueing_is_recorded_by_the_next_submit_nev
     first.wait()
     runs = tmp_path / "runs"
     deadline = time.monotonic() + 60
-    while len(queued := tasks_for(str(runs))) < 3 or not all(
+    while len(queued := tasks_for(str(runs))) < RUNS or not all(
         (d / ".gym-submitted").is_file() for d in runs.glob("gym-job-*")
     ):
         assert time.monotonic() < deadline, queued
@@ -172,8 +176,8 @@ def test_a_sweep_submit_killed_after_queueing_is_recorded_by_the_next_submit_nev
     assert not list((tmp_path / "cache" / "nemo-gym" / "jobs").glob("gym-job-*.json"))  # nothing recorded
     second = subprocess.run(argv + ["--json"], capture_output=True, text=True, env=env, timeout=300)
     assert second.returncode == 0, second.stderr
-    assert "nothing was queued again" in second.stderr and "queueing 3 of 3 job(s)" in second.stderr
+    assert "nothing was queued again" in second.stderr and f"queueing {RUNS} of {RUNS} job(s)" in second.stderr
     sweep = json.loads(second.stdout)
     assert sorted(b["job_id"] for r in sweep["records"] for b in r["benchmarks"]) == sorted(queued)
     assert tasks_for(str(runs)) == queued  # nothing queued twice
-    assert len(list(runs.glob("gym-job-*"))) == 3
+    assert len(list(runs.glob("gym-job-*"))) == RUNS

@@ -158,6 +158,22 @@ def test_no_database_url_is_refused_naming_the_option() -> None:
         open_store("not a url")
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("bad url://user:hunter2@host/db", "bad url://***@host/db"),
+        ("postgresql+psycopg//user:hunter2@host/db", "postgresql+psycopg//***@host/db"),
+        ("user:hunter2@host", "***@host"),
+        ("no password here", "no password here"),
+    ],
+)
+def test_a_url_that_is_no_database_url_is_refused_without_its_password(url, shown) -> None:
+    with pytest.raises(UserError) as caught:
+        open_store(url)
+    [line] = caught.value.problems
+    assert "hunter2" not in line and f"{shown!r} is not a database URL" in line
+
+
 def test_the_default_store_is_an_sqlite_file_beside_the_local_index(monkeypatch: pytest.MonkeyPatch) -> None:
     from nemo_gym.orchestration.record import index_dir
 

@@ -114,7 +114,7 @@ def test_a_connection_lost_after_everything_ran_recovers_every_job(base, tmp_pat
     conn.lose_after(SUBMISSION)
     submission = library.submit(library.prepare(config(base, tmp_path, "a", "b")), connect=conn.connect)
     assert [b.job_id for b in submission.records[0].benchmarks] == ["100", "101"]
-    assert "2 of 2 benchmark(s) had been queued" in submission.interrupted
+    assert "all 2 benchmark(s) were queued and are recorded in run" in submission.interrupted
 
 
 def test_a_connection_that_cannot_be_reopened_says_where_the_truth_is(base, tmp_path, conn, cluster) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import warnings
 
+import pytest
+
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.plan.building import build_plan
@@ -67,3 +69,32 @@ def test_the_same_run_is_sent_as_the_same_bytes_whenever_it_is_rendered(base) ->
     with mock.patch("time.time", return_value=2.0e9):
         late = submission_script([RunToSubmit(staged, {})])
     assert early == late
+
+
+SETTLED_LOGS = [
+    ("", False),  # the directory exists, nothing logged yet: the script may be running
+    ("__GYM_JOB:a:0:101\n", False),  # some jobs logged, the script has not ended
+    ("__GYM_JOB:a:0:101\n__GYM_SUBMISSION_ENDED\n", True),
+    ("__GYM_SUBMISSION_ENDED\n", True),  # nothing to queue (a guest run)
+    ("__GYM_ABSENT\n", True),  # never unpacked: the script never ran
+    ("__GYM_SUBMISSION_ENDED\n__GYM_JOB:a:0:101\n", False),  # an end not last is no end
+]
+
+
+@pytest.mark.parametrize(("log", "settled"), SETTLED_LOGS)
+def test_a_lost_submission_is_read_back_once_its_script_has_ended(log, settled) -> None:
+    from nemo_gym.orchestration.submission import _settled
+
+    assert _settled(log) is settled
+
+
+def test_a_job_not_logged_by_a_submission_still_running_is_unknown_not_unsubmitted(base) -> None:
+    from nemo_gym.orchestration.submission import QueuedJob, _lost_unless_queued, no_result
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = build_plan(SubmitConfig.model_validate(base), "gym-job-20260101T000000Z-abcdef")
+    silent = QueuedJob("b", None, no_result(SLURM))
+    assert _lost_unless_queued(plan, silent, settled=True).error.startswith("not submitted: the connection was lost")
+    unknown = _lost_unless_queued(plan, silent, settled=False).error
+    assert unknown.startswith("unknown: its submission was still running") and plan.run_dir in unknown

@@ -14,6 +14,7 @@ A run directory::
       gym-job.json              the submission record
       resolved-config.yaml      the validated config, secrets as references
       .gym-submitted            one line per job queued (the submit command's answer), as it happens
+      .gym-submitting           (a submission's first run) held locked by its script while it queues
       .gym-runner.pid           (local backend) the runner's pid
       run-local.sh              (local backend) runs the jobs one after another
       .gym-lane-feeder/         (a submission in lanes, its first run) what queues each lane's next job
@@ -44,6 +45,9 @@ RECORD_FILE = "gym-job.json"
 SWEEP_RECORD_FILE = "gym-sweep.json"  # a run of a sweep: the whole sweep (its runs and their values)
 RESOLVED_CONFIG_FILE = "resolved-config.yaml"
 SUBMITTED_LOG = ".gym-submitted"
+# In a submission's first run directory: locked (flock) by its script while it queues, so that a
+# lost connection's recovery can tell a script that ended (killed, or done) from one still going.
+SUBMITTING_LOCK_FILE = ".gym-submitting"
 RUNNER_PID_FILE = ".gym-runner.pid"
 LOCAL_RUNNER_SCRIPT = "run-local.sh"
 SHARED_DEPLOYMENT_DIR = "shared-deployment"
@@ -482,6 +486,11 @@ FED_STATUS = "fed"
 MISSING_MARKER = "__GYM_MISSING:"  # submission: <label>:<mount source that does not exist>
 RUN_MARKER = "__GYM_RUN:"  # submission of several runs: <run id>, before that run's job markers
 RUN_DIR_EXISTS_MARKER = "__GYM_EXISTS:"  # submission: <run dir> that exists already
+# The last line of a run's submitted log: its submission script ran to its end (every job it was
+# to queue has its line above). A lost connection's recovery waits for it (``recover_results``).
+SUBMISSION_ENDED_MARKER = "__GYM_SUBMISSION_ENDED"
+RUN_DIR_ABSENT_MARKER = "__GYM_ABSENT"  # recovery: the run directory was never made (nothing ran)
+SUBMISSION_GONE_MARKER = "__GYM_SUBMISSION_GONE"  # recovery: no process holds the submission's lock
 PROBE_MARKER = "__GYM_PROBE:"  # status: a ProbeRecord kind, then its fields, \x1f-separated
 PROBE_RUN_MARKER = "__GYM_PROBE_RUN:"  # status of several runs in one script: <index>, before that run's records
 RESULT_MARKER = "__GYM_RESULT:"  # results: <benchmark>\x1f<rollouts>\x1f<file>\x1f<base64>

@@ -19,6 +19,8 @@ import posixpath
 import re
 import tarfile
 from dataclasses import dataclass
+from time import monotonic as clock
+from time import sleep
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import Backend, backend_named
@@ -28,6 +30,11 @@ from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.feeding import Lanes, plan_lanes
 from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 from nemo_gym.orchestration.render import StagedFile, StagedRun, backend_context, lane_feeder_files, render_template
+
+# After a lost connection, how long the submission script (which runs on: HUP ignored) is waited
+# for to end before what it queued is read back, and how often its logs are read meanwhile.
+SETTLE_SECONDS = 120
+SETTLE_POLL_SECONDS = 2
 
 EXIT_MISSING_MOUNTS = 3
 EXIT_RUN_DIR_EXISTS = 4
@@ -306,19 +313,39 @@ def recover_results(conn: Connection, runs: list[StagedRun]) -> list[list[Queued
     """After a lost connection: what each run directory says was queued, in one script."""
     plans = [staged.plan for staged in runs]
     script = render_template("recover-submitted.sh.j2", runs=plans)
-    parts = split_by_run(conn.run_script(script).stdout, [plan.run_id for plan in plans])
-    answers = [[_lost_unless_queued(plan, r) for r in _parse(plan, parts[plan.run_id])] for plan in plans]
+    deadline = clock() + SETTLE_SECONDS
+    while True:
+        stdout = conn.run_script(script).stdout
+        parts = split_by_run(stdout, [plan.run_id for plan in plans])
+        gone = contract.SUBMISSION_GONE_MARKER in stdout.split()
+        settled = gone or all(_settled(parts[plan.run_id]) for plan in plans)
+        if settled or clock() >= deadline:
+            break
+        sleep(SETTLE_POLL_SECONDS)
+    answers = [[_lost_unless_queued(plan, r, settled) for r in _parse(plan, parts[plan.run_id])] for plan in plans]
     return answered_by_hosts(plans, answers)
 
 
-def _lost_unless_queued(plan: RunPlan, queued: QueuedJob) -> QueuedJob:
-    """A job the submission log has no word of was never queued: the connection went first."""
+def _settled(log: str) -> bool:
+    """Whether a run's submission has ended: its log's last line says so, or its directory was
+    never made (the script never ran: bash reads it whole first)."""
+    lines = log.split()
+    return bool(lines) and lines[-1] in (contract.SUBMISSION_ENDED_MARKER, contract.RUN_DIR_ABSENT_MARKER)
+
+
+def _lost_unless_queued(plan: RunPlan, queued: QueuedJob, settled: bool) -> QueuedJob:
+    """A job the submission log has no word of, once the submission has ended, was never queued:
+    the connection went first. Before it has ended (it runs on without the connection), it may
+    still be: unknown, and where to look."""
     backend = backend_named(plan.backend)
     if queued.job_id or queued.error != no_result(backend):
         return queued
-    return QueuedJob(
-        queued.benchmark, None, f"not submitted: the connection was lost before its {backend.submit_command} ran"
-    )
+    if settled:
+        why = f"not submitted: the connection was lost before its {backend.submit_command} ran"
+    else:
+        log = f"{plan.run_dir}/{contract.SUBMITTED_LOG}"
+        why = f"unknown: its submission was still running {SETTLE_SECONDS} s after the connection was lost; {log} lists it once queued"
+    return QueuedJob(queued.benchmark, None, why)
 
 
 def site_limits_script(backend: Backend, demands: list[QueueDemand]) -> str | None:

@@ -552,15 +552,16 @@ def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Subm
     jobs = [b for r in records for b in r.units]
     done = [b for b in jobs if b.queued]
     counted = f"job(s) of the sweep's {len(records)} runs" if prepared.sweep_id else "benchmark(s)"
-    return Submission(
-        records,
-        sweep,
-        interrupted=(
-            f"the connection to {host} was lost during submission; {len(done)} of {len(jobs)} {counted} had been "
-            f"queued and are recorded in {kind} {name}; submit the others again, or cancel the "
-            f"{kind} with gym eval cancel {name}"
-        ),
-    )
+    cut = f"the connection to {host} was lost during submission; "
+    if len(done) == len(jobs):
+        text = f"{cut}all {len(jobs)} {counted} were queued and are recorded in {kind} {name} (read back from its logs)"
+    else:
+        text = (
+            f"{cut}{len(done)} of {len(jobs)} {counted} had been queued and are recorded in {kind} {name}; "
+            f"the others were not queued (gym eval status {name} says why each), or cancel the {kind} with "
+            f"gym eval cancel {name}"
+        )
+    return Submission(records, sweep, interrupted=text)
 
 
 def job_kind(record: SubmissionRecord) -> str:

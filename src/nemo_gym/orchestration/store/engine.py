@@ -159,7 +159,7 @@ def _engine(url: str) -> Engine:
         parsed = make_url(url)
     except ArgumentError:
         raise UserError(
-            f"--results-url/{URL_VARIABLE}: {url[:80]!r} is not a database URL; give one such as "
+            f"--results-url/{URL_VARIABLE}: {_without_credentials(url)[:80]!r} is not a database URL; give one such as "
             f"sqlite:////path/results.sqlite or postgresql+psycopg://user@host/db"
         ) from None
     is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -184,6 +184,15 @@ def _sqlite_for_two_writers(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
     cursor.close()
+
+
+def _without_credentials(text: str) -> str:
+    """A string that is no URL, shown without whatever may be a password in it: everything before
+    the last ``@`` (after a scheme, when it has one) is masked."""
+    scheme, sep, rest = text.rpartition("//") if "//" in text else ("", "", text)
+    if "@" not in rest:
+        return text
+    return f"{scheme}{sep}***@{rest.rsplit('@', 1)[1]}"
 
 
 def _reason(exc: BaseException) -> str:

@@ -15,6 +15,9 @@ gym_made+=(/lustre/runs/gym-job-20260101T000000Z-000000)
 base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C /lustre/runs/gym-job-20260101T000000Z-000000 || gym_unmake
 <the staged files, tar.gz, base64>
 GYM_TAR_EOF
+# Held while this script queues (released as it ends, however it ends): what a lost connection's
+# recovery asks before it believes the logs are whole.
+if command -v flock >/dev/null 2>&1 && exec 9>>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitting; then flock -n 9 || :; fi
 if mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/b1/.gym && printf '%s\n' /lustre/runs/gym-job-20260101T000000Z-000000/b1 /lustre/runs/gym-job-20260101T000000Z-000000/b2 >/lustre/runs/gym-job-20260101T000000Z-000000/b1/.gym/array-manifest &&
   cat >/lustre/runs/gym-job-20260101T000000Z-000000/b1/.gym/array.sh <<'GYM_ARRAY_EOF'
 #!/bin/bash
@@ -59,4 +62,5 @@ printf -v line '%s%s:%s:%s' __GYM_JOB: b2 "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted
 printf '%s\n' "$line"
 )
+printf '%s\n' __GYM_SUBMISSION_ENDED >>/lustre/runs/gym-job-20260101T000000Z-000000/.gym-submitted
 }

@@ -15,6 +15,9 @@ gym_made+=(/mnt/gym-results/gym-job-20260101T000000Z-000000)
 base64 -d <<'GYM_TAR_EOF' | tar -xzf - -C /mnt/gym-results/gym-job-20260101T000000Z-000000 || gym_unmake
 <the staged files, tar.gz, base64>
 GYM_TAR_EOF
+# Held while this script queues (released as it ends, however it ends): what a lost connection's
+# recovery asks before it believes the logs are whole.
+if command -v flock >/dev/null 2>&1 && exec 9>>/mnt/gym-results/gym-job-20260101T000000Z-000000/.gym-submitting; then flock -n 9 || :; fi
 printf '%s\n' __GYM_RUN:gym-job-20260101T000000Z-000000
 (
 export GYM_GOLDEN_SECRET=golden-secret-value
@@ -29,4 +32,5 @@ printf -v line '%s%s:%s:%s' __GYM_JOB: second "$rc" "${out//$'\n'/ }"
 printf '%s\n' "$line" >>/mnt/gym-results/gym-job-20260101T000000Z-000000/.gym-submitted
 printf '%s\n' "$line"
 )
+printf '%s\n' __GYM_SUBMISSION_ENDED >>/mnt/gym-results/gym-job-20260101T000000Z-000000/.gym-submitted
 }
