@@ -129,3 +129,33 @@ def test_the_default_store_is_fed_and_off_turns_it_off(tmp_path, capsys, monkeyp
     monkeypatch.delenv("GYM_RESULTS_URL")
     gym(capsys, "status", str(run))
     assert [benchmark for _, benchmark, _ in stored(default_url())] == ["alpha", "beta"]
+
+
+# An observation in the local index as the version before the store wrote it (record.py before
+# 48974d1: state, when, what the run's jobs cost; no ``stored`` marks).
+OBSERVATION_BEFORE_THE_STORE = Path(__file__).resolve().parents[1] / "data" / "index-before-store" / "observation.json"
+
+
+def test_an_index_written_by_the_version_before_the_store_is_read_and_its_runs_fed(
+    store_url, tmp_path, capsys, monkeypatch
+) -> None:
+    """The index's run and its observation as the previous version left them: list shows the state
+    observed, the run (never given to a store) is written on its first read, and its observation keeps
+    the older facts beside the store's marks, so estimates still find what its jobs cost."""
+    import json
+
+    from nemo_gym.orchestration.record import index_dir, load_record, spent_history, write_local_index
+
+    run = a_run(tmp_path)
+    write_local_index(load_record((run / contract.RECORD_FILE).read_text()))
+    observed = index_dir() / "observed" / f"{run.name}.json"
+    observed.parent.mkdir(parents=True, exist_ok=True)
+    observed.write_text(OBSERVATION_BEFORE_THE_STORE.read_text())
+    code, out, err = gym(capsys, "list")
+    assert (code, err) == (0, "") and run.name in out and "2 succeeded" in out
+    monkeypatch.setenv("GYM_RESULTS_URL", store_url)
+    assert gym(capsys, "results", run.name)[2] == ""
+    assert stored(store_url) == [(run.name, "alpha", 0.25), (run.name, "beta", 0.5)]
+    kept = json.loads(observed.read_text())
+    assert kept["state"] == "2 succeeded" and kept["stored"]
+    assert sorted(s.gpu_hours for s in spent_history()) == [0.25, 0.5]

@@ -1,12 +1,17 @@
 """The store's migrations and the tables the queries are written against are one schema: a store
 upgraded by the shipped migrations differs in nothing from ``store/schema.py`` (Alembic's own
 comparison), on SQLite and on the real PostgreSQL server; each revision names the one before it; a
-store a newer version wrote is refused in one line."""
+store a newer version wrote is refused in one line; a store this version wrote is upgraded by a next
+version's migration with every entry read back unchanged."""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
+
 import pytest
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
@@ -70,3 +75,101 @@ def test_eight_processes_opening_a_new_store_at_once_all_find_it_made(store_url:
         versions = conn.execute(text("SELECT count(*) FROM alembic_version")).scalar()
     store.close()
     assert versions == 1
+
+
+# A next version's migration, as the next release would ship it: written beside a copy of this
+# version's migrations, its down_revision this version's head.
+NEXT_REVISION = "v_next_test"
+NEXT = '''"""A next version's schema (test-only): a column and an index added."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "{revision}"
+down_revision = "{head}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("entries") as batch:
+        batch.add_column(sa.Column("note", sa.String(200), nullable=True))
+    op.create_index("entries_by_model_and_step", "entries", ["model", "step"])
+'''
+
+
+def written_entries() -> list:
+    """Two entries with every kind of value a store holds: texts (non-ASCII too), None, numbers,
+    a partial one, the metrics and the per-task scores."""
+    from nemo_gym.orchestration.store import Entry
+
+    full = Entry(
+        run_id="gym-job-20261201T000001Z-000001",
+        benchmark="answer-judge",
+        attempt=2,
+        submitted_at="2026-12-01T00:00:01.001Z",
+        state="succeeded",
+        samples=12,
+        metric="reward",
+        sweep_id="gym-sweep-20261201T000000Z-5eeb01",
+        model="/ckpt/modèle/step-100",
+        step=100,
+        weights_fingerprint="sha256:abc",
+        submitted_by="ana",
+        submitted_host="node-1",
+        complete=True,
+        expected_samples=12,
+        value=0.25,
+        metrics={"mean/reward": 0.25, "pass@1": 0.5},
+        gpu_hours=1.5,
+        wall_seconds=30.25,
+        inputs_digest="sha256:inputs",
+        results_fingerprint="sha256:results",
+        task_scores={0: 1.0, 1: 0.0, 2: 0.5},
+        written_at="2026-12-01T00:01:00Z",
+    )
+    partial = replace(
+        Entry(full.run_id[:-1] + "2", "math-judge", 1, "2026-12-01T00:00:02.002Z", "failed", 9, "reward"),
+        complete=False,
+        expected_samples=12,
+        written_at="2026-12-01T00:02:00Z",
+    )
+    return [full, partial]
+
+
+def next_version(tmp_path) -> Config:
+    from nemo_gym.orchestration.store.migrating import MIGRATIONS
+
+    scripts = tmp_path / "next-migrations"
+    shutil.copytree(MIGRATIONS, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    (scripts / "versions" / f"{NEXT_REVISION}.py").write_text(NEXT.format(revision=NEXT_REVISION, head=head))
+    config = Config()
+    config.set_main_option("script_location", str(scripts))
+    return config
+
+
+def test_a_store_written_by_this_version_is_upgraded_by_the_next(store_url: str, tmp_path) -> None:
+    """A store made and written at this version's head, then upgraded by a next version's migration
+    (a column and an index added): every entry reads back as it was written, raw row and Entry alike."""
+    from alembic import command
+    from sqlalchemy import select
+
+    from nemo_gym.orchestration.store.schema import entries
+
+    store = open_store(store_url)
+    assert store.write(written_entries()) == 2
+    before = store.entries()
+    with store.engine.connect() as conn:
+        rows_before = [dict(r._mapping) for r in conn.execute(select(entries).order_by(entries.c.run_id))]
+    config = next_version(tmp_path)
+    with store.engine.connect() as conn, conn.begin():
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == NEXT_REVISION
+        raw = [dict(r._mapping) for r in conn.execute(text("SELECT * FROM entries ORDER BY run_id"))]
+        rows_after = [dict(r._mapping) for r in conn.execute(select(entries).order_by(entries.c.run_id))]
+    assert [row.pop("note") for row in raw] == [None, None]  # the next version's column, empty
+    assert rows_after == rows_before and store.entries() == before == written_entries()
+    store.close()

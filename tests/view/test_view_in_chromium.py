@@ -111,3 +111,22 @@ def test_the_pages_written_as_files_load_offline(tmp_path) -> None:
     seen = open_page((tmp_path / "site" / "index.html").as_uri(), click=sweep_id)
     assert seen.console_errors == [] and all(u.startswith("file://") for u in seen.requests)
     assert "model\tState" in seen.text and "best: 2000" in seen.text  # the swept key, shortened
+
+
+def test_the_history_page_is_linked_from_the_index_and_shows_the_store(tmp_path) -> None:
+    """The results store's 12 checkpoints x 30 benchmarks, one regression planted: reached from
+    the index's header, nothing asked elsewhere, no console error; the regression named."""
+    from history_store import fill, training_run
+
+    url = f"sqlite:///{tmp_path / 'store' / 'results.sqlite'}"
+    fill(url, training_run(12, 30, 40, planted=(6, 3)))
+    server = serve(Viewer([], results_url=url), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        seen = open_page(f"{base}/", click="history", screenshot=tmp_path / "history.png")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert only_own(seen, base) and seen.console_errors == []
+    assert "bench-03 at /ckpt/run-a/step-700: -" in seen.text and "/ckpt/run-a/step-1200" in seen.text

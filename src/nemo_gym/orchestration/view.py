@@ -70,6 +70,15 @@ class Links:
         )
         return f"/samples/{_path(run_id)}/{_path(benchmark)}" + (f"?{query_string}" if query_string else "")
 
+    def history(self, model_prefix: str = "", sweep: str = "") -> str:
+        """The results store's history page; served, filtered by the query's model prefix and sweep."""
+        if self.static:
+            return "history.html"
+        query_string = urllib.parse.urlencode(
+            {k: v for k, v in {"model_prefix": model_prefix, "sweep": sweep}.items() if v}
+        )
+        return "/history" + (f"?{query_string}" if query_string else "")
+
     def compare(self, base: str, candidate: str) -> str:
         if self.static:
             return f"compare-{_file(base)}-{_file(candidate)}.html"

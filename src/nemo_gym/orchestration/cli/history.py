@@ -7,19 +7,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from nemo_gym.orchestration import history_words as words
 from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long_words
 from nemo_gym.orchestration.display import echo
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.library import Checkpoint, History, HistoryImport
+    from nemo_gym.orchestration.library import History, HistoryImport
 
 URL_HELP = (
     "the results store's database URL (default: $GYM_RESULTS_URL, else results.sqlite beside the local index); "
     "a team's: postgresql+psycopg://USER@HOST/DB"
-)
-PARTIAL_LEGEND = (
-    "(k/n): samples written of those expected, where a benchmark did not write them all: never the best, never "
-    "judged a regression"
 )
 # A model's path shown: a run of more non-blank characters by its two ends (--json has it whole).
 MODEL_SHOWN = 80
@@ -85,78 +82,35 @@ def show_history(args: argparse.Namespace) -> int:
 
 
 def history_text(found: History) -> str:
-    """The matrix, each benchmark's best cell starred, the best checkpoints named, the regressions."""
+    """The matrix, each benchmark's best cell starred, the best checkpoints named, the regressions
+    (worded by ``history_words``, as the view's history page words them)."""
     board = found.board
     if not board.checkpoints:
-        return "The store holds no entry of this selection; gym eval history import DIR... adds run directories"
+        return words.EMPTY
     best = {b: board.best(b) for b in board.benchmarks}
-    rows = []
-    for c in board.checkpoints:
-        cells = [_marked(c, b, best[b] is c) for b in board.benchmarks]
-        rows.append(
-            [
-                _model(c.model),
-                "-" if c.step is None else str(c.step),
-                *cells,
-                _cell(c.suite_mean(board.benchmarks), False),
-            ]
-        )
-    lines = [
-        "Each cell: the newest run's mean over tasks; *: the best of its benchmark; SUITE: the mean over every benchmark",
-        table(["MODEL", "STEP", *board.benchmarks, "SUITE"], rows),
+    rows = [
+        [
+            _model(c.model),
+            "-" if c.step is None else str(c.step),
+            *(words.cell_text(c, b, best[b] is c) for b in board.benchmarks),
+            words.value_text(c.suite_mean(board.benchmarks)),
+        ]
+        for c in board.checkpoints
     ]
-    if any(c.partial(b) for c in board.checkpoints for b in board.benchmarks):
-        lines.insert(1, PARTIAL_LEGEND)
-    lines += [f"best {b}: {_model(c.model)} ({_cell(c.value(b), False)})" for b, c in best.items() if c is not None]
-    top = board.best_over_suite()
-    if top is not None:
-        lines.append(
-            f"best over the suite: {_model(top.model)} (mean {_cell(top.suite_mean(board.benchmarks), False)})"
-        )
-    return "\n".join(lines + regressions_lines(found))
+    lines = [words.LEGEND, table(["MODEL", "STEP", *board.benchmarks, "SUITE"], rows)]
+    if words.any_partial(board):
+        lines.insert(1, words.PARTIAL_LEGEND)
+    return "\n".join(lines + words.best_lines(board, _model) + regressions_lines(found))
 
 
 def regressions_lines(found: History) -> list[str]:
-    how = (
-        f"each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks judged "
-        f"together ({found.correction.label}, alpha {found.alpha:g})"
-    )
     if not found.regressions:
-        return [f"regressions: none flagged ({how})", detectable_line(found)]
-    lines = [f"regressions ({how}):"]
-    for r in found.regressions:
-        lines.append(
-            f"  {r.benchmark} at {_model(r.checkpoint.model)}: {r.delta:+.4f} against {_model(r.against.model)} "
-            f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} benchmark(s))"
-        )
-    return lines
-
-
-def detectable_line(found: History) -> str:
-    """How small a drop "none flagged" could have seen: compare's DETECTABLE, over every pair tested."""
-    seen = found.detectable
-    if seen is None:
-        return "  no pair to test: no checkpoint has one before it scored on the same tasks"
-    where = f"{seen.benchmark} at {_model(seen.checkpoint.model)}"
-    return (
-        f"  the data could show drops of {seen.every_pair:.4f} or more on each of the {seen.pairs} pair(s) tested, "
-        f"{seen.smallest:.4f} on the most sensitive ({where}); {seen.power:.0%} of the time, at each checkpoint's level "
-        f"(alpha over its benchmarks), as gym eval compare's DETECTABLE"
-    )
-
-
-def _marked(checkpoint: Checkpoint, benchmark: str, starred: bool) -> str:
-    """A cell, and where its benchmark did not write every sample, how many it wrote: ``0.5000 (9/12)``."""
-    entry = checkpoint.cells.get(benchmark)
-    text = _cell(checkpoint.value(benchmark), starred)
-    if entry is None or not entry.partial:
-        return text
-    expected = "?" if entry.expected_samples is None else entry.expected_samples
-    return f"{text} ({entry.samples}/{expected})"
-
-
-def _cell(value: float | None, starred: bool) -> str:
-    return "-" if value is None else f"{value:.4f}{'*' if starred else ''}"
+        return [
+            words.none_flagged(found.correction, found.alpha),
+            f"  {words.detectable_text(found.detectable, _model)}",
+        ]
+    lines = [words.flagged_heading(found.correction, found.alpha)]
+    return lines + [f"  {words.regression_text(r, _model)}" for r in found.regressions]
 
 
 def _model(label: str) -> str:

@@ -31,6 +31,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--token", help="required off loopback: the view asks for it once (or set GYM_VIEW_TOKEN)")
     p.add_argument("--static", metavar="DIR", help="write the pages as files into DIR instead of serving them")
     add_metric_option(p, "the metric of the tables and curves")
+    p.add_argument(
+        "--results-url",
+        metavar="URL",
+        help="the results store its history page reads (default: $GYM_RESULTS_URL, else results.sqlite beside "
+        "the local index)",
+    )
     p.set_defaults(handler=run_view)
 
 
@@ -39,7 +45,7 @@ def run_view(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.errors import UserError
     from nemo_gym.orchestration.library import Viewer, check_binding, environment_token, serve, write_static
 
-    viewer = Viewer(args.names, **({"metric": args.metric} if args.metric else {}))
+    viewer = Viewer(args.names, **({"metric": args.metric} if args.metric else {}), results_url=args.results_url)
     viewer.parts()  # names that name nothing: said now, not on the first page
     if args.static:
         written = write_static(viewer, args.static)

@@ -55,6 +55,7 @@ class Viewer:
     names: list[str]
     connect: Connect = connect
     metric: str = DEFAULT_METRIC
+    results_url: str | None = None  # the results store of the history page (None: as gym eval history's)
 
     # -- what is shown -------------------------------------------------------------------------------
 
@@ -151,6 +152,21 @@ class Viewer:
                 read_tasks(candidate, _job_dir(candidate, b.benchmark), shown, self.connect),
             )
         return view.compare_page(comparison, base, candidate, rows, links)
+
+    def history_html(self, links: view.Links, query: dict[str, list[str]] | None = None) -> str:
+        """The results store's history (``gym eval history``'s), filtered as the query asks; a bad
+        filter, or a store off or out of reach, is one line on the page saying what to do."""
+        from nemo_gym.orchestration import view_history
+        from nemo_gym.orchestration.library.remembering import history
+
+        asked, problem = view_history.parse_query(query or {})
+        found = None
+        if not problem:
+            try:
+                found = history(self.results_url, model_prefix=asked.model_prefix, sweep=asked.sweep)
+            except UserError as exc:
+                problem = "; ".join(exc.problems)
+        return view_history.history_page(found, asked, problem, links)
 
 
 def _entry(run: RunStatus) -> view.RunEntry:
@@ -283,6 +299,8 @@ class _Site:
         if not parts:
             return viewer.index_html(links)
         kind, args = parts[0], parts[1:]
+        if kind == "history" and not args:
+            return viewer.history_html(links, query)
         if kind == "samples" and len(args) == 2:
             start = (query.get("start") or ["0"])[0]
             return viewer.samples_html(
@@ -389,7 +407,7 @@ STATIC_MARKER = ".gym-eval-view"
 
 
 def write_static(viewer: Viewer, directory: str) -> list[Path]:
-    """The same pages as files in ``directory``: the index, each run, each sweep, each benchmark's
+    """The same pages as files in ``directory``: the index, the results store's history, each run, each sweep, each benchmark's
     first page of samples, and each run of a sweep against the sweep's first run and the one
     before it, side by side. Only into a new, empty or earlier ``--static`` directory; each page
     written whole beside its name and renamed over it (never written through a link)."""
@@ -402,6 +420,7 @@ def write_static(viewer: Viewer, directory: str) -> list[Path]:
             written.append(replace_file(out, name, page))
 
     write(links.index(), viewer.index_html(links))
+    write(links.history(), viewer.history_html(links))
     sweeps, runs = viewer.parts()
     for record in runs:
         rid = record.gym_job_id

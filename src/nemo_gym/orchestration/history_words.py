@@ -1,0 +1,103 @@
+"""A history's words, written once for ``gym eval history`` and the view's history page: the
+legends, a cell (``0.5000*``, ``0.0000 (9/12)``), the best checkpoints, the regressions flagged and,
+where none is, how small a drop the pairs tested could have shown. Pure: the leaderboard and the
+judgement of ``store.history`` and ``store.regressions`` in, text out. Each model's path is shown by
+the caller's ``shown`` (the terminal cuts a long one by its two ends, the page too); the page's
+template escapes every text (it all comes from the store: untrusted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.stats import Correction
+    from nemo_gym.orchestration.store.history import Checkpoint, Leaderboard
+    from nemo_gym.orchestration.store.regressions import Detectable, Regression
+
+Shown = Callable[[str], str]
+
+LEGEND = (
+    "Each cell: the newest run's mean over tasks; *: the best of its benchmark; SUITE: the mean over every benchmark"
+)
+PARTIAL_LEGEND = (
+    "(k/n): samples written of those expected, where a benchmark did not write them all: never the best, never "
+    "judged a regression"
+)
+EMPTY = "The store holds no entry of this selection; gym eval history import DIR... adds run directories"
+NO_PAIR = "no pair to test: no checkpoint has one before it scored on the same tasks"
+
+
+def value_text(value: float | None, starred: bool = False) -> str:
+    """``0.5000``, ``0.5000*`` for the best of its benchmark, ``-`` for none."""
+    return "-" if value is None else f"{value:.4f}{'*' if starred else ''}"
+
+
+def samples_text(checkpoint: Checkpoint, benchmark: str) -> str:
+    """``(9/12)`` where the benchmark did not write every sample it expected; else nothing."""
+    entry = checkpoint.cells.get(benchmark)
+    if entry is None or not entry.partial:
+        return ""
+    expected = "?" if entry.expected_samples is None else entry.expected_samples
+    return f"({entry.samples}/{expected})"
+
+
+def cell_text(checkpoint: Checkpoint, benchmark: str, starred: bool) -> str:
+    """A cell: ``0.5000*``, and where its benchmark did not write every sample, ``0.5000 (9/12)``."""
+    samples = samples_text(checkpoint, benchmark)
+    text = value_text(checkpoint.value(benchmark), starred)
+    return f"{text} {samples}" if samples else text
+
+
+def any_partial(board: Leaderboard) -> bool:
+    return any(c.partial(b) for c in board.checkpoints for b in board.benchmarks)
+
+
+def best_lines(board: Leaderboard, shown: Shown) -> list[str]:
+    """``best B: MODEL (0.7500)`` per benchmark with one, and ``best over the suite: ...``."""
+    lines = []
+    for benchmark in board.benchmarks:
+        best = board.best(benchmark)
+        if best is not None:
+            lines.append(f"best {benchmark}: {shown(best.model)} ({value_text(best.value(benchmark))})")
+    top = board.best_over_suite()
+    if top is not None:
+        lines.append(f"best over the suite: {shown(top.model)} (mean {value_text(top.suite_mean(board.benchmarks))})")
+    return lines
+
+
+def method(correction: Correction, alpha: float) -> str:
+    return (
+        f"each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks judged "
+        f"together ({correction.label}, alpha {alpha:g})"
+    )
+
+
+def none_flagged(correction: Correction, alpha: float) -> str:
+    return f"regressions: none flagged ({method(correction, alpha)})"
+
+
+def flagged_heading(correction: Correction, alpha: float) -> str:
+    return f"regressions ({method(correction, alpha)}):"
+
+
+def regression_text(regression: Regression, shown: Shown) -> str:
+    """``B at MODEL: -1.0000 against MODEL (p 0.000488, adjusted 0.000977 over 2 benchmark(s))``."""
+    r = regression
+    return (
+        f"{r.benchmark} at {shown(r.checkpoint.model)}: {r.delta:+.4f} against {shown(r.against.model)} "
+        f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} benchmark(s))"
+    )
+
+
+def detectable_text(seen: Detectable | None, shown: Shown) -> str:
+    """How small a drop "none flagged" could have seen: compare's DETECTABLE, over every pair tested."""
+    if seen is None:
+        return NO_PAIR
+    where = f"{seen.benchmark} at {shown(seen.checkpoint.model)}"
+    return (
+        f"the data could show drops of {seen.every_pair:.4f} or more on each of the {seen.pairs} pair(s) tested, "
+        f"{seen.smallest:.4f} on the most sensitive ({where}); {seen.power:.0%} of the time, at each checkpoint's level "
+        f"(alpha over its benchmarks), as gym eval compare's DETECTABLE"
+    )
