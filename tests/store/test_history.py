@@ -63,11 +63,11 @@ def test_imported_runs_make_the_leaderboard_in_step_order_with_the_best(store_ur
         f"best alpha: {CKPT}/step-200 (0.7500)",
         f"best beta: {CKPT}/step-300 (0.7500)",
         f"best over the suite: {CKPT}/step-300 (mean 0.6250)",
-        "regressions: none flagged (each checkpoint against the best before it, paired over tasks; a checkpoint's "
-        "benchmarks judged together (Holm, alpha 0.05))",
-        "  the data could show drops of 0.5833 or more on each of the 4 pair(s) tested, 0.5833 on the most "
-        f"sensitive (alpha at {CKPT}/step-200); 80% of the time, at each checkpoint's level (alpha over its "
-        "benchmarks), as gym eval compare's DETECTABLE",
+        "regressions: none flagged (each checkpoint against the one before it, paired over tasks; every pair of "
+        "the history judged together (Holm, alpha 0.05))",
+        "  the data could show drops of 0.6667 or more on each of the 4 pair(s) tested, 0.6667 on the most "
+        f"sensitive (alpha at {CKPT}/step-200); 80% of the time, at the history's level (alpha over every "
+        "pair tested), as gym eval compare's DETECTABLE",
     ]
 
 
@@ -97,8 +97,8 @@ def test_none_flagged_says_the_drop_it_could_have_seen_as_compare_does(store_url
     assert out.splitlines()[-2].startswith("regressions: none flagged (")
     assert out.splitlines()[-1] == (
         f"  the data could show drops of {max(compared.values()):.4f} or more on each of the 2 pair(s) tested, "
-        f"{compared[least]:.4f} on the most sensitive ({least} at {CKPT}/step-200); 80% of the time, at each "
-        "checkpoint's level (alpha over its benchmarks), as gym eval compare's DETECTABLE"
+        f"{compared[least]:.4f} on the most sensitive ({least} at {CKPT}/step-200); 80% of the time, at the "
+        "history's level (alpha over every pair tested), as gym eval compare's DETECTABLE"
     )
     _, out, _ = cli(capsys, "--results-url", store_url, "--json")
     seen = json.loads(out)["detectable_drop"]
@@ -260,7 +260,7 @@ def test_a_benchmark_no_database_keeps_as_it_is_is_refused_and_its_run_s_others_
 
 def test_the_planted_regression_is_flagged_and_nothing_else(store_url, tmp_path, capsys) -> None:
     """alpha: 6, 12, 0, 12 tasks right at steps 100-400; beta: 6 everywhere. Step 300's alpha drops
-    all 12 tasks against step 200 (the best before it): flagged. Step 400 against step 200 is equal,
+    all 12 tasks against step 200 (the one before it): flagged. Step 400 against step 300 rose,
     step 200 improved, beta never moves: nothing else."""
     where = tmp_path / "runs"
     where.mkdir()
@@ -272,13 +272,13 @@ def test_the_planted_regression_is_flagged_and_nothing_else(store_url, tmp_path,
     code, out, _ = cli(capsys, "--results-url", store_url)
     assert code == 0
     assert out.splitlines()[-2:] == [
-        "regressions (each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks "
-        "judged together (Holm, alpha 0.05)):",
-        f"  alpha at {CKPT}/step-300: -1.0000 against {CKPT}/step-200 (p 0.000488, adjusted 0.000977 over 2 benchmark(s))",
+        "regressions (each checkpoint against the one before it, paired over tasks; every pair of the "
+        "history judged together (Holm, alpha 0.05)):",
+        f"  alpha at {CKPT}/step-300: -1.0000 against {CKPT}/step-200 (p 0.000488, adjusted 0.00293 over 6 pair(s))",
     ]
     _, out, _ = cli(capsys, "--results-url", store_url, "--json")
     [flagged] = json.loads(out)["regressions"]
-    assert (flagged["benchmark"], flagged["step"], flagged["against_step"], flagged["family"]) == ("alpha", 300, 200, 2)
+    assert (flagged["benchmark"], flagged["step"], flagged["against_step"], flagged["family"]) == ("alpha", 300, 200, 6)
 
 
 def test_a_drop_the_suite_s_error_control_cannot_tell_from_chance_is_not_flagged(store_url, tmp_path, capsys) -> None:

@@ -69,7 +69,7 @@ def best_lines(board: Leaderboard, shown: Shown) -> list[str]:
 
 def method(correction: Correction, alpha: float) -> str:
     return (
-        f"each checkpoint against the best before it, paired over tasks; a checkpoint's benchmarks judged "
+        f"each checkpoint against the one before it, paired over tasks; every pair of the history judged "
         f"together ({correction.label}, alpha {alpha:g})"
     )
 
@@ -83,11 +83,11 @@ def flagged_heading(correction: Correction, alpha: float) -> str:
 
 
 def regression_text(regression: Regression, shown: Shown) -> str:
-    """``B at MODEL: -1.0000 against MODEL (p 0.000488, adjusted 0.000977 over 2 benchmark(s))``."""
+    """``B at MODEL: -1.0000 against MODEL (p 0.000488, adjusted 0.000977 over 2 pair(s))``."""
     r = regression
     return (
         f"{r.benchmark} at {shown(r.checkpoint.model)}: {r.delta:+.4f} against {shown(r.against.model)} "
-        f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} benchmark(s))"
+        f"(p {r.p_value:.3g}, adjusted {r.adjusted_p:.3g} over {r.family} pair(s))"
     )
 
 
@@ -98,6 +98,6 @@ def detectable_text(seen: Detectable | None, shown: Shown) -> str:
     where = f"{seen.benchmark} at {shown(seen.checkpoint.model)}"
     return (
         f"the data could show drops of {seen.every_pair:.4f} or more on each of the {seen.pairs} pair(s) tested, "
-        f"{seen.smallest:.4f} on the most sensitive ({where}); {seen.power:.0%} of the time, at each checkpoint's level "
-        f"(alpha over its benchmarks), as gym eval compare's DETECTABLE"
+        f"{seen.smallest:.4f} on the most sensitive ({where}); {seen.power:.0%} of the time, at the history's level "
+        f"(alpha over every pair tested), as gym eval compare's DETECTABLE"
     )

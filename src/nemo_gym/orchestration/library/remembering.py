@@ -68,7 +68,7 @@ class History:
     board: Leaderboard
     regressions: list[Regression]
     alpha: float = DEFAULT_ALPHA
-    correction: Correction = Correction.HOLM  # a checkpoint's benchmarks as one family, as compare's
+    correction: Correction = Correction.HOLM  # every pair of the history as one family
     detectable: Detectable | None = None  # how small a drop the pairs tested could show
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def history(
 ) -> History:
     """The selected entries' history: the leaderboard (checkpoints in step order x benchmarks, the
     suite mean, the best checkpoint per benchmark and over the suite) and the regressions flagged
-    (each checkpoint against the best before it, a checkpoint's benchmarks judged together)."""
+    (each checkpoint against the one before it, every pair of the history judged together)."""
     store = open_store(url)
     try:
         found = store.entries(Selection(model_prefix, sweep, tuple(benchmarks or ())))
