@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_site_limits import config_file, three_checkpoints
 
-from nemo_gym.orchestration import contract, journal, library
+from nemo_gym.orchestration import contract, journal, library, submission
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import submitting
 from nemo_gym.orchestration.record import all_records
@@ -80,7 +80,7 @@ def test_another_config_or_a_submission_that_queued_nothing_is_a_new_submission(
 
     lone = library.prepare(library.compose(path, ["services.policy.model=/ckpt/q"]))
     with monkeypatch.context() as patch:
-        patch.setattr(submitting, "stage_and_submit", refuse)  # killed before anything was staged
+        patch.setattr(submission, "stage_and_submit", refuse)  # killed before anything was staged (read when called)
         with pytest.raises(Killed):
             library.submit(lone, connect=conn.connect)
     pending = next(j for j in journal.pending() if j.sweep_id is None)

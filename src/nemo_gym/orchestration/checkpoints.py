@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 # A step in a checkpoint's name: step_1000, iter-500, checkpoint-2000, global_step100, ckpt.300;
 # else its last number (epoch3-00120 -> 120).
@@ -59,6 +59,7 @@ class Phase(str, Enum):
 
 
 class Checkpoint(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built when a sweep's record is first read, as the record's
     path: str
     step: int
     phase: Phase = Phase.WAITING
@@ -89,6 +90,8 @@ def ready_file_problem(name: str) -> str | None:
 
 class WatchState(BaseModel):
     """A watch's settings and every checkpoint it has seen, in step order."""
+
+    model_config = ConfigDict(defer_build=True)
 
     directory: str
     pattern: str = "*"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import types
 import typing
 from collections.abc import Iterable
@@ -38,6 +39,13 @@ def without_credentials(text: str) -> str:
 
 def closest_name(word: str, names: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The name ``word`` most likely misspells, if one is close enough: for "did you mean"."""
+    return _closest_name(word, tuple(names), cutoff)
+
+
+@functools.lru_cache(maxsize=1024)
+def _closest_name(word: str, names: tuple[str, ...], cutoff: float) -> str | None:
+    # Remembered: 200 benchmarks each giving gym a key it does not read (checked against the same
+    # keys) ask the same question 200 times, and difflib's answer is the costly part of a dry run.
     close = difflib.get_close_matches(word, list(names), n=1, cutoff=cutoff)
     return close[0] if close else None
 

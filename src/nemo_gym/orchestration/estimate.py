@@ -10,7 +10,6 @@ estimate is the sum over its benchmarks, known only when every benchmark has one
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,6 +58,8 @@ def estimate_benchmark(benchmark: str, gpus: int, history: list[Spent]) -> Bench
     same = [s for s in history if s.benchmark == benchmark and s.gpus == gpus]
     if not same:
         return BenchmarkEstimate(benchmark, gpus, 0, None, None)
+    import statistics  # only with an earlier run to go by (a first submission has none)
+
     walls = [s.wall_seconds for s in same if s.wall_seconds is not None]
     return BenchmarkEstimate(
         benchmark,

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from nemo_gym.orchestration import __version__, contract, untrusted
 from nemo_gym.orchestration.checkpoints import WatchState
@@ -49,7 +49,13 @@ RECORD_NAME = contract.RECORD_FILE
 # ``executor`` the backend's name, ``cluster`` the compute's name.
 
 
+# A record's validators are built when one is first read or written, not on import: a dry run
+# reads none (each verb pays for what it uses).
+_BUILT_ON_FIRST_USE = ConfigDict(defer_build=True)
+
+
 class BenchmarkJob(BaseModel):
+    model_config = _BUILT_ON_FIRST_USE
     benchmark: str
     job_dir: str
     job_id: str | None  # None exactly when the job could not be queued
@@ -106,6 +112,7 @@ class BenchmarkJob(BaseModel):
 
 
 class SubmissionRecord(BaseModel):
+    model_config = _BUILT_ON_FIRST_USE
     gym_job_id: str
     gym_version: str = __version__
     submitted_at: str
@@ -210,6 +217,7 @@ def values_label(values: Mapping[str, str]) -> str:
 
 
 class SweepRun(BaseModel):
+    model_config = _BUILT_ON_FIRST_USE
     run_id: str
     run_dir: str
     values: dict[str, str]  # swept key -> value as written, in the order of the sweep
@@ -221,6 +229,7 @@ class SweepRun(BaseModel):
 
 
 class SweepRecord(BaseModel):
+    model_config = _BUILT_ON_FIRST_USE
     sweep_id: str
     submitted_at: str
     submitted_by: str

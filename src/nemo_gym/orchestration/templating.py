@@ -58,6 +58,9 @@ def _environment() -> Any:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        # The templates are the package's own files: read once a process, not checked again before
+        # each of a suite's thousand renders (a stat each).
+        auto_reload=False,
         # Bash's ${#array[@]} would open a Jinja comment: comments need a marker bash never has.
         comment_start_string="<#jinja#",
         comment_end_string="#jinja#>",

@@ -23,7 +23,8 @@ it), when they were loaded and how. Exit statuses (``Reload``) tell the job what
 checkpoint refused before the server was touched leaves the lane going on with the weights it
 had; a server that failed mid-reload holds weights nobody can name, and serves no more runs.
 
-Stdlib only: it runs on the node, shipped with the job (``shipping.Program.WEIGHTS``).
+Stdlib only: it runs on the node, shipped with the job (``shipping.Program.WEIGHTS``). HTTP
+(``urllib``) is imported where the server is asked: rendering a job reads only ``Reload``.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ import os
 import struct
 import sys
 import time
-import urllib.error
-import urllib.request
 from enum import IntEnum
 from typing import Any
 
@@ -228,6 +227,9 @@ def post_reload(url: str, token: str, weights: str, timeout: float) -> None:
 
 
 def _post(url: str, token: str, body: Any, timeout: float) -> dict[str, Any]:
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode() if body is not None else b"",
@@ -248,6 +250,8 @@ def _post(url: str, token: str, body: Any, timeout: float) -> dict[str, Any]:
 
 
 def healthy(url: str, timeout: float) -> bool:
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=timeout) as answer:
             return answer.status == 200

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration.api import AnyComputeConfig, NodePool, SlurmComputeConfig
-from nemo_gym.orchestration.backends import slurm_arrays, slurm_host, slurm_limits, slurm_node
+from nemo_gym.orchestration.backends import slurm_host, slurm_node
 from nemo_gym.orchestration.backends.base import (
     CANCELLED_BY_USER,
     UNANSWERED,
@@ -32,7 +32,11 @@ from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
 
 if TYPE_CHECKING:
+    from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits
     from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
+
+# Job arrays (slurm_arrays) and the site's limits (slurm_limits) are read when jobs are queued:
+# imported there, so rendering (a dry run) never loads them.
 
 
 def _options(extra: dict[str, str]) -> list[tuple[str, str | None]]:
@@ -179,6 +183,8 @@ class SlurmBackend(Backend):
     ) -> QueueRequest:
         # The jobs of one shape go as job arrays (slurm_arrays), queued first; each run's part then
         # tells its tasks' ids as it tells a single job's.
+        from nemo_gym.orchestration.backends import slurm_arrays
+
         fed = fed or {}
         units = [(job, run_secrets) for plan, run_secrets in zip(plans, secrets) for job in plan.submitted_jobs]
         found = slurm_arrays.arrays(units, fed, together)
@@ -202,6 +208,8 @@ class SlurmBackend(Backend):
         return {key: value for key, value in facts.items() if value}
 
     def limits_request(self, demands: list[QueueDemand]) -> dict[str, object] | None:
+        from nemo_gym.orchestration.backends import slurm_limits
+
         queued = _queued(demands)
         return {
             "accounts": sorted({q.account for q in queued}),
@@ -213,10 +221,14 @@ class SlurmBackend(Backend):
 
     def most_queued_together(self, answers: dict[str, str]) -> int:
         # A job array's indices run from 0 to MaxArraySize - 1 (0: the site has no arrays).
+        from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits
+
         largest = slurm_limits.max_array_size(answers.get("config", ""))
         return slurm_arrays.DEFAULT_MAX_ARRAY_SIZE if largest is None else largest
 
     def limits_problems(self, answers: dict[str, str], demands: list[QueueDemand]) -> list[str]:
+        from nemo_gym.orchestration.backends import slurm_limits
+
         queued = _queued(demands)
         runs = len({d.run_id for d in demands})
         needed: dict[slurm_limits.SubmitLimit, int] = {}
@@ -365,6 +377,8 @@ class ArrayToQueue:
 
 
 def _array_to_queue(array: slurm_arrays.Array, backend_vars: dict[str, object]) -> ArrayToQueue:
+    from nemo_gym.orchestration.backends import slurm_arrays
+
     script, manifest = (f"{array.home}/{name}" for name in (slurm_arrays.ARRAY_SCRIPT, slurm_arrays.ARRAY_MANIFEST))
     text = render_template(
         "slurm-array.sh.j2",
@@ -390,6 +404,8 @@ class _Queued:
 
 
 def _queued(demands: list[QueueDemand]) -> list[_Queued]:
+    from nemo_gym.orchestration.backends import slurm_limits
+
     found = []
     for demand in demands:
         facts = demand.facts

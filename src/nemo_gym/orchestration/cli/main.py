@@ -91,55 +91,55 @@ class BoundedParser(argparse.ArgumentParser):
         super().error(message if len(message) <= DETAIL_LIMIT else message[:DETAIL_LIMIT] + "...")
 
 
-def build_parser(prog: str = "gym") -> argparse.ArgumentParser:
+# Each verb's module (``status`` holds ``list`` too), in the order ``gym eval --help`` lists them.
+VERB_MODULES = {
+    "submit": "submit",
+    "list": "status",
+    "status": "status",
+    "info": "info",
+    "resubmit": "resubmit",
+    "results": "results",
+    "compare": "compare",
+    "gate": "gate",
+    "plan": "plan",
+    "report": "report",
+    "logs": "logs",
+    "cancel": "cancel",
+    "export": "export",
+    "watch": "watch",
+    "view": "view",
+    "history": "history",
+}
+
+
+def named_verb(argv: Sequence[str]) -> str | None:
+    """The verb a command line names (``eval VERB ...``), if it names one: only its module is needed
+    to parse it. Anything else (``--help``, a misspelt verb) is parsed with every verb registered."""
+    return argv[1] if len(argv) >= 2 and argv[0] == "eval" and argv[1] in VERB_MODULES else None
+
+
+def build_parser(prog: str = "gym", verb: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``verb``, only that verb's module is imported and registered
+    (``gym eval submit`` pays for no other verb's arguments, nor their imports)."""
+    import importlib
+
     from nemo_gym.orchestration import __version__
-    from nemo_gym.orchestration.cli import (
-        cancel,
-        compare,
-        export,
-        gate,
-        history,
-        info,
-        logs,
-        plan,
-        report,
-        resubmit,
-        results,
-        status,
-        submit,
-        view,
-        watch,
-    )
 
     parser = BoundedParser(prog=prog, description="Run LLM evaluations on Slurm or locally.")
     parser.add_argument("--version", action="version", version=f"gym orchestration {__version__}")
     verbs = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     eval_parser = verbs.add_parser("eval", help="submit and manage evaluation runs")
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for verb in (
-        submit,
-        status,
-        info,
-        resubmit,
-        results,
-        compare,
-        gate,
-        plan,
-        report,
-        logs,
-        cancel,
-        export,
-        watch,
-        view,
-        history,
-    ):
-        verb.register(eval_verbs)
+    names = dict.fromkeys(VERB_MODULES.values()) if verb is None else [VERB_MODULES[verb]]
+    for name in names:
+        importlib.import_module(f"nemo_gym.orchestration.cli.{name}").register(eval_verbs)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     invoked_as = os.path.basename(sys.argv[0])
-    parser = build_parser(invoked_as if invoked_as in COMMAND_NAMES else COMMAND_NAMES[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(invoked_as if invoked_as in COMMAND_NAMES else COMMAND_NAMES[0], named_verb(argv))
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     _never_unprintable()

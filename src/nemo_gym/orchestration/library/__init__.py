@@ -45,20 +45,7 @@ if TYPE_CHECKING:
         watch,
     )
     from nemo_gym.orchestration.library.planning import plan_samples
-    from nemo_gym.orchestration.library.present import (
-        SOURCE_NONE,
-        estimate_text,
-        hours_text,
-        last_observed,
-        run_labels,
-        runs_title,
-        short_keys,
-        short_values_label,
-        total_usage,
-        usage_source_text,
-        values_label,
-        wall_text,
-    )
+    from nemo_gym.orchestration.library.present import estimate_text, usage_source_text
     from nemo_gym.orchestration.library.present_results import (
         DEFAULT_METRIC,
         UNSCOREABLE_LISTED,
@@ -83,15 +70,23 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.library.viewing import Viewer, check_binding, environment_token, serve, write_static
     from nemo_gym.orchestration.library.watching import WatchEvent, WatchSettings, watch_checkpoints
     from nemo_gym.orchestration.observe import JobStatus
-    from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord, looks_like_a_directory
+    from nemo_gym.orchestration.record import (
+        SubmissionRecord,
+        SweepRecord,
+        last_observed,
+        looks_like_a_directory,
+        values_label,
+    )
     from nemo_gym.orchestration.recovery import DEFAULT_MAX_ATTEMPTS, Plan, Remedy, pairs_text
     from nemo_gym.orchestration.results import BenchmarkResult, RunResults
     from nemo_gym.orchestration.sample_size import DetectionTarget, SamplePlan
     from nemo_gym.orchestration.stats import Correction
     from nemo_gym.orchestration.store.history import Checkpoint
-    from nemo_gym.orchestration.usage import Usage
+    from nemo_gym.orchestration.sweep import run_labels, runs_title, short_keys, short_values_label
+    from nemo_gym.orchestration.usage import SOURCE_NONE, Usage, hours_text, wall_text
+    from nemo_gym.orchestration.usage import total as total_usage
 
-# Where each name lives.
+# Where each name lives (``module:name`` when it is known there by another name).
 _HOMES = {
     "AttemptInfo": "nemo_gym.orchestration.library.describing",
     "BenchmarkComparison": "nemo_gym.orchestration.comparison",
@@ -123,7 +118,7 @@ _HOMES = {
     "RunResubmit": "nemo_gym.orchestration.library.resubmitting",
     "RunResults": "nemo_gym.orchestration.results",
     "RunStatus": "nemo_gym.orchestration.library.observing",
-    "SOURCE_NONE": "nemo_gym.orchestration.library.present",
+    "SOURCE_NONE": "nemo_gym.orchestration.usage",
     "SamplePlan": "nemo_gym.orchestration.sample_size",
     "Selection": "nemo_gym.orchestration.library.selecting",
     "Submission": "nemo_gym.orchestration.library.submitting",
@@ -148,12 +143,12 @@ _HOMES = {
     "gate": "nemo_gym.orchestration.library.gating",
     "headline": "nemo_gym.orchestration.library.present_results",
     "history": "nemo_gym.orchestration.library.remembering",
-    "hours_text": "nemo_gym.orchestration.library.present",
+    "hours_text": "nemo_gym.orchestration.usage",
     "import_runs": "nemo_gym.orchestration.library.remembering",
     "info": "nemo_gym.orchestration.library.describing",
     "info_json": "nemo_gym.orchestration.library.describing",
     "job_kind": "nemo_gym.orchestration.library.submitting",
-    "last_observed": "nemo_gym.orchestration.library.present",
+    "last_observed": "nemo_gym.orchestration.record",
     "list_runs": "nemo_gym.orchestration.library.observing",
     "list_sweeps": "nemo_gym.orchestration.library.observing",
     "logs": "nemo_gym.orchestration.library.reading_logs",
@@ -169,22 +164,22 @@ _HOMES = {
     "resubmit": "nemo_gym.orchestration.library.resubmitting",
     "results": "nemo_gym.orchestration.library.observing",
     "results_json": "nemo_gym.orchestration.library.present_results",
-    "run_labels": "nemo_gym.orchestration.library.present",
-    "runs_title": "nemo_gym.orchestration.library.present",
+    "run_labels": "nemo_gym.orchestration.sweep",
+    "runs_title": "nemo_gym.orchestration.sweep",
     "select": "nemo_gym.orchestration.library.selecting",
     "select_run": "nemo_gym.orchestration.library.selecting",
     "serve": "nemo_gym.orchestration.library.viewing",
-    "short_keys": "nemo_gym.orchestration.library.present",
-    "short_values_label": "nemo_gym.orchestration.library.present",
+    "short_keys": "nemo_gym.orchestration.sweep",
+    "short_values_label": "nemo_gym.orchestration.sweep",
     "staged_directory": "nemo_gym.orchestration.library.submitting",
     "status": "nemo_gym.orchestration.library.observing",
     "status_json": "nemo_gym.orchestration.library.present_results",
     "submit": "nemo_gym.orchestration.library.submitting",
     "sweep_size": "nemo_gym.orchestration.library.observing",
-    "total_usage": "nemo_gym.orchestration.library.present",
+    "total_usage": "nemo_gym.orchestration.usage:total",
     "usage_source_text": "nemo_gym.orchestration.library.present",
-    "values_label": "nemo_gym.orchestration.library.present",
-    "wall_text": "nemo_gym.orchestration.library.present",
+    "values_label": "nemo_gym.orchestration.record",
+    "wall_text": "nemo_gym.orchestration.usage",
     "watch": "nemo_gym.orchestration.library.observing",
     "watch_checkpoints": "nemo_gym.orchestration.library.watching",
     "write_static": "nemo_gym.orchestration.library.viewing",
@@ -303,7 +298,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
+    module, _, there = home.partition(":")
+    value = getattr(importlib.import_module(module), there or name)
     globals()[name] = value  # asked once
     return value
 

@@ -47,10 +47,10 @@ def compose(config_path: str | Path, overrides: list[str], *, multirun: bool = F
     """The config file with its Hydra overrides, validated; with ``multirun``, every combination of
     the overrides (Hydra's multirun grammar) as a sweep: a bad value in any combination is reported,
     naming the combination, and nothing is kept."""
-    from nemo_gym.orchestration.sweep import expand, new_sweep_id
-
     if not multirun:
         return Composition([_composed(config_path, overrides)], config_path=str(config_path))
+    from nemo_gym.orchestration.sweep import expand, new_sweep_id  # a sweep's grammar: a lone config never reads it
+
     points = expand(config_path, overrides)
     shared = SharedComposition(config_path, _shared_overrides([point.overrides for point in points]))
 

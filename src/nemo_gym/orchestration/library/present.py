@@ -1,33 +1,27 @@
-"""What the command line needs to show the use cases' answers, from the modules that own each:
-the text of usage figures, the labels of runs, the JSON documents."""
+"""What the command line shows of the use cases' answers in words no single owner spells: where a
+usage figure comes from, and what a submission will cost. (The usage figures' and the runs' own
+words, the library exports from their owners, ``usage``, ``sweep`` and ``record``.)"""
 
 from __future__ import annotations
 
-from nemo_gym.orchestration.backends import backend_named
-from nemo_gym.orchestration.estimate import RunEstimate, estimate_lines
-from nemo_gym.orchestration.record import last_observed, values_label
-from nemo_gym.orchestration.sweep import run_labels, runs_title, short_keys, short_values_label
-from nemo_gym.orchestration.usage import SOURCE_ACCOUNTING, SOURCE_JOB_RECORD, SOURCE_NONE, Usage, hours_text, wall_text
-from nemo_gym.orchestration.usage import total as total_usage
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "SOURCE_NONE",
-    "hours_text",
-    "last_observed",
-    "run_labels",
-    "runs_title",
-    "short_keys",
-    "short_values_label",
-    "total_usage",
-    "usage_source_text",
-    "values_label",
-    "wall_text",
-]
+from nemo_gym.orchestration.backends import backend_named
+from nemo_gym.orchestration.estimate import estimate_lines
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration.estimate import RunEstimate
+    from nemo_gym.orchestration.usage import Usage
+
+# The usage figures' words are imported where they are shown: a submission's estimate without an
+# earlier run to go by (every first one) shows none.
 
 
 def usage_source_text(usage: Usage, executor: str) -> str:
     """Where a usage figure comes from, in words: the accounts are those of the run's backend
     (``executor``), which says whose they are."""
+    from nemo_gym.orchestration.usage import SOURCE_ACCOUNTING, SOURCE_JOB_RECORD
+
     accounts = backend_named(executor).accounting_text or "from the scheduler's accounting"
     return {
         SOURCE_ACCOUNTING: accounts,
@@ -40,7 +34,7 @@ def estimate_text(estimates: list[RunEstimate] | tuple[RunEstimate, ...]) -> lis
     the total of a sweep's runs (with how many of its benchmarks have no estimate)."""
     if len(estimates) == 1:
         [only] = estimates
-        lines = estimate_lines(only, lambda seconds: wall_text(Usage(seconds, None, None, SOURCE_NONE)))
+        lines = estimate_lines(only, _wall_text)
         if only.gpu_hours is not None and len(only.benchmarks) > 1:
             lines.append(f"the run: ~{only.gpu_hours:.2f} GPU-hours")
         return lines
@@ -51,3 +45,9 @@ def estimate_text(estimates: list[RunEstimate] | tuple[RunEstimate, ...]) -> lis
         return [f"no earlier runs in the local index to estimate the sweep's {total} benchmark job(s) from"]
     line = f"the sweep's {len(known)} run(s) with an estimate: ~{sum(known):.2f} GPU-hours"
     return [line + (f"; {unknown} of its {total} benchmark job(s) have none" if unknown else "")]
+
+
+def _wall_text(seconds: float) -> str:
+    from nemo_gym.orchestration.usage import SOURCE_NONE, Usage, wall_text
+
+    return wall_text(Usage(seconds, None, None, SOURCE_NONE))

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration import contract, journal
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import BaseServiceConfig, DriverConfig, EnvSource, SubmitConfig, env_sources_of
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.estimate import RunEstimate, estimate_run, over_budget
-from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
 from nemo_gym.orchestration.exporters.record import credential_problem
 from nemo_gym.orchestration.exporters.spec import destinations
 from nemo_gym.orchestration.library.composing import Combination, Composition, each_combination
@@ -44,14 +44,13 @@ from nemo_gym.orchestration.record import (
 )
 from nemo_gym.orchestration.render import StagedRun, render_run
 from nemo_gym.orchestration.runid import new_run_id
-from nemo_gym.orchestration.submission import (
-    QueuedJob,
-    RunToSubmit,
-    no_result,
-    recover_results,
-    stage_and_submit,
-    write_remote_files,
-)
+
+if TYPE_CHECKING:
+    from nemo_gym.orchestration import journal
+    from nemo_gym.orchestration.submission import QueuedJob
+
+# Only a real submission stages, queues, journals and checks credentials (``submission``,
+# ``journal``, ``export_runs``): each is imported where it is used, so a dry run never loads them.
 
 # -- prepare ---------------------------------------------------------------------------------------
 
@@ -236,6 +235,8 @@ class Submission:
 
 def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     """Carrier variable -> value, for every ``host:`` env value and the collector's token."""
+    from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
+
     owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
     values = {carrier: owners[owner].env[key] for carrier, (owner, key) in plan.secrets.items()}
     problems = host_credential_problems(owners, plan.secrets, values)
@@ -286,6 +287,9 @@ def submit(prepared: Prepared, *, connect: Connect = connect, joining: SweepReco
     that was killed before it recorded its runs (its journal left in the index) is recorded instead,
     never queued twice. ``joining``: the sweep these runs join (gym eval watch's, as it stands),
     whose record gets them after its own."""
+    from nemo_gym.orchestration import journal
+    from nemo_gym.orchestration.submission import RunToSubmit, stage_and_submit
+
     if joining is not None:
         prepared = replace(prepared, joining=joining)
     digest = journal.fingerprint(
@@ -328,6 +332,9 @@ def _records(prepared: Prepared, queued: list[list[QueuedJob]], interrupted: boo
 def _adopt_interrupted(prepared: Prepared, digest: str, connect: Connect) -> Submission | None:
     """The last submission of this config that never recorded its runs (killed), recorded now from
     what its run directories say was queued; None when there is none, or it queued nothing."""
+    from nemo_gym.orchestration import journal
+    from nemo_gym.orchestration.submission import recover_results
+
     earlier = [j for j in journal.pending() if j.digest == digest and len(j.run_ids) == len(prepared.runs)]
     if not earlier:
         return None
@@ -414,6 +421,8 @@ def _record(
 def _benchmark_jobs(plan: RunPlan, queued: list[QueuedJob]) -> list[BenchmarkJob]:
     """Every benchmark's job as the scheduler answered for it; a sharded benchmark's shards under
     its own entry."""
+    from nemo_gym.orchestration.submission import QueuedJob, no_result
+
     backend = backend_named(plan.backend)
     gpus = backend.allocated_gpus(plan)
     answers = {q.benchmark: q for q in queued}
@@ -478,6 +487,8 @@ def _sweep_record(prepared: Prepared, records: list[SubmissionRecord]) -> SweepR
 def _write_records(conn: Connection, prepared: Prepared, records: list[SubmissionRecord]) -> SweepRecord | None:
     """The local index first (it cannot fail the submit, and it survives a lost connection), then
     every run directory: its run's record and a sweep's."""
+    from nemo_gym.orchestration.submission import write_remote_files
+
     sweep = _sweep_record(prepared, records)
     for record in records:
         write_local_index(record)
@@ -528,6 +539,8 @@ def _named(records: list[SubmissionRecord], sweep: SweepRecord | None) -> str:
 
 def _recover(prepared: Prepared, lost: ConnectionLost, connect: Connect) -> Submission:
     """The connection broke mid-submission: reconnect once and record what really was queued, run by run."""
+    from nemo_gym.orchestration.submission import recover_results
+
     host, (kind, name) = prepared.hostname, prepared.named
     with ExitStack() as stack:
         # Only a failure to reconnect or to read the submission logs back leaves what was queued
