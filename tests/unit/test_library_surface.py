@@ -15,15 +15,26 @@ from nemo_gym.orchestration import library
 PACKAGE = Path(library.__file__).resolve().parents[1]
 CLI_MODULES = sorted((PACKAGE / "cli").glob("*.py"))
 # What the CLI may import of this package: the library, the errors, the label escaping it shows
-# things with (display.py is presentation only), its own modules, and the package's version.
+# things with and the history's words it shares with the view (display.py and history_words.py are
+# presentation only), its own modules, and the package's version.
 CLI_MAY_IMPORT = {
     "nemo_gym.orchestration.library",
     "nemo_gym.orchestration.errors",
     "nemo_gym.orchestration.display",
+    "nemo_gym.orchestration.history_words",
 }
 # Of what the library offers, what only Python callers use (the CLI reaches these through the
 # values the use cases return, or not at all).
-FOR_PYTHON_CALLERS = {"CancelReport", "Combination", "ExportResult", "GatePolicy", "Plan", "Remedy", "RunLog"}
+FOR_PYTHON_CALLERS = {
+    "CancelReport",
+    "Checkpoint",
+    "Combination",
+    "ExportResult",
+    "GatePolicy",
+    "Plan",
+    "Remedy",
+    "RunLog",
+}
 
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from nemo_gym.orchestration import history_words as words
+import nemo_gym.orchestration.history_words as words
 from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long_words
 from nemo_gym.orchestration.display import echo
 
