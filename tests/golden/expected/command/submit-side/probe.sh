@@ -91,14 +91,15 @@ gym_chain_of() {
 }
 gym_chain_joined() { local IFS=,; printf -v "$1" '%s' "${gym_chain_ids[*]-}"; }
 # The last job-end event's value in an events file: read in bash when it is small (as it is),
-# else by one awk.
+# else its last job-end line found by grep.
 gym_job_end_of() {
     local text t kind value rest
     gym_end=''
     [ -f "$1" ] || return 0
     text=''; gym_slurp text "$1" 65536
     if [ "${#text}" -ge 65536 ]; then
-        gym_end=$(awk '$2 == "job-end" { e = $3 } END { printf "%s", e }' "$1" 2>/dev/null)
+        read -r t kind value rest < <(grep -E '^[^ ]+ job-end( |$)' "$1" 2>/dev/null | tail -n 1)
+        gym_end=${value-}
         return 0
     fi
     while read -r t kind value rest; do
@@ -174,7 +175,7 @@ gym_probe_merged() {
 # Per run of a job (a state directory): its job-start, its job-end and its last event; and the
 # times its state, heartbeat and log files were last written (its last signs of life).
 gym_usage() {
-    local b=$1 d=$2 files
+    local b=$1 d=$2 files t p name dir
     files=("$d"/.gym/*/events)
     [ -e "${files[0]}" ] || return 0
     awk -v m='__GYM_PROBE:' -v b="$b" '
@@ -184,8 +185,10 @@ gym_usage() {
         $2 == "job-end" { e = $1 }
         { l = $1 }
         END { if (f != "") out() }' "${files[@]}"
-    stat -c '%Y %n' "$d"/.gym/*/state "$d"/.gym/*/heartbeat "$d"/slurm-*.out 2>/dev/null |
-        awk -v m='__GYM_PROBE:' -v b="$b" '{ p = $0; sub(/^[0-9]+ /, "", p); n = split(p, parts, "/"); printf "%sM\037%s\037%s\037%s\037%s\n", m, b, parts[n - 1], parts[n], $1 }'
+    while read -r t p; do
+        name=${p##*/}; dir=${p%/*}; dir=${dir##*/}
+        printf '%sM\x1f%s\x1f%s\x1f%s\x1f%s\n' '__GYM_PROBE:' "$b" "$dir" "$name" "$t"
+    done < <(stat -c '%Y %n' "$d"/.gym/*/state "$d"/.gym/*/heartbeat "$d"/slurm-*.out 2>/dev/null)
 }
 
 
