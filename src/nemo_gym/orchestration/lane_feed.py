@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from nemo_gym.orchestration import chain as ch
 from nemo_gym.orchestration import contract as c
-from nemo_gym.orchestration.resume import load_scheduler
+from nemo_gym.orchestration.resume import JobDirectory, load_scheduler
 
 # A lane of cancelled jobs is passed over one pointer at a time: a loop of pointers (never written
 # by a submission, but read from files) ends here rather than spinning.
@@ -100,21 +100,14 @@ def feed(
     for attempt in range(1, TRIES + 1):
         found, said = queue(os.path.join(choice.next_dir, c.JOB_SCRIPT), me)
         if found is not None:
-            _append(choice.next_dir, ch.chain_record(c.RECORD_FED, found, me, int(now())))
+            JobDirectory(choice.next_dir).append(c.RECORD_FED, found, me, int(now()))
             say(f"queued job {found}, the next of this job's lane ({choice.next_dir})")
             return found
         if attempt < TRIES:
             sleep(RETRY_SECONDS)
-    _append(choice.next_dir, ch.chain_record(c.RECORD_UNFED, me, said))
+    JobDirectory(choice.next_dir).append(c.RECORD_UNFED, me, said)
     say(f"WARNING: could not queue the next job of this lane ({choice.next_dir}): {said}")
     return None
-
-
-def _append(next_dir: str, record: str) -> None:
-    # Where its chain is written: a lane's job not started yet has no marker directory of its own.
-    os.makedirs(os.path.join(next_dir, c.MARKERS_DIR), exist_ok=True)
-    with open(os.path.join(next_dir, c.CHAIN_FILE), "a") as fh:
-        fh.write(record)
 
 
 def _say(message: str) -> None:

@@ -118,6 +118,12 @@ def _run(argv: Sequence[str], cwd: str | None = None, env: dict[str, str] | None
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def _sbatch(args: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """``sbatch ARGS``: the id of the job it queued (None when refused), and what it said, on one line."""
+    rc, out, err = _run(["sbatch", *args], cwd=cwd, env=env)
+    return (successor_id(out) if rc == 0 else None), " ".join((out + " " + err).split())
+
+
 def _first_line(argv: Sequence[str]) -> str:
     """The first line a command printed, "" when it failed or printed nothing."""
     rc, out, _ = _run(argv)
@@ -140,24 +146,14 @@ class NodeScheduler:
 
     def queue_successor(self, job_script: str, me: str) -> tuple[str | None, str]:
         """Queue ``job_script`` to run only if job ``me`` ends badly: (its id or None, what sbatch said)."""
-        rc, out, err = _run(
-            ["sbatch", "--parsable", f"--dependency=afternotok:{me}", "--kill-on-invalid-dep=yes", job_script, me]
-        )
-        found = successor_id(out) if rc == 0 else None
-        return found, " ".join((out + " " + err).split())
+        return _sbatch(["--parsable", f"--dependency=afternotok:{me}", "--kill-on-invalid-dep=yes", job_script, me])
 
     def queue_after(self, job_script: str, me: str) -> tuple[str | None, str]:
         """Queue ``job_script`` (a lane's next job) to start once job ``me`` has ended, however it
         ended: (its id or None, what sbatch said). It runs from its own directory, without this
         job's variables: the next job sets its own."""
         env = {k: v for k, v in os.environ.items() if k not in _THIS_JOBS_VARIABLES}
-        rc, out, err = _run(
-            ["sbatch", "--parsable", f"--dependency=afterany:{me}", job_script],
-            cwd=os.path.dirname(job_script),
-            env=env,
-        )
-        found = successor_id(out) if rc == 0 else None
-        return found, " ".join((out + " " + err).split())
+        return _sbatch(["--parsable", f"--dependency=afterany:{me}", job_script], os.path.dirname(job_script), env)
 
     def cancel(self, job_id: str) -> None:
         _run(["scancel", job_id])
