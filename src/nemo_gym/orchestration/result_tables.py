@@ -34,7 +34,6 @@ TASKS_NAMED = 30
 ALL_LISTED = "gym eval compare --json lists them all"
 # A comparison's numbers, in the order every table of one shows them.
 COMPARISON_COLUMNS = ("tasks", "base", "candidate", "delta", "95% CI", "p")
-_CORRECTED = {Correction.HOLM: "Holm's", Correction.BH: "Benjamini-Hochberg's"}
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -284,11 +283,10 @@ def comparison_table(comparison: RunComparison, base: str, candidate: str) -> Co
 def method(comparison: RunComparison) -> str:
     """The comparison's method in a sentence, with how its verdicts are read off the p-values."""
     alpha = f"{comparison.benchmarks[0].paired.alpha:g}" if comparison.benchmarks else "0.05"
-    adjusted = _CORRECTED.get(comparison.correction)
     verdicts = (
-        f"the benchmarks' p-values adjusted together ({adjusted} correction); {IMPROVED} or {REGRESSED} "
-        f"when the adjusted p is below {alpha}"
-        if adjusted
+        f"the benchmarks' p-values adjusted together ({comparison.correction.label}'s correction); {IMPROVED} or "
+        f"{REGRESSED} when the adjusted p is below {alpha}"
+        if comparison.correction != Correction.NONE
         else f"{IMPROVED} or {REGRESSED} when p is below {alpha}"
     )
     return (
