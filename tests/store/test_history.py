@@ -128,10 +128,10 @@ def test_json_and_csv_carry_the_same_matrix(store_url, tmp_path, capsys) -> None
     code, out, _ = cli(capsys, "--results-url", store_url, "--csv", "--benchmark", "beta")
     rows = list(csv.reader(io.StringIO(out)))
     assert rows == [
-        ["model", "step", "beta", "suite_mean"],
-        [f"{CKPT}/step-100", "100", "0.25", "0.25"],
-        [f"{CKPT}/step-200", "200", "0.25", "0.25"],
-        [f"{CKPT}/step-300", "300", "0.75", "0.75"],
+        ["model", "step", "beta", "suite_mean", "incomplete"],
+        [f"{CKPT}/step-100", "100", "0.25", "0.25", ""],
+        [f"{CKPT}/step-200", "200", "0.25", "0.25", ""],
+        [f"{CKPT}/step-300", "300", "0.75", "0.75", ""],
     ]
 
 
@@ -410,3 +410,6 @@ def test_a_benchmark_that_did_not_write_every_sample_is_stored_flagged_shown_mar
     _, out, _ = cli(capsys, "--results-url", store_url, "--json")
     doc = json.loads(out)
     assert doc["regressions"] == [] and doc["checkpoints"][1]["complete"] == {"alpha": False, "beta": True}
+    _, out, _ = cli(capsys, "--results-url", store_url, "--csv")
+    rows = list(csv.reader(io.StringIO(out)))
+    assert [row[-1] for row in rows] == ["incomplete", "", "alpha"]

@@ -86,15 +86,19 @@ class Leaderboard:
     def to_csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["model", "step", *self.benchmarks, "suite_mean"])
+        # Cells stay numbers a spreadsheet can sum; a last column names the benchmarks whose value
+        # came from a run that did not write every sample, as the table and the page flag them.
+        writer.writerow(["model", "step", *map(_csv_text, self.benchmarks), "suite_mean", "incomplete"])
         for c in self.checkpoints:
             cells = [_csv_number(c.value(b)) for b in self.benchmarks]
+            incomplete = [b for b in self.benchmarks if c.partial(b)]
             writer.writerow(
                 [
                     _csv_text(c.model),
                     "" if c.step is None else c.step,
                     *cells,
                     _csv_number(c.suite_mean(self.benchmarks)),
+                    _csv_text(" ".join(incomplete)),
                 ]
             )
         return out.getvalue()
