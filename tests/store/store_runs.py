@@ -47,7 +47,9 @@ def run_directory(
     if REAL_BENCHMARK not in rewards:
         shutil.rmtree(real)
     record.update(gym_job_id=run_id, run_dir=str(run_dir), benchmarks=jobs, model=model, sweep_id=sweep_id)
-    record["submitted_at"] = f"2026-12-01T00:00:{number % 60:02d}.{number:03d}Z"
+    record["submitted_at"] = (
+        f"2026-12-01T{number // 3600:02d}:{number // 60 % 60:02d}:{number % 60:02d}.{number % 1000:03d}Z"
+    )
     (run_dir / contract.RECORD_FILE).write_text(json.dumps(record))
     if training_step is not None:
         (run_dir / contract.RESOLVED_CONFIG_FILE).write_text(f"job:\n  training_step: {training_step}\n")
@@ -55,9 +57,24 @@ def run_directory(
 
 
 def _set_rewards(rollouts: Path, scores: list[float]) -> None:
+    """The real rows, rewarded as ``scores`` says; for another number of tasks than the real run's,
+    a row per task made from the real first row (its long request and response cut short, so a
+    thousand-task benchmark stays small), and the expected samples' list to match."""
     rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
-    rows = [{**row, "reward": scores[row["_ng_task_index"]]} for row in rows]
-    rollouts.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    if len(scores) != TASKS:
+        inputs = rollouts.parents[1] / contract.MATERIALIZED_INPUTS_FILE
+        expected = json.loads(inputs.read_text().splitlines()[0])
+        _write_rows(inputs, [{**_short(expected), "_ng_task_index": t} for t in range(len(scores))])
+        rows = [{**_short(rows[0]), "_ng_task_index": t} for t in range(len(scores))]
+    _write_rows(rollouts, [{**row, "reward": scores[row["_ng_task_index"]]} for row in rows])
+
+
+def _short(row: dict[str, object]) -> dict[str, object]:
+    return {key: ({"cut": str(value)[:80]} if key.startswith("response") else value) for key, value in row.items()}
+
+
+def _write_rows(path: Path, rows: list[dict[str, object]]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 def scoring(ones: int) -> list[float]:
