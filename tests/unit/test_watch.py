@@ -208,3 +208,34 @@ def test_a_look_over_many_seen_checkpoints_writes_the_record_once(config_file, c
     assert len(sweep.watch.checkpoints) == 300 and all(c.phase == Phase.WAITING for c in sweep.watch.checkpoints)
     assert len(writes) <= 2  # the new sweep, then the look's one write
     assert len(all_sweeps()[0].watch.checkpoints) == 300  # and written
+
+
+def test_a_finished_checkpoint_is_written_into_the_results_store_by_the_watcher(
+    config_file, checkpoints, conn, cluster, tmp_path, monkeypatch
+) -> None:
+    """The watcher reads its runs' status as ``gym eval status`` does, and so feeds the history:
+    once a checkpoint's run ended, its results are in the store, under its model and step."""
+    from nemo_gym.orchestration.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'results.sqlite'}"
+    monkeypatch.setenv("GYM_RESULTS_URL", url)
+    checkpoint(checkpoints, "step_1000")
+    sweep = look(conn, config_file, checkpoints)
+    record = indexed_run(sweep.runs[0].run_id)
+    real = Path(__file__).resolve().parents[1] / "data" / "quickstart-run" / "answer-judge" / "artifacts"
+    for job in record.units:
+        (Path(job.job_dir) / contract.ARTIFACTS_DIR).mkdir(parents=True, exist_ok=True)
+        for name in ("rollouts.jsonl", "rollouts_materialized_inputs.jsonl", "rollouts_aggregate_metrics.json"):
+            (Path(job.job_dir) / contract.ARTIFACTS_DIR / name).write_text((real / name).read_text())
+    finish(record, cluster)
+    look(conn, config_file, checkpoints)
+    store = open_store(url)
+    [entry] = store.entries()
+    store.close()
+    assert (entry.run_id, entry.benchmark, entry.model, entry.step) == (
+        record.gym_job_id,
+        "answer-judge",
+        str(checkpoints / "step_1000"),
+        1000,
+    )
+    assert (entry.samples, entry.expected_samples, entry.complete) == (12, 12, True)

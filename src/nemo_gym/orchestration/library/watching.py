@@ -33,6 +33,7 @@ from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.library.composing import Composition, compose
 from nemo_gym.orchestration.library.observing import status
 from nemo_gym.orchestration.library.resubmitting import RunResubmit, resubmit
+from nemo_gym.orchestration.library.storing import feed_store_of
 from nemo_gym.orchestration.library.submitting import prepare, submit
 from nemo_gym.orchestration.overrides import hydra_value
 from nemo_gym.orchestration.record import (
@@ -217,6 +218,7 @@ def _views(records: list[SubmissionRecord], state: WatchState, connect: Connect)
         runs = status(records, connect=connect)
     except (UserError, ConnectionLost):
         return {}
+    feed_store_of(runs, connect=connect)  # as a status read does: a final run's results kept in the history
     views = {}
     failed = []
     for run in runs:
