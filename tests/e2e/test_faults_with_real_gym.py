@@ -24,9 +24,9 @@ def rows_of(rollouts: Path) -> int:
 
 
 def test_the_real_quickstart_preempted_mid_benchmark_where_the_site_requeues_ends_complete_each_row_once(
-    envs,
+    envs,  # noqa: F811  (the fixture imported above)
     slurm,
-    tmp_path,  # noqa: F811
+    tmp_path,
 ) -> None:
     submitted = gym(
         tmp_path,
