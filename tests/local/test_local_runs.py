@@ -223,6 +223,31 @@ def test_shared_deployment_starts_the_model_once_for_every_benchmark(tmp_path) -
     assert "serving tiny" in logs.stdout
 
 
+def test_a_shared_deployments_service_death_fails_the_running_and_the_queued_benchmarks(tmp_path) -> None:
+    services = {
+        "policy": {"type": "vllm", "model": "m", "port": 18237, "env": {"PATH": PATH, "STANDIN_DIE_AFTER": "lit:2"}}
+    }
+    record = submit(
+        tmp_path,
+        services,
+        benchmarks={"a": {}, "b": {}, "c": {}},
+        driver_env={"STANDIN_DRIVER_SECONDS": "lit:300"},
+        job={"deployment": "shared"},
+    )
+    start = time.monotonic()
+    states = {job["benchmark"]: wait_state(job, timeout=60) for job in record["benchmarks"]}
+    assert time.monotonic() - start < 30
+    assert {b: (s["phase"], s["detail"]) for b, s in states.items()} == {
+        "a": ("failed", "service policy died while the driver ran"),
+        "b": ("failed", "service policy died before its turn"),
+        "c": ("failed", "service policy died before its turn"),
+    }
+    shared = Path(record["run_dir"], "shared-deployment")
+    [cause] = shared.glob(".gym/*/cause")
+    assert cause.read_text() == "service-died\n"
+    assert "job finished with status 1: service policy died" in next(shared.glob("slurm-*.out")).read_text()
+
+
 def test_command_benchmarks_in_a_shared_local_deployment_report_their_own_exit(tmp_path) -> None:
     """A command runs instead of gym eval run: told its directory and the policy, its exit status is
     its benchmark's state; beside a failing command and a gym one, on one shared deployment."""

@@ -36,7 +36,7 @@ A run directory::
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import NamedTuple, TypeVar
 
 # -- run directory -------------------------------------------------------------------------------
@@ -195,6 +195,17 @@ RAY_TOKEN_FILE = ".gym/ray.token"  # the job's Ray auth token, private to the jo
 # directory. Each benchmark's provenance says the weights that answered it.
 RELOAD_TOKEN_FILE = ".gym/reload.token"
 LOADED_WEIGHTS_FILE = ".gym/loaded-weights.json"
+
+
+class Reload(IntEnum):
+    """A warm lane's weights switch (weights.py) as its exit status, which the lane acts on."""
+
+    LOADED = 0
+    REFUSED = 3  # the checkpoint cannot be loaded over the current one; the server was not touched
+    FAILED = 4  # the server failed the reload (or its health after it): its weights are unknown
+    USAGE = 2
+
+
 EXPORTS_DIR = ".gym/exports"  # one receipt per exporter: <exporter>.json (and its lock)
 EXPORTERS_DIR = "steps/exporters"  # the staged exporters, contract.py and the export spec
 
@@ -219,6 +230,8 @@ WHY_DIR = "why"  # why/<step>@<node>: a step that refused to start says why, in 
 # as it starts, it was restarted after a death that left no exit status (a KILL, the OOM killer).
 STARTED_DIR = "started"
 MERGED_FILE = "merged"  # a shard's job merged its benchmark's shards (its job then exports them)
+# A shared deployment's queue of benchmarks as its decider (shared_queue.py) left it, between two calls.
+SHARED_QUEUE_FILE = "shared-queue.json"
 ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a requeued job
 
 # The state file: key=value lines, replaced atomically by the job as it goes.

@@ -20,9 +20,9 @@ from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, JobPl
 from nemo_gym.orchestration.plan.sharding import MERGE_START_TIMEOUT
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
+from nemo_gym.orchestration.shared_queue import Do, Happened
 from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
-from nemo_gym.orchestration.weights import Reload
 from nemo_gym.orchestration.yamlio import dump_yaml
 
 COMMAND_FILE = "command.sh"  # a command benchmark's own script, under steps/
@@ -136,6 +136,8 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
         )
     if any(isinstance(step, VllmGatewayStep) for step in job.steps):
         files.update(_shipped(Program.GATEWAY))
+    if job is plan.shared:
+        files.update(_shipped(Program.SHARED_QUEUE))
     if job is plan.shared and plan.reload is not None:
         files.update(_shipped(Program.WEIGHTS))
     gateway_run = shipping.launch_words(Program.GATEWAY, isolated=False)
@@ -160,7 +162,13 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
             }
             for b in (*plan.jobs, *plan.guests)
         ]
-        shared = {"drivers": drivers, "at_once": plan.benchmarks_at_once}
+        shared = {
+            "drivers": drivers,
+            "at_once": plan.benchmarks_at_once,
+            "decider": shipping.launch_words(Program.SHARED_QUEUE),
+            "do": Do,
+            "happened": Happened,
+        }
     otel = job.otel
     reload = _reload_context(plan, backend) if job is plan.shared else None
     return render_template(
@@ -179,7 +187,6 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,
         reload=reload,
-        reload_exit=Reload,
         exports=job.export is not None or (job is plan.shared and any(b.export for b in (*plan.jobs, *plan.guests))),
         export_run=shipping.launch_words(Program.EXPORTERS, tree='"$2"'),
         missing_exit=EXIT_MISSING,

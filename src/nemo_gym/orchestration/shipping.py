@@ -53,6 +53,8 @@ class Program(Enum):
     SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node
     # A warm lane's weights switch, and the guard its vLLM server imports (``--middleware``).
     WEIGHTS = ("weights", ("contract", "untrusted", "facts", "reload_guard", "weights"))
+    # A shared deployment's queue: which benchmark's driver starts next, a warm lane's switches.
+    SHARED_QUEUE = ("shared_queue", ("contract", "shared_queue"))
 
     def __init__(self, entry: str, modules: tuple[str, ...]) -> None:
         self.entry = entry

@@ -19,12 +19,13 @@ this program, run by the job between two runs (never while a request of either i
 
 Each run's benchmarks get, in their provenance (``contract.PROVENANCE_FILE``): the path, a fingerprint of the weight files
 (names, sizes and modification times: cheap on a 100 GB checkpoint, and any rewrite changes
-it), when they were loaded and how. Exit statuses (``Reload``) tell the job what follows: a
+it), when they were loaded and how. Exit statuses (``contract.Reload``) tell the job what follows: a
 checkpoint refused before the server was touched leaves the lane going on with the weights it
 had; a server that failed mid-reload holds weights nobody can name, and serves no more runs.
 
 Stdlib only: it runs on the node, shipped with the job (``shipping.Program.WEIGHTS``). HTTP
-(``urllib``) is imported where the server is asked: rendering a job reads only ``Reload``.
+(``urllib``) is imported where the server is asked. The lane's decider (``shared_queue``) reads
+the exit statuses from ``contract``, without this module.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ import os
 import struct
 import sys
 import time
-from enum import IntEnum
 from typing import Any
 
 from nemo_gym.orchestration import contract, facts
+from nemo_gym.orchestration.contract import Reload
 from nemo_gym.orchestration.reload_guard import TOKEN_HEADER
 
 # What must agree between two checkpoints for one to be loaded over the other in place.
@@ -75,15 +76,6 @@ MAX_FILES = 20000  # a checkpoint with more files than this is not fingerprinted
 MAX_CONFIG_BYTES = 1 << 20
 MAX_TOKENIZER_BYTES = 256 << 20
 MAX_HEADER_BYTES = 100 << 20  # a safetensors header larger than this is not a header
-
-
-class Reload(IntEnum):
-    """The program's exit status, which the job acts on."""
-
-    LOADED = 0
-    REFUSED = 3  # the checkpoint cannot be loaded over the current one; the server was not touched
-    FAILED = 4  # the server failed the reload (or its health after it): its weights are unknown
-    USAGE = 2
 
 
 class Refused(Exception):

@@ -152,6 +152,8 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101
 
 # Shared deployment: every benchmark's driver against these services, 1 at a time.
 # Each benchmark keeps its own directory, log and state; one failing does not stop the others.
+# Which driver starts when and what fails with what is
+# shared_queue.py's to decide: this shell does what it answers, and tells it what came of it.
 declare -A GYM_BENCH_DIR=(
     [a]=/lustre/runs/gym-job-20260101T000000Z-000000/a
     [b]=/lustre/runs/gym-job-20260101T000000Z-000000/b
@@ -166,38 +168,60 @@ gym_bench_phase() {
     local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
     mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
 }
-gym_queue=( a b )
-declare -A gym_running=()
-gym_failed=0
-for bench in "${gym_queue[@]}"; do
-    # Its directories, and where its driver's step records its exit (as the job's own state has).
-    gym_dir=${GYM_BENCH_DIR[$bench]}
-    mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
-    gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
-done
-gym_phase running "benchmarks"
-while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
-    while [ ${#gym_queue[@]} -gt 0 ] && [ ${#gym_running[@]} -lt 1 ]; do
-        bench=${gym_queue[0]}
-        gym_queue=("${gym_queue[@]:1}")
-        gym_bench_phase "$bench" running "driver"
-        gym_launch_driver "$bench" &
-        gym_running[$bench]=$!
-        GYM_STEP_PID["driver-$bench"]=$!
-        gym_event "driver-start $bench"
+# One action of shared_queue.py's answer: its verb, then its words.
+gym_act() {
+    local bench
+    case "$1" in
+        phase) gym_bench_phase "$2" "$3" "$4" ;;
+        launch)
+            gym_launch_driver "$2" &
+            gym_running[$2]=$!
+            GYM_STEP_PID["driver-$2"]=$!
+            gym_event "driver-start $2"
+            ;;
+        log) gym_log "$2" ;;
+        kill-drivers) for bench in "${!gym_running[@]}"; do kill -TERM "${gym_running[$bench]}" 2>/dev/null; done ;;
+        wait) wait ;;
+        finish) gym_finish "$2" "$3" "${4:-}" ;;
+        *) gym_finish 1 "shared_queue.py asked for '$1', which this job does not do" startup-failed ;;
+    esac
+}
+# Asks shared_queue.py (start ..., or step and the events since its last call) and does what it
+# answers; asks again at once with what that brought about (a reload's outcome), until nothing did.
+gym_decide() {
+    local answer line words actions
+    while [ $# -gt 0 ]; do
+        answer=$(python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shared_queue "$(gym_state_dir)/shared-queue.json" "$@") ||
+            gym_finish 1 "the shared deployment's queue was not decided (python3 on this node?)" startup-failed
+        set --
+        gym_asking=()
+        mapfile -t actions <<<"$answer"
+        for line in "${actions[@]}"; do
+            [ -n "$line" ] || continue
+            IFS=$'\t' read -r -a words <<<"$line"
+            gym_act "${words[@]}"
+        done
+        [ ${#gym_told[@]} -eq 0 ] || set -- step "${gym_told[@]}"
+        gym_told=()
     done
+}
+declare -A gym_running=()
+gym_asking=()
+gym_told=()
+gym_events=()
+for gym_dir in "${GYM_BENCH_DIR[@]}"; do
+    # Its directories, and where its driver's step records its exit (as the job's own state has).
+    mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
+done
+gym_decide start 1 a 0 b 0
+gym_phase running "benchmarks"
+gym_decide step
+# Each tick: whether a service died, which drivers ended; told
+# to shared_queue.py when anything happened. It ends the job (its last answer) once none is left.
+while :; do
     for service in "${!GYM_SERVICE_STEPS[@]}"; do
-        if ! gym_check_alive "$service"; then
-            for bench in "${!gym_running[@]}"; do
-                kill -TERM "${gym_running[$bench]}" 2>/dev/null
-                gym_bench_phase "$bench" failed "service $service died while the driver ran"
-            done
-            for bench in "${gym_queue[@]}"; do
-                gym_bench_phase "$bench" failed "service $service died before its turn"
-            done
-            wait
-            gym_finish 1 "service $service died" service-died
-        fi
+        # Every driver fails with it, running or not: the job ends with this answer.
+        gym_check_alive "$service" || gym_decide step died "$service"
     done
     for bench in "${!gym_running[@]}"; do
         pid=${gym_running[$bench]}
@@ -212,17 +236,11 @@ while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
                 gym_export "$([ "$rc" -eq 0 ] && echo succeeded || echo failed)" "${GYM_BENCH_DIR[$bench]}"
                 ;;
         esac
-        if [ "$rc" -eq 0 ]; then
-            gym_bench_phase "$bench" succeeded "driver finished"
-        else
-            gym_failed=$((gym_failed + 1))
-            gym_bench_phase "$bench" failed "driver failed with exit status $rc"
-            gym_log "ERROR: the driver of $bench failed with exit status $rc"
-        fi
+        gym_events+=(ended "$bench" "$rc")
     done
+    if [ ${#gym_events[@]} -gt 0 ]; then
+        gym_decide step "${gym_events[@]}"
+        gym_events=()
+    fi
     sleep 1
 done
-if [ "$gym_failed" -ne 0 ]; then
-    gym_finish 1 "$gym_failed benchmark(s) failed" driver-failed
-fi
-gym_finish 0 "every benchmark finished"

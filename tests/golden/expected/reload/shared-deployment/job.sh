@@ -152,6 +152,8 @@ gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101
 
 # Shared deployment: every benchmark's driver against these services, 1 at a time.
 # Each benchmark keeps its own directory, log and state; one failing does not stop the others.
+# Which driver starts when, when the next run's weights are loaded and what fails with what is
+# shared_queue.py's to decide: this shell does what it answers, and tells it what came of it.
 declare -A GYM_BENCH_DIR=(
     [a]=/lustre/runs/gym-job-20260101T000000Z-000000/a
     [b]=/lustre/runs/gym-job-20260101T000000Z-000000/b
@@ -167,104 +169,88 @@ gym_bench_phase() {
     mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
 }
 # A warm lane: each run's benchmarks are answered by its own checkpoint's weights, reloaded in
-# place once the run before has no driver left, and before its first driver starts. weights.py
-# checks and records each switch; its exit status says what follows.
-declare -A GYM_TURN=(
-    [a]=0
-    [b]=0
-)
+# place. weights.py checks and records each switch (VERB TURN BENCHMARK...: those benchmarks'
+# provenance); its exit status goes back to shared_queue.py.
 GYM_WEIGHTS=( /ckpt/step-100 )
-gym_loaded=0
-gym_lane_broken=""
 gym_weights() {
     local verb=$1 turn=$2 bench dirs=()
-    for bench in "${!GYM_TURN[@]}"; do
-        [ "${GYM_TURN[$bench]}" = "$turn" ] && dirs+=("${GYM_BENCH_DIR[$bench]}")
-    done
+    for bench in "${@:3}"; do dirs+=("${GYM_BENCH_DIR[$bench]}"); done
     python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.weights "$verb" --weights "${GYM_WEIGHTS[$turn]}" --loaded .gym/loaded-weights.json \
         --url "http://$(gym_node_name 0):8000" --token-file .gym/reload.token \
         "${dirs[@]}" 2>"$(gym_state_dir)/weights-why"
 }
-# Whether the drivers still running have written every row they expect (weights.py decides): then
-# they ask the server nothing more, and the next run's weights may be loaded while they wind down
-# (gym writes its metrics and stops its own servers for seconds after its last request). Those
-# that have are remembered, and no longer count against benchmarks_at_once.
-gym_turn_answered() {
+# Whether these running drivers have written every row they expect (weights.py decides): then they
+# ask the server nothing more, and the next run's weights may be loaded while they wind down (gym
+# writes its metrics and stops its own servers for seconds after its last request).
+gym_answered() {
     local bench dirs=()
-    for bench in "${!gym_running[@]}"; do
-        [ -n "${gym_answered[$bench]:-}" ] || dirs+=("${GYM_BENCH_DIR[$bench]}")
-    done
-    [ ${#dirs[@]} -gt 0 ] || return 0
-    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.weights answered "${dirs[@]}" 2>/dev/null || return 1
-    for bench in "${!gym_running[@]}"; do gym_answered[$bench]=1; done
+    for bench in "$@"; do dirs+=("${GYM_BENCH_DIR[$bench]}"); done
+    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.weights answered "${dirs[@]}" 2>/dev/null
 }
-# Loads turn $1's weights, or fails its run's benchmarks (and, when the server's weights can no
-# longer be named, every benchmark still queued) and returns 1.
-gym_switch_weights() {
-    local turn=$1 rc why bench kept=()
-    gym_event "reload $turn"
-    gym_weights reload "$turn"
-    rc=$?
-    why=$(tail -n 1 "$(gym_state_dir)/weights-why" 2>/dev/null | head -c 400 | tr -cd '[:print:]')
-    why=${why#weights: }
-    if [ "$rc" -eq 0 ]; then
-        gym_loaded=$turn
-        return 0
-    fi
-    gym_log "ERROR: ${why:-weights.py exited with status $rc}"
-    for bench in "${gym_queue[@]}"; do
-        if [ "$rc" -eq 3 ] && [ "${GYM_TURN[$bench]}" != "$turn" ]; then
-            kept+=("$bench")
-        else
-            gym_failed=$((gym_failed + 1))
-            gym_bench_phase "$bench" failed "its checkpoint's weights were not loaded: ${why:-weights.py exited with status $rc}"
-        fi
-    done
-    gym_queue=("${kept[@]+"${kept[@]}"}")
-    [ "$rc" -eq 3 ] || gym_lane_broken=${why:-the server failed to load a checkpoint}
-    return 1
+# One action of shared_queue.py's answer: its verb, then its words.
+gym_act() {
+    local bench
+    case "$1" in
+        phase) gym_bench_phase "$2" "$3" "$4" ;;
+        launch)
+            gym_launch_driver "$2" &
+            gym_running[$2]=$!
+            GYM_STEP_PID["driver-$2"]=$!
+            gym_event "driver-start $2"
+            ;;
+        ask-answered) gym_asking=("${@:2}") ;; # asked each tick until they have
+        reload)
+            gym_event "reload $2"
+            gym_weights reload "${@:2}"
+            gym_told+=(reloaded "$2" "$?" "$(gym_state_dir)/weights-why")
+            ;;
+        log) gym_log "$2" ;;
+        kill-drivers) for bench in "${!gym_running[@]}"; do kill -TERM "${gym_running[$bench]}" 2>/dev/null; done ;;
+        wait) wait ;;
+        finish) gym_finish "$2" "$3" "${4:-}" ;;
+        *) gym_finish 1 "shared_queue.py asked for '$1', which this job does not do" startup-failed ;;
+    esac
 }
-gym_queue=( a b )
+# Asks shared_queue.py (start ..., or step and the events since its last call) and does what it
+# answers; asks again at once with what that brought about (a reload's outcome), until nothing did.
+gym_decide() {
+    local answer line words actions
+    while [ $# -gt 0 ]; do
+        answer=$(python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shared_queue "$(gym_state_dir)/shared-queue.json" "$@") ||
+            gym_finish 1 "the shared deployment's queue was not decided (python3 on this node?)" startup-failed
+        set --
+        gym_asking=()
+        mapfile -t actions <<<"$answer"
+        for line in "${actions[@]}"; do
+            [ -n "$line" ] || continue
+            IFS=$'\t' read -r -a words <<<"$line"
+            gym_act "${words[@]}"
+        done
+        [ ${#gym_told[@]} -eq 0 ] || set -- step "${gym_told[@]}"
+        gym_told=()
+    done
+}
 declare -A gym_running=()
-declare -A gym_answered=()
-gym_failed=0
-for bench in "${gym_queue[@]}"; do
+gym_asking=()
+gym_told=()
+gym_events=()
+for gym_dir in "${GYM_BENCH_DIR[@]}"; do
     # Its directories, and where its driver's step records its exit (as the job's own state has).
-    gym_dir=${GYM_BENCH_DIR[$bench]}
     mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
-    gym_bench_phase "$bench" queued "waiting for its turn on the shared services"
 done
-gym_weights started 0 || gym_log "WARNING: the starting weights could not be recorded"
+gym_decide start 1 a 0 b 0
+gym_weights started 0 a b || gym_log "WARNING: the starting weights could not be recorded"
 gym_phase running "benchmarks"
-while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
-    if [ ${#gym_queue[@]} -gt 0 ] && [ "${GYM_TURN[${gym_queue[0]}]}" != "$gym_loaded" ]; then
-        gym_turn_answered || : # not yet: the loaded weights may still be asked by a driver
+gym_decide step
+# Each tick: whether the drivers asked about have answered, whether a service died, which drivers ended; told
+# to shared_queue.py when anything happened. It ends the job (its last answer) once none is left.
+while :; do
+    if [ ${#gym_asking[@]} -gt 0 ] && gym_answered "${gym_asking[@]}"; then
+        for bench in "${gym_asking[@]}"; do gym_events+=(answered "$bench"); done
     fi
-    while [ ${#gym_queue[@]} -gt 0 ] && [ $((${#gym_running[@]} - ${#gym_answered[@]})) -lt 1 ]; do
-        bench=${gym_queue[0]}
-        if [ "${GYM_TURN[$bench]}" != "$gym_loaded" ]; then
-            [ ${#gym_running[@]} -eq ${#gym_answered[@]} ] || break
-            gym_switch_weights "${GYM_TURN[$bench]}" || continue
-        fi
-        gym_queue=("${gym_queue[@]:1}")
-        gym_bench_phase "$bench" running "driver"
-        gym_launch_driver "$bench" &
-        gym_running[$bench]=$!
-        GYM_STEP_PID["driver-$bench"]=$!
-        gym_event "driver-start $bench"
-    done
     for service in "${!GYM_SERVICE_STEPS[@]}"; do
-        if ! gym_check_alive "$service"; then
-            for bench in "${!gym_running[@]}"; do
-                kill -TERM "${gym_running[$bench]}" 2>/dev/null
-                gym_bench_phase "$bench" failed "service $service died while the driver ran"
-            done
-            for bench in "${gym_queue[@]}"; do
-                gym_bench_phase "$bench" failed "service $service died before its turn"
-            done
-            wait
-            gym_finish 1 "service $service died" service-died
-        fi
+        # Every driver fails with it, running or not: the job ends with this answer.
+        gym_check_alive "$service" || gym_decide step died "$service"
     done
     for bench in "${!gym_running[@]}"; do
         pid=${gym_running[$bench]}
@@ -272,22 +258,12 @@ while [ ${#gym_queue[@]} -gt 0 ] || [ ${#gym_running[@]} -gt 0 ]; do
         wait "$pid"
         rc=$?
         unset 'gym_running[$bench]'
-        unset 'gym_answered[$bench]'
         gym_event "driver-end $bench $rc"
-        if [ "$rc" -eq 0 ]; then
-            gym_bench_phase "$bench" succeeded "driver finished"
-        else
-            gym_failed=$((gym_failed + 1))
-            gym_bench_phase "$bench" failed "driver failed with exit status $rc"
-            gym_log "ERROR: the driver of $bench failed with exit status $rc"
-        fi
+        gym_events+=(ended "$bench" "$rc")
     done
+    if [ ${#gym_events[@]} -gt 0 ]; then
+        gym_decide step "${gym_events[@]}"
+        gym_events=()
+    fi
     sleep 1
 done
-if [ -n "$gym_lane_broken" ]; then
-    gym_finish 1 "$gym_lane_broken; the runs after it were not served (gym eval resubmit serves them)" weights-failed
-fi
-if [ "$gym_failed" -ne 0 ]; then
-    gym_finish 1 "$gym_failed benchmark(s) failed" driver-failed
-fi
-gym_finish 0 "every benchmark finished"
