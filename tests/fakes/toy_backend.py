@@ -12,14 +12,12 @@ from nemo_gym.orchestration.backends.base import (
     JobProbe,
     JobState,
     SchedulerView,
-    own_process_group_line,
     recorded_outcome,
 )
 from nemo_gym.orchestration.contract import Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig
-    from nemo_gym.orchestration.plan.model import Launch
 
 
 class ToyBackend(Backend):
@@ -34,9 +32,6 @@ class ToyBackend(Backend):
         self, compute: AnyComputeConfig, benchmark: str, job_dir: str
     ) -> tuple[tuple[tuple[str, str | None], ...], ...]:
         return ((("name", f"gym-{benchmark}"), ("dir", job_dir)),)
-
-    def launch_line(self, launch: Launch, runtime: str) -> str:
-        return own_process_group_line(launch)
 
     def node_host(self, node: int) -> str:
         return "localhost"

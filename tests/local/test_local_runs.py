@@ -243,6 +243,11 @@ def test_a_shared_deployments_service_death_fails_the_running_and_the_queued_ben
         "c": ("failed", "service policy died before its turn"),
     }
     shared = Path(record["run_dir"], "shared-deployment")
+    # The benchmarks' phases are written before the job itself finishes: wait for its last line.
+    deadline = time.monotonic() + 30
+    while "job finished with status" not in next(shared.glob("slurm-*.out")).read_text():
+        assert time.monotonic() < deadline, "the shared job did not finish within 30 s of its benchmarks"
+        time.sleep(0.2)
     [cause] = shared.glob(".gym/*/cause")
     assert cause.read_text() == "service-died\n"
     assert "job finished with status 1: service policy died" in next(shared.glob("slurm-*.out")).read_text()

@@ -149,7 +149,6 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
 
 
 def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
-    launch = lambda spec: backend.launch_line(spec, plan.runtime)  # noqa: E731 - one line, used four times
     shared: dict[str, Any] | None = None
     if job is plan.shared:
         # Its own run's benchmarks by name, another run's (a sweep's guests) as <run id>/<benchmark>.
@@ -157,7 +156,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
             {
                 "benchmark": b.benchmark if b in plan.jobs else "/".join(b.job_dir.rsplit("/", 2)[-2:]),
                 "dir": b.job_dir,
-                "launch": launch(b.driver.launch),
+                "launch": b.driver.launch,
                 "export": b.export is not None,
             }
             for b in (*plan.jobs, *plan.guests)
@@ -178,11 +177,8 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         backend_name=backend.name,
         **backend_context(backend),
         runtime=plan.runtime,
-        launches={step.name: launch(step.launch) for step in job.steps},
         probe_hosts={step.name: [backend.node_host(n) for n in step.health.nodes] for step in job.steps if step.health},
-        driver_launch=launch(job.driver.launch),
         otel=otel,
-        otel_launch=launch(otel.launch) if otel else "",
         otel_host=backend.node_host(otel.launch.nodes.start) if otel else "",
         collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,

@@ -2,7 +2,7 @@
 
 Two sources, the better first, decided per job:
 
-- the scheduler's accounting (its backend's ``accounting_shell``: elapsed seconds and the GPUs
+- the scheduler's accounting (its backend template's ``probe_accounting``: elapsed seconds and the GPUs
   in the allocation, Slurm's TRES),
   where the cluster keeps accounts; every run of a requeued job is a row, and they add up;
 - otherwise the job's own record: ``job-start`` to ``job-end`` in ``.gym/<id>/events`` (and in

@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, ClassVar
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.contract import Cause, Phase, StateFile, Status
 from nemo_gym.orchestration.recovery import Remedy
-from nemo_gym.orchestration.shellquote import bash_quote
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
-    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
-    from nemo_gym.orchestration.record import SubmissionRecord
+    from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 
 
 @dataclass(frozen=True)
@@ -219,17 +217,16 @@ class Backend(ABC):
     # -- rendering --------------------------------------------------------------------------------
 
     @abstractmethod
-    def launch_line(self, launch: Launch, runtime: str) -> str:
-        """The bash command that starts one step's script on its nodes (backgrounded by the job)."""
-
-    @abstractmethod
     def node_host(self, node: int) -> str:
         """A shell word for allocation node ``node``'s name, as the job script's shell can use it."""
 
     def template(self) -> str:
         """Its shell fragments, as Jinja macros: of the job script ``directives`` (its header),
-        ``identity``, ``ending_cause`` and ``term_handling``; of the step library ``this_node``; of
-        the status probe ``describe_job`` (below)."""
+        ``identity``, ``ending_cause``, ``term_handling`` and ``launch_step`` (how a step's script is
+        started on its nodes, given its ``Launch`` and the container runtime); of the step library
+        ``this_node``; of the status probe ``describe_job`` (below), ``probe_accounting`` (the
+        scheduler's accounting records, with every job id of the run in ``$gym_all_ids``) and
+        ``probe_tail`` (run-wide facts, given the run's directory)."""
         return f"backend-{self.name}.sh.j2"
 
     def template_vars(self) -> dict[str, object]:
@@ -328,16 +325,6 @@ class Backend(ABC):
         """A job's ``SchedulerView`` from the fields its ``gym_describe_job`` answered."""
         return SchedulerView()
 
-    def probe_tail(self, record: SubmissionRecord) -> list[str]:
-        """Bash run after the jobs were probed; may print ``PROBE_MARKER`` R<sep>fact<sep>value lines."""
-        return []
-
-    def accounting_shell(self) -> list[str]:
-        """Bash run once after the jobs were probed, with every job id of the run (resume chains
-        whole) comma-separated in ``$gym_all_ids``: prints ``PROBE_MARKER`` A<sep>id<sep>elapsed
-        seconds<sep>TRES records, one per run of a job, where the scheduler keeps accounts."""
-        return []
-
     def allocated_gpus(self, plan: RunPlan) -> dict[str, int]:
         """Benchmark -> the GPUs its job's allocation holds, recorded at submit for its GPU-hours
         where there is no accounting: what the plan gives it."""
@@ -348,7 +335,7 @@ class Backend(ABC):
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
         """The state of one job from its own state file and its scheduler's word.
 
-        ``facts`` are the run-wide facts its ``probe_tail`` printed."""
+        ``facts`` are the run-wide facts its template's ``probe_tail`` printed."""
 
 
 @dataclass(frozen=True)
@@ -376,11 +363,3 @@ class RequeuedJob:
     def feeds(self) -> bool:
         """A lane's job its lane stalled at: queued as its first job, recorded as fed."""
         return self.remedy == Remedy.FEED
-
-
-def own_process_group_line(launch: Launch) -> str:
-    """Bash: a step's script started beside the job script (this machine; the job's own
-    container), as a process group of its own so that the job can stop everything it started,
-    its output in its log."""
-    log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
-    return f'setsid bash {bash_quote(launch.script)} >"{log}" 2>&1'

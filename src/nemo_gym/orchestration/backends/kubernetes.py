@@ -31,7 +31,6 @@ from nemo_gym.orchestration.backends.base import (
     JobState,
     JobToQueue,
     SchedulerView,
-    own_process_group_line,
     recorded_outcome,
     running_state,
     unanswered_state,
@@ -54,7 +53,7 @@ from nemo_gym.orchestration.contract import Phase, Status
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig
-    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 
 APPLY_TIMEOUT_SECONDS = 60
 REQUEST_TIMEOUT = "30s"
@@ -133,14 +132,6 @@ class KubernetesBackend(Backend):
 
     # -- rendering --------------------------------------------------------------------------------
 
-    def launch_line(self, launch: Launch, runtime: str) -> str:
-        from nemo_gym.orchestration.plan.model import DRIVER_STEP
-
-        if launch.step == DRIVER_STEP:
-            return own_process_group_line(launch)  # in the job's own container
-        # Its sidecar container runs it; here it stands as the wait for its exit marker.
-        return f"gym_await_sidecar {shlex.quote(launch.step)}"
-
     def node_host(self, node: int) -> str:
         return "localhost"  # one pod: its containers share one network namespace
 
@@ -181,7 +172,10 @@ class KubernetesBackend(Backend):
         return job_state(job_id, probe, rollouts)
 
     def template_vars(self) -> dict[str, object]:
+        from nemo_gym.orchestration.plan.model import DRIVER_STEP
+
         return {
+            "driver_step": DRIVER_STEP,
             "job_fields": jsonpath(JOB_FIELDS),
             "pod_fields": jsonpath(POD_FIELDS),
             "managed_by": "=".join(MANAGED_BY),

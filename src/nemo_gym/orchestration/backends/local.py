@@ -4,7 +4,6 @@ would share the machine's ports and GPUs); each step is a process group of its o
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -18,15 +17,13 @@ from nemo_gym.orchestration.backends.base import (
     JobState,
     JobToQueue,
     RequeuedJob,
-    own_process_group_line,
     recorded_outcome,
     running_state,
 )
 from nemo_gym.orchestration.contract import Phase, Status
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
-    from nemo_gym.orchestration.record import SubmissionRecord
+    from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 
 RUNNER_FACT = "runner"
 # Every local run on this machine waits for this lock (GYM_LOCAL_LOCK moves it): in /tmp, so users
@@ -42,9 +39,6 @@ class LocalBackend(Backend):
     submit_command: ClassVar[str] = contract.LOCAL_RUNNER_SCRIPT  # a command word: messages say "<it> refused"
     cancel_command: ClassVar[str] = "kill"
     scheduler_name: ClassVar[str] = "the local runner"
-
-    def launch_line(self, launch: Launch, runtime: str) -> str:
-        return own_process_group_line(launch)
 
     def node_host(self, node: int) -> str:
         return "localhost"
@@ -66,13 +60,8 @@ class LocalBackend(Backend):
         words = {"local_id": job.local_job_id, "state_dir": f"{job.job_dir}/{contract.state_dir(job.local_job_id)}"}
         return JobToQueue(job.unit, job.job_dir, fed_by, words=words)
 
-    def probe_tail(self, record: SubmissionRecord) -> list[str]:
-        pid = shlex.quote(f"{record.run_dir}/{contract.RUNNER_PID_FILE}")
-        alive = f"{contract.PROBE_MARKER}{contract.ProbeRecord.FACT}{contract.FIELD_SEPARATOR}{RUNNER_FACT}{contract.FIELD_SEPARATOR}"
-        return [
-            f'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then printf %s\\\\n {shlex.quote(alive + "alive")}; '
-            f"else printf %s\\\\n {shlex.quote(alive + 'gone')}; fi"
-        ]
+    def template_vars(self) -> dict[str, object]:
+        return {"runner_fact": RUNNER_FACT}
 
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
         runner_alive = facts.get(RUNNER_FACT) == "alive"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
@@ -27,13 +26,12 @@ from nemo_gym.orchestration.backends.base import (
 )
 from nemo_gym.orchestration.contract import Phase, StateFile, Status
 from nemo_gym.orchestration.rules import pools_differ
-from nemo_gym.orchestration.shellquote import bash_quote
 from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.backends import slurm_arrays, slurm_limits
-    from nemo_gym.orchestration.plan.model import JobPlan, Launch, RunPlan
+    from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
 
 # Job arrays (slurm_arrays) and the site's limits (slurm_limits) are read when jobs are queued:
 # imported there, so rendering (a dry run) never loads them.
@@ -140,38 +138,8 @@ class SlurmBackend(Backend):
             "lane_feeder_run": shipping.launch_words(Program.LANE_FEEDER, tree='"$gym_feeder"'),
             "node_scheduler": self.node_scheduler,
             "unanswered": _UNANSWERED,
+            "apptainer_image": _apptainer_image,
         }
-
-    def launch_line(self, launch: Launch, runtime: str) -> str:
-        nodes = launch.nodes
-        log = contract.step_log_pattern(launch.step, per_node=nodes.count > 1, log_dir=launch.log_dir)
-        # One task per node, whatever ntasks_per_node the allocation has: each step runs once a node.
-        parts = [
-            "srun --overlap" + (f" --het-group={launch.component}" if launch.component is not None else ""),
-            f"--nodes={nodes.count} --ntasks={nodes.count} --ntasks-per-node=1",
-            f'--nodelist="$(gym_node_list {nodes.start} {nodes.count})"',
-            # The job's id as the job knows it (srun's %j is a job array task's own number).
-            "--output=" + '"$GYM_JOB_ID"'.join(bash_quote(part) for part in log.split("%j")),
-        ]
-        job_mount = f"{launch.job_dir}:{launch.job_dir}"
-        mounts = (job_mount, *[m for m in launch.mounts if m != job_mount])
-        command = f"bash {bash_quote(launch.script)}"
-        if launch.component is not None and not launch.gpus:
-            # A GPU-less component of a heterogeneous job: Slurm sets no GPUs there, so the batch
-            # node's CUDA_VISIBLE_DEVICES would leak in through srun's environment.
-            command = f"env -u CUDA_VISIBLE_DEVICES {command}"
-        if runtime == "pyxis" and launch.container:
-            parts += [
-                f"--container-image={bash_quote(launch.container)}",
-                f"--container-mounts={bash_quote(','.join(mounts))}",
-                "--no-container-mount-home",
-                f"--container-workdir={bash_quote(launch.job_dir)}",
-            ]
-        elif runtime == "apptainer" and launch.container:
-            nv = " --nv" if launch.gpus else ""
-            image = bash_quote(_apptainer_image(launch.container))
-            command = f"apptainer exec{nv} --bind {bash_quote(','.join(mounts))} {image} {command}"
-        return " ".join(parts) + " " + command
 
     def node_host(self, node: int) -> str:
         return f"$(gym_node_name {node})"
@@ -259,15 +227,6 @@ class SlurmBackend(Backend):
         return problems
 
     # -- status -----------------------------------------------------------------------------------
-
-    def accounting_shell(self) -> list[str]:
-        # Every run of every job of the run (a requeued job's runs all used GPUs), from the probe's
-        # one snapshot (or one sacct): gym_accounting_records, in its template.
-        return [
-            'if [ "$have_sacct" = 1 ] && [ -n "$gym_all_ids" ]; then',
-            f'  gym_accounting_records "$gym_all_ids" {shlex.quote(contract.PROBE_MARKER + contract.ProbeRecord.ACCOUNTING)}',
-            "fi",
-        ]
 
     def describe(self, answer: list[str]) -> SchedulerView:
         """scontrol's line and sacct's ``State|ExitCode`` (``describe_job`` in its template)."""

@@ -76,8 +76,8 @@ def probe_script(record: SubmissionRecord, backend: Backend, checked: frozenset[
     ]
     return render_template(
         "probe.sh.j2",
-        accounting=backend.accounting_shell(),
-        tail=backend.probe_tail(record),
+        **backend_context(backend),
+        run_dir=record.run_dir,
         probed=probed,
         merged=merged,
         shared_dir=record.shared_deployment_dir,

@@ -184,5 +184,6 @@ gym_probe first /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/first 4000 
 gym_probe second /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/second 4001 1
 [ -d /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/shared-deployment ] && gym_usage '' /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/shared-deployment
 gym_all_ids=${gym_all_ids#,}
-if [ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/.gym-runner.pid ] && kill -0 "$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/.gym-runner.pid)" 2>/dev/null; then printf %s\\n '__GYM_PROBE:Rrunneralive'; else printf %s\\n '__GYM_PROBE:Rrunnergone'; fi
+if [ -f /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/.gym-runner.pid ] && kill -0 "$(cat /tmp/gym-golden-runs/gym-job-20260101T000000Z-000000/.gym-runner.pid)" 2>/dev/null; then gym_runner=alive; else gym_runner=gone; fi
+printf '__GYM_PROBE:R\x1f%s\x1f%s\n' runner "$gym_runner"
 ) </dev/null
