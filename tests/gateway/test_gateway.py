@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from nemo_gym.orchestration import shipping
+
 REPO = Path(__file__).resolve().parents[2]
-GATEWAY = REPO / "src" / "nemo_gym" / "orchestration" / "gateway" / "ray_serve_gateway.py"
 STREAMING_VLLM = Path(__file__).resolve().parent / "streaming_vllm"
 STOCK_VLLM = REPO / "tests" / "standins" / "vllm"
 LONG_REQUEST_SECONDS = 60
@@ -109,6 +110,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _stage_gateway(job_dir: str) -> list[str]:
+    """The gateway's program staged into the job directory as a job ships it; its launch words."""
+    for rel, text in shipping.staged(shipping.Program.GATEWAY).items():
+        (Path(job_dir) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (Path(job_dir) / rel).write_text(text)
+    return shipping.launch_words(shipping.Program.GATEWAY, tree=job_dir, isolated=False).split()[1:]
+
+
 @pytest.fixture(scope="module")
 def ray_head():
     """A Ray head with its own temp dir, token auth (as a job sets it up) and 4 logical GPUs."""
@@ -157,7 +166,7 @@ def ray_head():
             assert head.poll() is None, Path(tmp, "ray-head.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the Ray head did not come up in 90 s"
             time.sleep(1)
-        yield {"python": python, "address": address, "env": env, "dir": Path(tmp)}
+        yield {"python": python, "address": address, "env": env, "dir": Path(tmp), "gateway": _stage_gateway(tmp)}
     finally:
         started = _descendants(head.pid)  # Ray workers run in sessions of their own
         _stop_group(head, timeout=5)
@@ -180,7 +189,7 @@ class Gateway:
         self.proc = subprocess.Popen(
             [
                 head["python"],
-                str(GATEWAY),
+                *head["gateway"],
                 "--address",
                 head["address"],
                 "--port",

@@ -1,26 +1,29 @@
-"""The gateway script's pure parts (header filtering, replica argv/env, routing, CLI), without Ray."""
+"""The gateway's pure parts (header filtering, replica argv/env, routing, CLI), without Ray."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from nemo_gym.orchestration.gateway import SCRIPT_NAME, script_path, script_text
+from nemo_gym.orchestration import shipping
+from nemo_gym.orchestration.gateway import ray_serve_gateway as entry
+from nemo_gym.orchestration.gateway.proxy import filter_headers, pick_replica
+from nemo_gym.orchestration.gateway.replica import replica_argv, replica_env
+from nemo_gym.orchestration.gateway.supervision import EXIT_USAGE, Replica
 
-spec = importlib.util.spec_from_file_location("ray_serve_gateway", script_path())
-gw = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = gw  # dataclasses look their module up there
-spec.loader.exec_module(gw)
 
-
-def test_script_is_shipped_and_standalone():
-    assert script_path().name == SCRIPT_NAME and script_text().startswith("#!/usr/bin/env python3")
-    # Importing it needs neither ray nor aiohttp (they are imported where used).
-    code = f"import sys; sys.modules['ray'] = None; sys.modules['aiohttp'] = None; exec(open({str(script_path())!r}).read().replace('if __name__', 'if False and __name__'))"
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+def test_the_shipped_gateway_imports_neither_ray_nor_aiohttp_until_it_runs(tmp_path):
+    for rel, text in shipping.staged(shipping.Program.GATEWAY).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    code = (
+        "import sys; sys.modules['ray'] = None; sys.modules['aiohttp'] = None; "
+        "import nemo_gym.orchestration.gateway.ray_serve_gateway"
+    )
+    tree = tmp_path / "steps" / "py"
+    assert subprocess.run([sys.executable, "-E", "-s", "-c", code], cwd=tree).returncode == 0
 
 
 def test_hop_by_hop_headers_are_dropped_including_those_named_in_connection():
@@ -40,11 +43,11 @@ def test_hop_by_hop_headers_are_dropped_including_those_named_in_connection():
         ("Host", "gw:8000"),
         ("Content-Length", "12"),
     ]
-    assert gw.filter_headers(headers, request=True) == [
+    assert filter_headers(headers, request=True) == [
         ("Content-Type", "application/json"),
         ("Authorization", "Bearer t"),
     ]
-    assert gw.filter_headers(headers, request=False) == [
+    assert filter_headers(headers, request=False) == [
         ("Content-Type", "application/json"),
         ("Authorization", "Bearer t"),
         ("Host", "gw:8000"),
@@ -54,13 +57,13 @@ def test_hop_by_hop_headers_are_dropped_including_those_named_in_connection():
 
 def test_replica_argv_adds_port_and_ray_backend_once():
     base = ["vllm", "serve", "m", "--tensor-parallel-size", "8"]
-    assert gw.replica_argv(base, 4321) == base + ["--port", "4321", "--distributed-executor-backend", "ray"]
+    assert replica_argv(base, 4321) == base + ["--port", "4321", "--distributed-executor-backend", "ray"]
     chosen = base + ["--distributed-executor-backend=ray"]
-    assert gw.replica_argv(chosen, 1) == chosen + ["--port", "1"]
+    assert replica_argv(chosen, 1) == chosen + ["--port", "1"]
 
 
 def test_replica_env_sets_ray_address_and_drops_worker_only_and_blank_visibility():
-    env = gw.replica_env(
+    env = replica_env(
         {"RAY_JOB_ID": "01000000", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "0,1", "HF_TOKEN": "t"},
         "10.0.0.1:6379",
     )
@@ -68,21 +71,21 @@ def test_replica_env_sets_ray_address_and_drops_worker_only_and_blank_visibility
 
 
 def test_pick_replica_least_outstanding_then_round_robin():
-    reps = [gw.Replica(i, healthy=True) for i in range(3)]
-    assert [gw.pick_replica(reps, t).index for t in range(6)] == [0, 1, 2, 0, 1, 2]
+    reps = [Replica(i, healthy=True) for i in range(3)]
+    assert [pick_replica(reps, t).index for t in range(6)] == [0, 1, 2, 0, 1, 2]
     reps[0].outstanding, reps[2].outstanding = 2, 1
-    assert gw.pick_replica(reps, 0).index == 1
+    assert pick_replica(reps, 0).index == 1
     reps[1].alive = False
-    assert gw.pick_replica(reps, 0).index == 2
+    assert pick_replica(reps, 0).index == 2
     for r in reps:
         r.healthy = False  # none passes /health: still route to the live ones rather than refuse
-    assert gw.pick_replica(reps, 0).index == 2
+    assert pick_replica(reps, 0).index == 2
     reps[0].alive = reps[2].alive = False
-    assert gw.pick_replica(reps, 0) is None
+    assert pick_replica(reps, 0) is None
 
 
 def test_cli():
-    args = gw.parse_args(
+    args = entry.parse_args(
         [
             "--address",
             "h:6379",
@@ -109,5 +112,5 @@ def test_cli():
         ["--address", "h:1", "--port", "1", "--instances", "1", "--"],
     ):
         with pytest.raises(SystemExit) as exc:
-            gw.parse_args(bad)
-        assert exc.value.code == gw.EXIT_USAGE
+            entry.parse_args(bad)
+        assert exc.value.code == EXIT_USAGE

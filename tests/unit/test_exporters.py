@@ -348,7 +348,7 @@ def test_a_job_without_job_end_counts_to_its_last_sign_of_life_as_status_counts_
     status_side = usage.job_usage(
         "7",
         {},
-        {"7": [usage.own_record("7", "1000", "", "1100", [1500.0], contract.ATTEMPT_SUFFIX)]},
+        {"7": [usage.own_record("7", "1000", "", "1100", [1500.0], contract.REQUEUED_RUN_SUFFIX)]},
         2,
         9999.0,
         running=False,

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration import lane_feed as lf
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.chain import chain_record, parse_chain
@@ -158,3 +159,41 @@ def test_the_staged_feeder_runs_as_the_job_runs_it_and_hands_sbatch_no_variable_
     script = jobs[1] / contract.JOB_SCRIPT
     assert (tmp_path / "saw").read_text() == f"{jobs[1]}|--parsable --dependency=afterany:500 {script}|unset\n"
     assert parse_chain((jobs[1] / contract.CHAIN_FILE).read_text()).fed_as == "4242"
+
+
+# The resubmit script's call (``--fed-by-resubmit``), as its host runs it: the inline program.
+RESUBMIT_RECORDS = [
+    # (what the job directory is, the exit status, the chain after)
+    ("empty", 0, "fed\t4300\tresubmit\t{now}\n"),
+    ("waiting", 0, "fed\t4300\tresubmit\t{now}\n"),
+    ("with a record", 0, "unfed\t5\tno\nfed\t4300\tresubmit\t{now}\n"),
+    ("not a directory", 1, None),
+]
+
+
+@pytest.mark.parametrize(("job_dir", "status", "chain"), RESUBMIT_RECORDS, ids=[r[0] for r in RESUBMIT_RECORDS])
+def test_resubmit_records_a_stalled_job_fed_through_the_one_writer(tmp_path, job_dir, status, chain) -> None:
+    job = tmp_path / "job"
+    if job_dir in ("waiting", "with a record"):
+        (job / contract.MARKERS_DIR).mkdir(parents=True)
+    if job_dir == "with a record":
+        (job / contract.CHAIN_FILE).write_text(chain_record(contract.RECORD_UNFED, "5", "no"))
+    if job_dir == "not a directory":
+        job.write_text("a file\n")
+    program = shipping.inline(shipping.Program.LANE_FEEDER)
+    before = int(time.time())
+    argv = ["python3", "-E", "-s", "-c", program, "--fed-by-resubmit", str(job), "4300"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"]})
+    assert proc.returncode == status, proc.stderr
+    if chain is None:
+        assert job.read_text() == "a file\n" and "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+        return
+    written = (job / contract.CHAIN_FILE).read_text()
+    now = int(written.rstrip("\n").rsplit("\t", 1)[1])
+    assert before <= now <= time.time() and written == chain.format(now=now)
+    assert parse_chain(written).fed_as == "4300"
+
+
+def test_the_feeder_without_its_words_prints_its_usage(capsys) -> None:
+    assert lf.main(["--fed-by-resubmit", "/nonexistent"]) == 2
+    assert "--fed-by-resubmit JOB_DIR JOB_ID" in capsys.readouterr().err

@@ -60,13 +60,13 @@ def test_accounting_is_the_first_source_and_every_run_of_a_requeued_job_counts()
 
 
 def test_without_accounting_the_jobs_own_record_times_the_planned_gpus() -> None:
-    own = {"7": [own_record("7", "1000.5", "1900.5", "1900.5", [], contract.ATTEMPT_SUFFIX)]}
+    own = {"7": [own_record("7", "1000.5", "1900.5", "1900.5", [], contract.REQUEUED_RUN_SUFFIX)]}
     assert job_usage("7", {}, own, 4, None, False) == Usage(900.0, 1.0, 4, SOURCE_JOB_RECORD)
     assert job_usage("7", {}, own, None, None, False) == Usage(900.0, None, None, SOURCE_JOB_RECORD)
 
 
 def test_a_running_job_counts_to_the_probes_clock_and_an_ended_one_without_its_end_to_its_last_sign() -> None:
-    record = own_record("7", "1000", "", "1100", [1500.0, 1200.0], contract.ATTEMPT_SUFFIX)
+    record = own_record("7", "1000", "", "1100", [1500.0, 1200.0], contract.REQUEUED_RUN_SUFFIX)
     assert record == OwnRecord("7", 1000.0, None, 1500.0, True)
     assert job_usage("7", {}, {"7": [record]}, 2, 4600.0, True) == Usage(3600.0, 2.0, 2, SOURCE_JOB_RECORD)
     killed = job_usage("7", {}, {"7": [record]}, 2, 4600.0, False)
@@ -75,8 +75,8 @@ def test_a_running_job_counts_to_the_probes_clock_and_an_ended_one_without_its_e
 
 
 def test_an_earlier_attempt_of_a_requeued_job_adds_to_it_and_never_counts_to_now() -> None:
-    earlier = own_record("7.attempt-1", "0", "", "50", [100.0], contract.ATTEMPT_SUFFIX)
-    current = own_record("7", "200", "", "", [], contract.ATTEMPT_SUFFIX)
+    earlier = own_record("7.attempt-1", "0", "", "50", [100.0], contract.REQUEUED_RUN_SUFFIX)
+    current = own_record("7", "200", "", "", [], contract.REQUEUED_RUN_SUFFIX)
     assert (earlier.job_id, earlier.current, current.current) == ("7", False, True)
     used = job_usage("7", {}, {"7": [earlier, current]}, 1, 500.0, True)
     assert used.wall_seconds == 100 + 300 and used.approximate

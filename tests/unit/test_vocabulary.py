@@ -157,16 +157,16 @@ def test_an_export_state_that_is_no_status_is_a_usage_error(capsys) -> None:
 
 def test_the_state_file_is_read_once_for_every_field() -> None:
     state = StateFile.parse("phase=running\ndetail=driver\ntime=2026-12-01T00:00:00Z\nattempt=2\nnew_key=x\n")
-    assert state == StateFile(Phase.RUNNING, "running", "driver", "2026-12-01T00:00:00Z", 2)
+    assert state == StateFile(Phase.RUNNING, "running", "driver", "2026-12-01T00:00:00Z", requeue=2)
     assert StateFile.parse("phase=melted\n") == StateFile(None, "melted") and StateFile.parse("phase=melted").written
-    assert not StateFile.parse("").written and StateFile.parse("attempt=\u00b2").attempt == 0
+    assert not StateFile.parse("").written and StateFile.parse("attempt=\u00b2").requeue == 0
 
 
 @given(st.text(max_size=300))
 def test_any_state_file_text_parses(text: str) -> None:
     state = StateFile.parse(text)
     assert state.phase is None or isinstance(state.phase, Phase)
-    assert state.attempt >= 0 and state.written == (state.phase_word != "")
+    assert state.requeue >= 0 and state.written == (state.phase_word != "")
 
 
 _KINDS = st.sampled_from([c.RECORD_START, c.RECORD_SUCCESSOR, c.RECORD_VERDICT, c.RECORD_END])

@@ -31,7 +31,8 @@ A run directory::
         .gym/chain              (resumable) the chain's records
         .gym/cancelled          (resumable) cancel marker for every job of the chain
         .gym/<id>/              one job's state directory (see StateDir)
-        .gym/<id>.attempt-<n>/  an earlier attempt of a job Slurm requeued
+        .gym/<id>.attempt-<n>/  an earlier run of a job Slurm requeued (requeue n-1; the name's
+                                "attempt" is not a resubmit attempt, ``attempt_dir``)
 """
 
 from __future__ import annotations
@@ -141,6 +142,10 @@ CONTINUE_FILE = ".gym/continue"
 # benchmark's files as the attempts before it left them (artifacts, export receipts, a cancel
 # marker), copied aside before anything changes; ``inputs.jsonl`` the expected rows it was queued
 # to generate (a generate-missing attempt only).
+# Two counts, two words: an *attempt* counts ``gym eval resubmit`` (1 the submission, 2 its first
+# resubmit: ``chain.Chain.attempt``, ``RequeuedJob.attempt``); a *requeue* counts the scheduler
+# starting the same job again (0 its first run: ``StateFile.requeue``, ``ENV_REQUEUE``,
+# ``REQUEUED_RUN_SUFFIX``), runs within one attempt. Words on disk keep their old spelling.
 ATTEMPTS_DIR = ".gym/attempts"
 ATTEMPT_EARLIER_DIR = "earlier"
 ATTEMPT_INPUTS_FILE = "inputs.jsonl"
@@ -232,7 +237,8 @@ STARTED_DIR = "started"
 MERGED_FILE = "merged"  # a shard's job merged its benchmark's shards (its job then exports them)
 # A shared deployment's queue of benchmarks as its decider (shared_queue.py) left it, between two calls.
 SHARED_QUEUE_FILE = "shared-queue.json"
-ATTEMPT_SUFFIX = ".attempt-"  # .gym/<id>.attempt-<n>: an earlier attempt of a requeued job
+# .gym/<id>.attempt-<n>: an earlier run of a job Slurm requeued (the word on disk is "attempt").
+REQUEUED_RUN_SUFFIX = ".attempt-"
 
 # The state file: key=value lines, replaced atomically by the job as it goes.
 STATE_KEYS = ("phase", "detail", "time", "attempt")
@@ -270,7 +276,9 @@ class StateFile(NamedTuple):
     phase_word: str = ""  # the phase as written, for messages ("" when none was)
     detail: str = ""
     time: str = ""
-    attempt: int = 0  # the job's run that wrote it (0 the first; Slurm's requeues count up)
+    # The job's run that wrote it: 0 the first, +1 per Slurm requeue (the key on disk is "attempt",
+    # but it is no resubmit attempt: ``attempt_dir``).
+    requeue: int = 0
 
     @classmethod
     def parse(cls, text: str) -> StateFile:
@@ -279,13 +287,13 @@ class StateFile(NamedTuple):
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> StateFile:
         word = fields.get(STATE_KEYS[0])
-        attempt = fields.get(STATE_KEYS[3], "")
+        requeue = fields.get(STATE_KEYS[3], "")
         return cls(
             phase=Phase.from_word(word),
             phase_word=word or "",
             detail=fields.get(STATE_KEYS[1], ""),
             time=fields.get(STATE_KEYS[2], ""),
-            attempt=read_count(attempt),
+            requeue=read_count(requeue),
         )
 
     @property
@@ -537,7 +545,7 @@ class ProbeRecord(Word):
 ENV_JOB_DIR = "GYM_JOB_DIR"
 ENV_JOB_ID = "GYM_JOB_ID"
 ENV_NODES = "GYM_NODES"  # comma-separated node names of the allocation, in order
-ENV_ATTEMPT = "GYM_ATTEMPT"
+ENV_REQUEUE = "GYM_ATTEMPT"  # the job's requeue (0 the first run; the word is the environment's, not an attempt)
 ENV_STEP_NAME = "GYM_STEP_NAME"
 ENV_STEP_RANK = "GYM_STEP_RANK"
 NODE_ADDRESS_ENV_PREFIX = "GYM_NODE_"  # GYM_NODE_<i>: an address of allocation node i

@@ -454,11 +454,11 @@ def wall_seconds(times: RunTimes, now: float | None, running: bool) -> tuple:
 
 def sign_of_life_files(job_dir: str, state_dir_name: str) -> list:
     """The files whose mtimes are a run's signs of life, beside its events: its state and heartbeat
-    files, and (the job's own run, not an earlier attempt's) the job's log. The status probe
+    files, and (the job's own run, not an earlier run's of a requeued job) the job's log. The status probe
     stats the same files."""
     state_dir = os.path.join(job_dir, c.MARKERS_DIR, state_dir_name)
     files = [os.path.join(state_dir, c.STATE_FILE), os.path.join(state_dir, c.HEARTBEAT_FILE)]
-    if c.ATTEMPT_SUFFIX not in state_dir_name:
+    if c.REQUEUED_RUN_SUFFIX not in state_dir_name:
         files.append(os.path.join(job_dir, c.job_log(state_dir_name)))
     return files
 

@@ -7,7 +7,8 @@ next is queued once: not again when Slurm requeues this job or a resumable job's
 (the next's chain says it was fed, or why not). A next that ``gym eval cancel`` marked is passed
 over for the one after it. What happened is written to the next's chain (``RECORD_FED`` with its
 id, or ``RECORD_UNFED`` with what the scheduler said), which status reads; only this program
-writes those records.
+writes those records: ``gym eval resubmit`` queuing a lane's stalled job runs it on the submit host
+too (``--fed-by-resubmit``, inline with the host's ``python3``) to record that job fed.
 
 Stdlib only, Python 3.8 syntax: it runs on the node with its ``python3``, shipped for the
 submission (``shipping.Program.LANE_FEEDER``) with the backend's node module it queues through.
@@ -100,7 +101,7 @@ def feed(
     for attempt in range(1, TRIES + 1):
         found, said = queue(os.path.join(choice.next_dir, c.JOB_SCRIPT), me)
         if found is not None:
-            JobDirectory(choice.next_dir).append(c.RECORD_FED, found, me, int(now()))
+            record_fed(choice.next_dir, found, me, now)
             say(f"queued job {found}, the next of this job's lane ({choice.next_dir})")
             return found
         if attempt < TRIES:
@@ -110,20 +111,36 @@ def feed(
     return None
 
 
+def record_fed(job_dir: str, job_id: str, by: str, now: Callable[[], float] = time.time) -> None:
+    """The one writer of a lane job's ``RECORD_FED``: queued as ``job_id`` by ``by`` (the job of its
+    lane before it, or ``contract.FED_BY_RESUBMIT``), at ``now``'s second."""
+    JobDirectory(job_dir).append(c.RECORD_FED, job_id, by, int(now()))
+
+
 def _say(message: str) -> None:
     print(f"[gym {time.strftime('%H:%M:%S', time.gmtime())}] lane: {message}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``lane_feed.py --scheduler MODULE``: the job directory and this job's id come from
-    GYM_JOB_DIR and GYM_JOB_ID. Exit 0 whether or not a job was queued (status says which)."""
+    """``lane_feed.py --scheduler MODULE`` (a lane's job, as it starts): the job directory and this
+    job's id come from GYM_JOB_DIR and GYM_JOB_ID; exit 0 whether or not a job was queued (status
+    says which). ``lane_feed.py --fed-by-resubmit JOB_DIR JOB_ID`` (the resubmit script, a stalled
+    job queued held): exit 0 once recorded, 1 when the chain cannot be written (the job is then
+    cancelled unrun)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2 or args[0] != "--scheduler":
-        print(f"usage: {sys.argv[0]} --scheduler MODULE", file=sys.stderr)
-        return 2
-    scheduler = load_scheduler(args[1])
-    feed(os.environ[c.ENV_JOB_DIR], os.environ[c.ENV_JOB_ID], scheduler.queue_after, _say)
-    return 0
+    if len(args) == 2 and args[0] == "--scheduler":
+        scheduler = load_scheduler(args[1])
+        feed(os.environ[c.ENV_JOB_DIR], os.environ[c.ENV_JOB_ID], scheduler.queue_after, _say)
+        return 0
+    if len(args) == 3 and args[0] == "--fed-by-resubmit":
+        try:
+            record_fed(args[1], args[2], c.FED_BY_RESUBMIT)
+        except OSError as exc:
+            print(f"cannot write {os.path.join(args[1], c.CHAIN_FILE)}: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    print(f"usage: {sys.argv[0]} --scheduler MODULE | --fed-by-resubmit JOB_DIR JOB_ID", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.observe import missing_inputs_shell
@@ -44,8 +44,14 @@ def resubmit_script(runs: list[RequeuedRun]) -> str:
         "resubmit.sh.j2",
         **backend_context(backend),
         missing_inputs_shell=missing_inputs_shell(),
+        # A lane's stalled job is recorded fed by the lane feeder itself, run by the host's python3.
+        lane_feeder=shipping.inline(shipping.Program.LANE_FEEDER) if _feeds_any(runs) else "",
         runs=[_run_context(run) for run in runs],
     )
+
+
+def _feeds_any(runs: list[RequeuedRun]) -> bool:
+    return any(job.feeds for run in runs for job in run.jobs)
 
 
 def _run_context(run: RequeuedRun) -> dict:

@@ -142,7 +142,10 @@ def opening(chain: ch.Chain, me: str, prev: str, requeued: int, cancelled: bool)
         )
     if requeued > 0:
         return Opening(
-            "judge", judged=me, outcome=c.Outcome.REQUEUED, state_dir=f"{c.state_dir(me)}{c.ATTEMPT_SUFFIX}{requeued}"
+            "judge",
+            judged=me,
+            outcome=c.Outcome.REQUEUED,
+            state_dir=f"{c.state_dir(me)}{c.REQUEUED_RUN_SUFFIX}{requeued}",
         )
     if prev:
         if chain.successors.get(prev) != me:

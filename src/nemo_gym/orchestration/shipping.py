@@ -47,7 +47,10 @@ class Program(Enum):
     EXPORTERS = ("exporters.run_exports", (*_WORDS, *_EXPORTERS))
     SAMPLES = ("samples", (*_WORDS, "samples"))
     PROJECTION = ("rollout_projection", (*_WORDS, "rollout_projection"))
-    GATEWAY = ("gateway.ray_serve_gateway", ("gateway.ray_serve_gateway",))
+    GATEWAY = (
+        "gateway.ray_serve_gateway",
+        ("gateway.replica", "gateway.supervision", "gateway.proxy", "gateway.ray_serve_gateway"),
+    )
     # A lane's job queuing the next of its lane (plus its backend's node module, ``staged``).
     LANE_FEEDER = ("lane_feed", (*_WORDS, "chain", "resume", "lane_feed"))
     SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node

@@ -46,7 +46,7 @@ class OwnRecord:
     start: float | None
     end: float | None
     last_seen: float | None  # newest of its last event and its files' mtimes; None when unknown
-    current: bool  # the job's own directory, not an earlier attempt's (``.attempt-N``)
+    current: bool  # the job's own directory, not an earlier run's of a requeued job (``.attempt-N``)
 
     @property
     def times(self) -> facts.RunTimes:
@@ -100,10 +100,10 @@ def parse_accounting_row(cols: list[str]) -> AccountingRow | None:
 
 
 def own_record(
-    state_dir_name: str, start: str, end: str, last_event: str, mtimes: Iterable[float], attempt_suffix: str
+    state_dir_name: str, start: str, end: str, last_event: str, mtimes: Iterable[float], requeued_run_suffix: str
 ) -> OwnRecord:
-    """One state directory's record: its name is ``<job id>`` or ``<job id><attempt_suffix><n>``."""
-    job_id, sep, _ = state_dir_name.partition(attempt_suffix)
+    """One state directory's record: its name is ``<job id>`` or ``<job id><requeued_run_suffix><n>``."""
+    job_id, sep, _ = state_dir_name.partition(requeued_run_suffix)
     times = facts.run_times(_float(start), _float(end), _float(last_event), mtimes)
     return OwnRecord(job_id, times.start, times.end, times.last_seen, current=not sep)
 

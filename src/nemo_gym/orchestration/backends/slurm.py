@@ -257,7 +257,7 @@ class SlurmBackend(Backend):
     def job_state(self, job_id: str, probe: JobProbe, rollouts: int, facts: dict[str, str]) -> JobState:
         view = probe.scheduler
         state = slurm_node.state_word(view.word)
-        if view.restarts > probe.own.attempt and probe.own.written:
+        if view.restarts > probe.own.requeue and probe.own.written:
             # Written by an earlier run of a job Slurm has requeued since: not this run's state.
             probe = JobProbe(StateFile(), view, probe.cancelled_by_user)
         reason = view.reason or "no reason given"

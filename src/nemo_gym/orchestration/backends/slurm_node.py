@@ -107,7 +107,7 @@ def successor_id(sbatch_stdout: str) -> str | None:
 # -- the resume judge's scheduler, on the node --------------------------------------------------------
 
 # A job's own variables (job.sh exports them), never handed down to a job it queues.
-_THIS_JOBS_VARIABLES = (c.ENV_JOB_DIR, c.ENV_JOB_ID, c.ENV_NODES, c.ENV_ATTEMPT)
+_THIS_JOBS_VARIABLES = (c.ENV_JOB_DIR, c.ENV_JOB_ID, c.ENV_NODES, c.ENV_REQUEUE)
 
 
 def _run(argv: Sequence[str], cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -56,7 +56,7 @@ class _ProbeReading:
     def finished(self) -> ProbeAnswer:
         for bench, state_dir, start, end, last in self.events:
             times = self.mtimes.get((bench, state_dir), [])
-            record = usage.own_record(state_dir, start, end, last, times, contract.ATTEMPT_SUFFIX)
+            record = usage.own_record(state_dir, start, end, last, times, contract.REQUEUED_RUN_SUFFIX)
             self.answer.own_records.setdefault(bench, []).append(record)
         return self.answer
 

@@ -1,0 +1,123 @@
+"""One replica's `vllm serve`: its command line and environment, and the Ray actor that starts and
+stops the process on the node Ray put it on.
+
+This module runs inside Ray's worker processes, which cannot import this package: the gateway
+sends it to them by value (``register_pickle_by_value``), so it imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from typing import Any
+
+# Accelerator visibility variables an old Ray may blank in a 0-GPU actor; vLLM must not inherit "".
+_VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+# Set by Ray in its worker processes only; a new driver (vLLM) must pick its own.
+_WORKER_ONLY_VARS = ("RAY_JOB_ID",)
+
+
+def has_option(argv: list[str], name: str) -> bool:
+    return any(a == name or a.startswith(name + "=") for a in argv)
+
+
+def option_value(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def replica_argv(base: list[str], port: int) -> list[str]:
+    """The vLLM argv of one replica: the given one plus its port and, unless chosen, the Ray executor."""
+    argv = list(base) + ["--port", str(port)]
+    if not has_option(base, "--distributed-executor-backend"):
+        argv += ["--distributed-executor-backend", "ray"]
+    return argv
+
+
+def replica_env(environ: dict[str, str], address: str) -> dict[str, str]:
+    env = dict(environ)
+    for name in _WORKER_ONLY_VARS:
+        env.pop(name, None)
+    for name in _VISIBILITY_VARS:
+        if env.get(name) == "":
+            env.pop(name)
+    env["RAY_ADDRESS"] = address
+    return env
+
+
+# -- the replica actor (wrapped with ray.remote at run time) ----------------------------------------
+
+
+class VllmReplica:
+    """Supervises one `vllm serve` process on the node Ray put this actor on."""
+
+    def __init__(self, index: int, argv: list[str], address: str, cwd: str, log_path: str | None) -> None:
+        self.index, self.argv, self.address, self.cwd, self.log_path = index, argv, address, cwd, log_path
+        self.proc: subprocess.Popen | None = None
+
+    def node(self) -> dict[str, str]:
+        import ray
+
+        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address()}
+
+    def start(self) -> dict[str, Any]:
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        argv = replica_argv(self.argv, port)
+        out = None
+        if self.log_path:
+            os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
+            out = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - the replica process writes it for its life
+        self.proc = subprocess.Popen(
+            argv,
+            env=replica_env(dict(os.environ), self.address),
+            cwd=self.cwd if os.path.isdir(self.cwd) else None,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            start_new_session=True,  # its own process group: stop() reaches vLLM's children too
+            preexec_fn=_parent_death_signal(),
+        )
+        if out:
+            out.close()
+        ip = ray.util.get_node_ip_address()
+        print(f"replica {self.index}: pid {self.proc.pid} on {ip}:{port}: {' '.join(argv)}", flush=True)
+        return {"ip": ip, "port": port, "pid": self.proc.pid, "argv": argv}
+
+    def poll(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def stop(self, timeout: float) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                return self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.proc.poll()
+
+
+def _parent_death_signal() -> Any:
+    """A preexec_fn that makes the child get SIGTERM when the actor process dies (e.g. when Ray
+    kills it because the gateway exited). libc is loaded here, before the fork, not in the child."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the explicit stop() path still applies
+        return None
+    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
