@@ -11,7 +11,13 @@ from nemo_gym.orchestration import shipping
 from nemo_gym.orchestration.gateway import ray_serve_gateway as entry
 from nemo_gym.orchestration.gateway.proxy import filter_headers, pick_replica
 from nemo_gym.orchestration.gateway.replica import replica_argv, replica_env
-from nemo_gym.orchestration.gateway.supervision import EXIT_USAGE, Replica
+from nemo_gym.orchestration.gateway.supervision import (
+    EXIT_NOT_READY,
+    EXIT_REPLICA_DIED,
+    EXIT_USAGE,
+    Replica,
+    Supervisor,
+)
 
 
 def test_the_shipped_gateway_imports_neither_ray_nor_aiohttp_until_it_runs(tmp_path):
@@ -114,3 +120,24 @@ def test_cli():
         with pytest.raises(SystemExit) as exc:
             entry.parse_args(bad)
         assert exc.value.code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(("fails_in", "code"), [("start_replicas", EXIT_NOT_READY), ("monitor", EXIT_REPLICA_DIED)])
+def test_an_error_ray_raises_is_a_failure_exit_never_zero(fails_in, code, monkeypatch):
+    """An actor that never started raises Ray's own error, neither ReplicaDied nor StartupError:
+    the gateway still fails (before serving: not ready; while serving: the service died)."""
+    import asyncio
+
+    args = entry.parse_args(["--address", "h:6379", "--port", "8000", "--instances", "1", "--", "vllm", "serve", "m"])
+    supervisor = Supervisor(args)
+
+    async def nothing() -> None:
+        return None
+
+    async def ray_error() -> None:
+        raise RuntimeError("The actor died unexpectedly before finishing this task.")
+
+    for step in ("wait_cluster", "start_replicas", "wait_healthy", "monitor"):
+        monkeypatch.setattr(supervisor, step, ray_error if step == fails_in else nothing)
+    asyncio.run(supervisor.lifecycle())
+    assert (supervisor.exit_code, supervisor.state, supervisor.done.is_set()) == (code, "failed", True)

@@ -254,6 +254,11 @@ class Supervisor:
             self.state = "failed"
             log(f"startup failed: {exc}")
             self.exit_code = EXIT_NOT_READY
+        except Exception as exc:  # noqa: BLE001 - whatever Ray raised (an actor that never started): never exit 0
+            served = self.state == "ready"
+            self.state = "failed"
+            log(f"{'the service failed' if served else 'startup failed'}: {type(exc).__name__}: {str(exc)[:500]}")
+            self.exit_code = EXIT_REPLICA_DIED if served else EXIT_NOT_READY
         finally:
             self.done.set()
 
