@@ -172,10 +172,7 @@ class KubernetesBackend(Backend):
         return job_state(job_id, probe, rollouts)
 
     def template_vars(self) -> dict[str, object]:
-        from nemo_gym.orchestration.plan.model import DRIVER_STEP
-
         return {
-            "driver_step": DRIVER_STEP,
             "job_fields": jsonpath(JOB_FIELDS),
             "pod_fields": jsonpath(POD_FIELDS),
             "managed_by": "=".join(MANAGED_BY),

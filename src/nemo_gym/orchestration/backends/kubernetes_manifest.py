@@ -243,38 +243,12 @@ def _split_on_id(path: str) -> str:
 
 
 def sidecar_command(launch: Launch) -> str:
-    """What a sidecar runs: the step's script, its output in its log (where gym eval logs reads it)
-    and on the container's stdout (``kubectl logs -c``). exec: the kubelet's TERM reaches the step;
-    the tee ignores it, so that what the step says as it stops still has somewhere to go (a TERM to
-    the whole container would otherwise leave it writing into a closed pipe).
+    """What a sidecar runs (``templates/backend-kubernetes-sidecar.sh.j2``): the step's script, its
+    output in its log and on the container's stdout; a second start after a death leaves the exit
+    status the job reads."""
+    from nemo_gym.orchestration.templating import render_template
 
-    The kubelet restarts a sidecar that ends (``restartPolicy: Always``). A step that ended wrote
-    its exit status, which the job has seen; one killed outright (KILL, the OOM killer) wrote none.
-    Either way a second start is not run again: it leaves the exit status the job reads as the
-    service's death (137 and why, when there was none)."""
-    state = _split_on_id(contract.state_dir("$GYM_JOB_ID"))
-    me = f'{shlex.quote(launch.step)}@"$GYM_NODES"'
-    subs = (contract.EXITED_DIR, contract.READY_DIR, contract.WHY_DIR, contract.STARTED_DIR)
-    log = contract.step_log(launch.step, "$GYM_JOB_ID", log_dir=launch.log_dir)
-    started, exited, why = (
-        f"{state}/{sub}/{me}" for sub in (contract.STARTED_DIR, contract.EXITED_DIR, contract.WHY_DIR)
-    )
-    died = f"{launch.step}: its container was restarted after dying without an exit status (killed: out of memory?)"
-    return "\n".join(
-        [
-            "GYM_NODES=$(hostname)",
-            "export GYM_NODES",
-            f"mkdir -p {shlex.quote(posixpath.dirname(log) or '.')} {' '.join(f'{state}/{sub}' for sub in subs)}",
-            f"if [ -e {started} ]; then",
-            f"    [ -e {exited} ] || {{ echo {shlex.quote(died)} >{why}; echo 137 >{exited}; }}",
-            f"    rc=$(head -c 16 {exited} | tr -cd '0-9')",
-            '    exit "${rc:-1}"',
-            "fi",
-            f": >{started}",
-            f"exec > >(trap '' TERM; exec tee -a {_split_on_id(log)}) 2>&1",
-            f"exec bash {shlex.quote(launch.script)}",
-        ]
-    )
+    return render_template("backend-kubernetes-sidecar.sh.j2", launch=launch).rstrip("\n")
 
 
 def job_command(job: JobPlan) -> str:
