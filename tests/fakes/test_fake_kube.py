@@ -144,7 +144,8 @@ def job_state(fk: FakeKubeEnv, selector: str = f"{MANAGED}=fake-kube-test") -> d
 @pytest.mark.parametrize("minor", ["29", "33"])
 def test_emulated_api_server_runs_a_job_with_a_sidecar_to_completion(tmp_path, minor):
     port = free_port()
-    driver = f"curl -sf http://127.0.0.1:{port}/ >/dev/null && echo $GREETING from $HOSTNAME"
+    # It runs a second at least: on a loaded machine a first poll slower than the job saw it only finished.
+    driver = f"curl -sf http://127.0.0.1:{port}/ >/dev/null && sleep 1 && echo $GREETING from $HOSTNAME"
     manifest_path = tmp_path / "job.json"
     manifest_path.write_text(job_manifest("gym-mmlu", driver, sidecars=[http_sidecar(port)]))
     with running_fake_kube(tmp_path, minor=minor, namespace="gym", grace=2.0) as fk:

@@ -1,6 +1,6 @@
 """The history of one training run at the scale users keep it: 120 real-shaped run directories (a
 watch, then three sweeps, of 40 checkpoints x 30 benchmarks) imported by two shells at once into
-the real PostgreSQL server (and into SQLite). One benchmark drops 0.05 at one checkpoint and stays
+the real PostgreSQL server. One benchmark drops 0.05 at one checkpoint and stays
 down; ``gym eval history`` flags that drop and nothing else among the 1,170 pairs it tests, and
 names the best checkpoints.
 
@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from store_runs import run_directory
 
@@ -65,6 +66,8 @@ def training_run(where: Path) -> list[Path]:
     return runs
 
 
+# The team's store: two users' shells importing at once (SQLite's two writers: test_history.py).
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 def test_120_runs_of_one_training_run_flag_the_planted_drop_and_nothing_else(store_url, tmp_path, capsys) -> None:
     runs = [str(run) for run in training_run(tmp_path / "runs")]
     assert len(runs) == 120
