@@ -24,6 +24,7 @@ def run_directory(
     model: str | None = None,
     sweep_id: str | None = None,
     training_step: int | None = None,
+    tags: list[str] | None = None,
     provenance: str | None = None,
 ) -> Path:
     """Run number ``number`` (its id and submit time follow from it) under ``where``, its benchmarks
@@ -51,8 +52,9 @@ def run_directory(
         f"2026-12-01T{number // 3600:02d}:{number // 60 % 60:02d}:{number % 60:02d}.{number % 1000:03d}Z"
     )
     (run_dir / contract.RECORD_FILE).write_text(json.dumps(record))
-    if training_step is not None:
-        (run_dir / contract.RESOLVED_CONFIG_FILE).write_text(f"job:\n  training_step: {training_step}\n")
+    if training_step is not None or tags is not None:
+        job = {"training_step": training_step, "tags": tags or []}
+        (run_dir / contract.RESOLVED_CONFIG_FILE).write_text(json.dumps({"job": job}))  # JSON is YAML
     return run_dir
 
 

@@ -413,3 +413,35 @@ def test_a_benchmark_that_did_not_write_every_sample_is_stored_flagged_shown_mar
     _, out, _ = cli(capsys, "--results-url", store_url, "--csv")
     rows = list(csv.reader(io.StringIO(out)))
     assert [row[-1] for row in rows] == ["incomplete", "", "alpha"]
+
+
+def test_runs_tagged_in_their_config_are_selected_by_tag_and_a_tag_is_matched_whole(
+    store_url, tmp_path, capsys
+) -> None:
+    """job.tags go with each entry; --tag keeps the runs with every tag given, each matched whole:
+    a_b is not a pattern that also finds axb, nor does exp find exp-a."""
+    where = tmp_path / "runs"
+    where.mkdir()
+    tagged = {1: ["exp-a", "a_b"], 2: ["exp-a"], 3: ["axb", "exp"], 4: None}
+    dirs = [
+        str(run_directory(where, n, {"alpha": scoring(n)}, model=f"{CKPT}/step-{n}", tags=tags))
+        for n, tags in tagged.items()
+    ]
+    assert cli(capsys, "import", *dirs, "--results-url", store_url)[0] == 0
+    store = open_store(store_url)
+    assert {e.step: e.tags for e in store.entries()} == {1: ("exp-a", "a_b"), 2: ("exp-a",), 3: ("axb", "exp"), 4: ()}
+    store.close()
+
+    def steps(*tags: str) -> list[int]:
+        args = [arg for tag in tags for arg in ("--tag", tag)]
+        code, out, err = cli(capsys, "--results-url", store_url, "--json", *args)
+        assert (code, err) == (0, "")
+        return [c["step"] for c in json.loads(out)["checkpoints"]]
+
+    assert steps("exp-a") == [1, 2]
+    assert steps("a_b") == [1]
+    assert steps("exp") == [3]
+    assert steps("exp-a", "a_b") == [1]
+    assert steps("nowhere") == []
+    code, out, err = cli(capsys, "--results-url", store_url, "--tag", "a b")
+    assert (code, out) == (1, "") and err.startswith("error: --tag 'a b': no run is tagged so")

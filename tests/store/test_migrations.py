@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -127,6 +128,7 @@ def written_entries() -> list:
         results_fingerprint="sha256:results",
         task_scores={0: 1.0, 1: 0.0, 2: 0.5},
         written_at="2026-12-01T00:01:00Z",
+        tags=("exp-a", "lr:3e-4"),
     )
     partial = replace(
         Entry(full.run_id[:-1] + "2", "math-judge", 1, "2026-12-01T00:00:02.002Z", "failed", 9, "reward"),
@@ -172,4 +174,33 @@ def test_a_store_written_by_this_version_is_upgraded_by_the_next(store_url: str,
         rows_after = [dict(r._mapping) for r in conn.execute(select(entries).order_by(entries.c.run_id))]
     assert [row.pop("note") for row in raw] == [None, None]  # the next version's column, empty
     assert rows_after == rows_before and store.entries() == before == written_entries()
+    store.close()
+
+
+def test_a_store_the_version_before_wrote_is_upgraded_when_opened_and_its_entries_read_untagged(
+    store_url: str,
+) -> None:
+    """A store at the first schema (v1_entries, before job.tags), holding an entry: this version's
+    open_store upgrades it (v2_tags), and the entry reads back as written, with no tags."""
+    from sqlalchemy import create_engine, insert
+    from sqlalchemy.engine import make_url
+
+    from nemo_gym.orchestration.store.migrating import upgrade
+    from nemo_gym.orchestration.store.schema import entries
+
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    upgrade(engine, "v1_entries")
+    [full, _] = written_entries()
+    row = {key: value for key, value in full.row().items() if key != "tags"}  # the columns v1 had
+    with engine.begin() as conn:
+        conn.execute(insert(entries).values(**row))  # only the columns given
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "v1_entries"
+    engine.dispose()
+    store = open_store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "v2_tags"
+    assert store.entries() == [replace(full, tags=())]
     store.close()

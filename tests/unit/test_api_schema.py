@@ -144,6 +144,7 @@ EXTENSIONS = {
         "max_concurrent",
         "training_step",
         "max_gpu_hours",
+        "tags",
     },
     # NeMo Gym 0.7.0's fields (ResumeConfig too; the vllm_pd classes are checked below), and our export.
     "BenchmarkRunConfig": {"resumable", "command", "export", "unchecked_keys", "shards"},

@@ -127,6 +127,15 @@ def test_cross_field_rule(capsys, write_config, base) -> None:
     ]
 
 
+def test_job_tags_are_kept_each_once_and_a_tag_that_cannot_be_stored_is_one_line(capsys, write_config, base) -> None:
+    path = write_config(base)
+    assert resolved(capsys, path, "++job.tags=[exp-a,lr:3e-4,exp-a]")["job"]["tags"] == ["exp-a", "lr:3e-4"]
+    code, _, err = run_cli(capsys, "-c", str(path), "--resolve-only", "++job.tags=['exp a']")
+    assert code == 1
+    [line] = error_lines(err)
+    assert line.startswith("error: job.tags: tag 0 ('exp a') must be 1-64 letters, digits or")
+
+
 def test_idle_gpu_warning_is_one_line(capsys, write_config, base) -> None:
     base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 8}}
     code, _, err = run_cli(capsys, "-c", str(write_config(base)), "--resolve-only")

@@ -64,6 +64,24 @@ def optional_step(cls: Any, v: int | None) -> int | None:
     return v
 
 
+# A run's tags: words a history is selected by (gym eval history --tag), stored as one delimited
+# text column; the comma is the delimiter, so no tag holds one.
+TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=+/-]{0,63}")
+TAGS_MAX = 16
+
+
+def tags(cls: Any, v: list[str]) -> list[str]:
+    if len(v) > TAGS_MAX:
+        raise ValueError(f"at most {TAGS_MAX} tags, got {len(v)}")
+    for i, tag in enumerate(v):
+        if not TAG_RE.fullmatch(tag):
+            raise ValueError(
+                f"tag {i} ({tag[:80]!r}) must be 1-64 letters, digits or . _ : = + / - (no spaces or commas), "
+                "starting with a letter or digit"
+            )
+    return list(dict.fromkeys(v))  # each once, in the order given
+
+
 def not_a_bool(cls: Any, v: Any) -> Any:
     """A count given as true/false is a mistake (YAML's true is not 1 shard): refused before pydantic
     would read it as 1."""

@@ -36,6 +36,9 @@ class JobConfig(_StrictModel):
     # Extension beyond the spec: the training step of the checkpoint this run evaluates (gym eval
     # watch sets it from the checkpoint's name); exports log the metrics at this step.
     training_step: int | None = None
+    # Extension beyond the spec: words that label the run (an experiment, a data mix): the results
+    # store keeps them, and gym eval history --tag selects by them.
+    tags: list[str] = []
     # Extension beyond the spec: refuse a submission whose estimated GPU-hours (earlier runs of the
     # same benchmarks on the same footprint, from the local index) exceed this; None: no limit.
     max_gpu_hours: float | None = None
@@ -44,6 +47,7 @@ class JobConfig(_StrictModel):
     _check_max_concurrent = field_validator("max_concurrent")(rules.optional_positive)
     _check_max_gpu_hours = field_validator("max_gpu_hours")(rules.optional_positive_number)
     _check_training_step = field_validator("training_step")(rules.optional_step)
+    _check_tags = field_validator("tags")(rules.tags)
     _check_at_once = field_validator("benchmarks_at_once")(rules.positive)
     _check_shards = field_validator("shards")(rules.optional_shards)
     _no_bool_shards = field_validator("shards", mode="before")(rules.not_a_bool)

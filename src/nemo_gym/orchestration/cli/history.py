@@ -34,6 +34,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--model-prefix", metavar="PATH", help="only checkpoints whose model path starts with PATH")
     p.add_argument("--sweep", metavar="SWEEP_ID", help="only the runs of this sweep")
     p.add_argument("--benchmark", action="append", metavar="NAME", help="only this benchmark (repeatable)")
+    p.add_argument(
+        "--tag", action="append", metavar="TAG", help="only runs tagged TAG (job.tags; repeatable: all of them)"
+    )
     shown = p.add_mutually_exclusive_group()
     add_json_flag(shown, "the matrix, the suite means and the best checkpoints")
     shown.add_argument("--csv", action="store_true", help="print the matrix as CSV (a row per checkpoint)")
@@ -71,7 +74,9 @@ def import_text(report: HistoryImport) -> str:
 def show_history(args: argparse.Namespace) -> int:
     from nemo_gym.orchestration.library import history
 
-    found = history(args.results_url, model_prefix=args.model_prefix, sweep=args.sweep, benchmarks=args.benchmark)
+    found = history(
+        args.results_url, model_prefix=args.model_prefix, sweep=args.sweep, benchmarks=args.benchmark, tags=args.tag
+    )
     if args.json:
         print(found.to_json())
     elif args.csv:

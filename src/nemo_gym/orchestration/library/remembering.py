@@ -13,7 +13,7 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.observing import results
 from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.stats import Correction
-from nemo_gym.orchestration.store import Selection, Store, open_store, storable, training_step_in
+from nemo_gym.orchestration.store import Selection, Store, open_store, run_labels_in, storable
 from nemo_gym.orchestration.store.history import Leaderboard, leaderboard
 from nemo_gym.orchestration.store.regressions import DEFAULT_ALPHA, Detectable, Regression, judge
 from nemo_gym.orchestration.untrusted import Unreadable, one_line
@@ -53,7 +53,7 @@ def _import_one(store: Store, directory: str, report: HistoryImport, connect: Co
     except (UserError, Unreadable, OSError) as exc:
         report.refused.append(f"{directory}: {one_line(str(exc), 300)}")
         return
-    final, refused = storable(run, training_step_in(record.run_dir))
+    final, refused = storable(run, run_labels_in(record.run_dir))
     report.refused += [f"{directory}: {line}" for line in refused]
     if final:
         report.entries += store.write(final)
@@ -90,13 +90,14 @@ def history(
     model_prefix: str | None = None,
     sweep: str | None = None,
     benchmarks: list[str] | None = None,
+    tags: list[str] | None = None,
 ) -> History:
     """The selected entries' history: the leaderboard (checkpoints in step order x benchmarks, the
     suite mean, the best checkpoint per benchmark and over the suite) and the regressions flagged
     (each checkpoint against the one before it, every pair of the history judged together)."""
     store = open_store(url)
     try:
-        found = store.entries(Selection(model_prefix, sweep, tuple(benchmarks or ())))
+        found = store.entries(Selection(model_prefix, sweep, tuple(benchmarks or ()), tuple(tags or ())))
     finally:
         store.close()
     board = leaderboard(found)

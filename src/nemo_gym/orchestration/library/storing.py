@@ -70,9 +70,9 @@ def feed_store_of(statuses: list[RunStatus], *, connect: Connect = connect) -> N
 
 
 def _write(runs: list[RunResults], url: str) -> None:
-    from nemo_gym.orchestration.store import training_step_in, write_results
+    from nemo_gym.orchestration.store import run_labels_in, write_results
 
-    write_results(runs, url, [training_step_in(run.record.run_dir) for run in runs])
+    write_results(runs, url, [run_labels_in(run.record.run_dir) for run in runs])
 
 
 def _ended(run: RunResults) -> bool:

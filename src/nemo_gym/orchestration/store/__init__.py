@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.store.engine import Selection, Store, open_store, shown_url, write_results
-    from nemo_gym.orchestration.store.entry import Entry, entries_of, entry_problem, storable, training_step_in
+    from nemo_gym.orchestration.store.entry import Entry, RunLabels, entries_of, entry_problem, run_labels_in, storable
     from nemo_gym.orchestration.store.url import OFF, URL_VARIABLE, chosen_url, default_url, store_off
 
 _HOMES = {
@@ -31,7 +31,8 @@ _HOMES = {
     "entries_of": "entry",
     "entry_problem": "entry",
     "storable": "entry",
-    "training_step_in": "entry",
+    "run_labels_in": "entry",
+    "RunLabels": "entry",
 }
 
 __all__ = [
@@ -48,7 +49,8 @@ __all__ = [
     "shown_url",
     "storable",
     "store_off",
-    "training_step_in",
+    "run_labels_in",
+    "RunLabels",
     "write_results",
 ]
 

@@ -22,7 +22,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.results import RunResults
-from nemo_gym.orchestration.store.entry import Entry, entry_problem, keepable_text, storable
+from nemo_gym.orchestration.rules import TAG_RE
+from nemo_gym.orchestration.store.entry import Entry, RunLabels, entry_problem, keepable_text, storable
 from nemo_gym.orchestration.store.schema import entries
 from nemo_gym.orchestration.store.url import URL_VARIABLE, chosen_url
 
@@ -49,6 +50,7 @@ class Selection:
     model_prefix: str | None = None
     sweep_id: str | None = None
     benchmarks: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # entries with every one of them
 
 
 class Store:
@@ -96,6 +98,11 @@ class Store:
                 )
         if not all(keepable_text(name) for name in selection.benchmarks):
             raise UserError("--benchmark: no store holds a NUL or bytes that were not UTF-8; give the name as written")
+        for tag in selection.tags:
+            if not TAG_RE.fullmatch(tag):
+                raise UserError(
+                    f"--tag {tag[:80]!r}: no run is tagged so (a tag is as job.tags allows); give it as written"
+                )
         query = select(entries)
         if selection.model_prefix:
             prefix = selection.model_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -104,6 +111,8 @@ class Store:
             query = query.where(entries.c.sweep_id == selection.sweep_id)
         if selection.benchmarks:
             query = query.where(entries.c.benchmark.in_(selection.benchmarks))
+        for tag in selection.tags:
+            query = query.where(entries.c.tags.contains(f",{tag},", autoescape=True))
         query = query.order_by(entries.c.submitted_at, entries.c.run_id, entries.c.benchmark, entries.c.attempt)
         with self.engine.connect() as conn:
             rows = [Entry.from_row(row) for row in conn.execute(query)]
@@ -118,17 +127,16 @@ class Store:
         self.engine.dispose()
 
 
-def write_results(
-    runs: list[RunResults], url: str | None = None, training_steps: list[int | None] | None = None
-) -> int:
+def write_results(runs: list[RunResults], url: str | None = None, labels: list[RunLabels] | None = None) -> int:
     """Each run's finished benchmarks written into the store (``url``, else the default), replacing
     what an earlier write of the same run, benchmark and attempt wrote; how many entries were
-    written. ``training_steps``: each run's ``job.training_step`` where the caller knows it (else
-    the step the model's name says). ``UserError`` (one line) when the store cannot be reached."""
+    written. ``labels``: each run's ``job.training_step`` and ``job.tags`` where the caller knows
+    them (else the step the model's name says, and no tags). ``UserError`` (one line) when the store
+    cannot be reached."""
     store = open_store(url)
     try:
-        steps = training_steps or [None] * len(runs)
-        return sum(store.write(storable(run, step)[0]) for run, step in zip(runs, steps))
+        known = labels or [RunLabels()] * len(runs)
+        return sum(store.write(storable(run, label)[0]) for run, label in zip(runs, known))
     finally:
         store.close()
 

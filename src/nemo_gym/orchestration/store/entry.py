@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from nemo_gym.orchestration import contract, untrusted
 from nemo_gym.orchestration.checkpoints import step_of
 from nemo_gym.orchestration.record import machine_of, now_utc
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+from nemo_gym.orchestration.rules import TAG_RE, TAGS_MAX
 from nemo_gym.orchestration.yamlio import load_yaml
 
 WEIGHTS_FINGERPRINT_KEY = "weights.fingerprint"  # weights.py's provenance key for the loaded weights
@@ -48,6 +49,7 @@ class Entry:
     results_fingerprint: str | None = None
     task_scores: dict[int, float] = field(default_factory=dict)
     written_at: str = ""
+    tags: tuple[str, ...] = ()  # the run's job.tags
 
     @property
     def partial(self) -> bool:
@@ -62,6 +64,7 @@ class Entry:
         out["metrics"] = {k: v for k, v in self.metrics.items() if _finite(v) is not None}
         out["task_scores"] = {str(k): v for k, v in self.task_scores.items() if _finite(v) is not None}
         out["written_at"] = self.written_at or now_utc()
+        out["tags"] = tags_column(self.tags)
         return out
 
     @classmethod
@@ -69,7 +72,14 @@ class Entry:
         values = dict(row._mapping)
         values["task_scores"] = {int(k): float(v) for k, v in (values["task_scores"] or {}).items()}
         values["metrics"] = dict(values["metrics"] or {})
+        values["tags"] = tuple(tag for tag in (values.get("tags") or "").split(",") if tag)
         return cls(**values)
+
+
+def tags_column(tags: tuple[str, ...]) -> str | None:
+    """Tags as the store keeps them: one text, each tag between commas (``,a,b,``), so that one tag
+    is found by a substring match every database does alike; None without tags."""
+    return "," + ",".join(tags) + "," if tags else None
 
 
 def entry_problem(entry: Entry) -> str | None:
@@ -99,23 +109,36 @@ def keepable_text(text: str) -> bool:
     return "\x00" not in text
 
 
-def entries_of(run: RunResults, training_step: int | None = None) -> list[Entry]:
-    """The store's entries of one run's results: one per benchmark, at its current attempt.
-    ``training_step``: the run's ``job.training_step``; without it, the number the model's last
+@dataclass(frozen=True)
+class RunLabels:
+    """What a run's resolved config says of it beyond its record: ``job.training_step`` and
+    ``job.tags`` (read by ``run_labels_in``)."""
+
+    training_step: int | None = None
+    tags: tuple[str, ...] = ()
+
+
+def entries_of(run: RunResults, labels: RunLabels | None = None) -> list[Entry]:
+    """The store's entries of one run's results: one per benchmark, at its current attempt. The
+    step is the run's ``job.training_step`` (``labels``); without it, the number the model's last
     path component names (``checkpoints.step_of``)."""
+    labels = labels or RunLabels()
     record = run.record
     model = record.model
-    step = training_step if training_step is not None else _step_of_model(model)
+    step = labels.training_step if labels.training_step is not None else _step_of_model(model)
     attempts = {status.benchmark: 1 + status.resubmits for status in run.statuses}
-    return [_entry(result, run, attempts.get(result.benchmark, 1), model, step) for result in run.benchmarks]
+    return [
+        replace(_entry(result, run, attempts.get(result.benchmark, 1), model, step), tags=labels.tags)
+        for result in run.benchmarks
+    ]
 
 
-def storable(run: RunResults, training_step: int | None = None) -> tuple[list[Entry], list[str]]:
+def storable(run: RunResults, labels: RunLabels | None = None) -> tuple[list[Entry], list[str]]:
     """The entries of ``run`` the store can take now (its finished benchmarks), and a line for each
     one it cannot (``benchmark NAME: why``)."""
     kept, refused = [], []
     states = run.states
-    for entry in entries_of(run, training_step):
+    for entry in entries_of(run, labels):
         problem = entry_problem(entry)
         if not states[entry.benchmark].final:
             problem = f"it is {entry.state}, not finished; write it again once it ends"
@@ -158,18 +181,23 @@ def _step_of_model(model: str | None) -> int | None:
     return step_of(posixpath.basename(model.rstrip("/"))) if model else None
 
 
-def training_step_in(run_dir: str) -> int | None:
-    """``job.training_step`` as the run directory's resolved config keeps it; None when it has none
-    or the file cannot be read (it is data from anywhere: bounded, and only an integer is taken)."""
+def run_labels_in(run_dir: str) -> RunLabels:
+    """``job.training_step`` and ``job.tags`` as the run directory's resolved config keeps them;
+    none when it has none or the file cannot be read (it is data from anywhere: bounded, and only an
+    integer step and tags the config rules allow are taken)."""
     path = Path(run_dir) / contract.RESOLVED_CONFIG_FILE
     try:
         text = untrusted.decode(untrusted.read_bounded(path, str(path), CONFIG_MAX_BYTES), str(path))
         config = load_yaml(text)
-    except (untrusted.Unreadable, OSError, yaml.YAMLError):  # the step stays unknown
-        return None
+    except (untrusted.Unreadable, OSError, yaml.YAMLError):  # nothing known of it
+        return RunLabels()
     job = config.get("job") if isinstance(config, dict) else None
-    step = job.get("training_step") if isinstance(job, dict) else None
-    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+    job = job if isinstance(job, dict) else {}
+    step = job.get("training_step")
+    step = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+    tags = job.get("tags")
+    kept = [t for t in tags if isinstance(t, str) and TAG_RE.fullmatch(t)] if isinstance(tags, list) else []
+    return RunLabels(step, tuple(dict.fromkeys(kept))[:TAGS_MAX])
 
 
 def _finite(value: float | None) -> float | None:

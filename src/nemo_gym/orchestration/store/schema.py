@@ -35,4 +35,6 @@ entries = Table(
     # Task index (as a string: JSON object keys) -> the task's mean metric: paired comparisons later.
     Column("task_scores", JSON, nullable=False),
     Column("written_at", String(40), nullable=False),
+    # The run's job.tags, each between commas (``,a,b,``: entry.tags_column); None without tags.
+    Column("tags", String(1200), nullable=True),
 )
