@@ -53,6 +53,8 @@ class Program(Enum):
     SCHEDULER_HOST = ("backends.slurm_host", ("backends.slurm_host",))  # the Slurm backend's rules on the login node
     # A warm lane's weights switch, and the guard its vLLM server imports (``--middleware``).
     WEIGHTS = ("weights", ("contract", "untrusted", "facts", "reload_guard", "weights"))
+    # A job's servers' ports, claimed on its node at its start and released at its end.
+    PORTS = ("ports", ("ports",))
 
     def __init__(self, entry: str, modules: tuple[str, ...]) -> None:
         self.entry = entry
