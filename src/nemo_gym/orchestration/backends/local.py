@@ -42,6 +42,7 @@ class LocalBackend(Backend):
     submit_command: ClassVar[str] = contract.LOCAL_RUNNER_SCRIPT  # a command word: messages say "<it> refused"
     cancel_command: ClassVar[str] = "kill"
     scheduler_name: ClassVar[str] = "the local runner"
+    claims_ports: ClassVar[bool] = True  # two runs on this machine at once share its ports
 
     def launch_line(self, launch: Launch, runtime: str) -> str:
         return own_process_group_line(launch)
