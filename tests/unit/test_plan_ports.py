@@ -51,7 +51,9 @@ def test_a_one_node_job_claims_its_servers_ports_and_every_consumer_reads_them(b
 
 def test_the_rendered_job_claims_then_gives_every_consumer_the_claimed_port(base) -> None:
     files = render_run(plan_of(base)).files
-    job, step, driver = (files[f"answer-judge/{name}"].content for name in ("job.sh", "steps/policy.sh", "steps/driver.sh"))
+    job, step, driver = (
+        files[f"answer-judge/{name}"].content for name in ("job.sh", "steps/policy.sh", "steps/driver.sh")
+    )
     assert "nemo_gym.orchestration.ports claim" in job and "policy=8000 gym_head_server=11000" in job
     assert "nemo_gym.orchestration.ports release" in job
     assert ':${GYM_PORT_POLICY}/v1"' in job  # GYM_SERVICE_URL_POLICY
@@ -71,7 +73,10 @@ def test_a_head_server_port_set_in_the_run_config_is_the_preferred_one(base) -> 
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        (lambda c: c["compute"]["cluster"].update(node_pools={"g": {"partition": "p", "nodes": 2}}), "it needs 2 nodes"),
+        (
+            lambda c: c["compute"]["cluster"].update(node_pools={"g": {"partition": "p", "nodes": 2}}),
+            "it needs 2 nodes",
+        ),
         (lambda c: c["job"].update(deployment="shared"), "job.deployment: shared"),
         (lambda c: c["services"]["policy"].update(extra_args="--port 9000"), "sets --port in its extra_args"),
         (lambda c: c["services"]["policy"].update(health_check={"port": 9001}), "health-checked on port 9001"),
@@ -93,7 +98,9 @@ def test_an_explicit_exclusive_nodes_is_honoured(base, value: bool) -> None:
     base["compute"]["cluster"]["exclusive_nodes"] = value
     [job] = plan_of(base).jobs
     assert exclusive(job) is value
-    assert job.node_sharing == f"nodes {'whole' if value else 'shared'}: compute.exclusive_nodes is {str(value).lower()}"
+    assert (
+        job.node_sharing == f"nodes {'whole' if value else 'shared'}: compute.exclusive_nodes is {str(value).lower()}"
+    )
     assert job.ports == (POLICY, HEAD)  # the ports are claimed either way
 
 
