@@ -78,6 +78,7 @@ def test_a_head_server_port_set_in_the_run_config_is_the_preferred_one(base) -> 
             "it needs 2 nodes",
         ),
         (lambda c: c["job"].update(deployment="shared"), "job.deployment: shared"),
+        (lambda c: c["driver"]["benchmarks"]["answer-judge"].update(shards=2), "a sharded benchmark's merge"),
         (lambda c: c["services"]["policy"].update(extra_args="--port 9000"), "sets --port in its extra_args"),
         (lambda c: c["services"]["policy"].update(health_check={"port": 9001}), "health-checked on port 9001"),
         (lambda c: c["driver"].update(policy_model=None), "no driver.policy_model"),
@@ -86,7 +87,7 @@ def test_a_head_server_port_set_in_the_run_config_is_the_preferred_one(base) -> 
 def test_a_job_with_a_server_on_a_fixed_port_takes_its_nodes_whole_and_says_why(base, change, why) -> None:
     change(base)
     plan = plan_of(base)
-    [job] = plan.submitted_jobs
+    job = plan.submitted_jobs[0]
     assert job.ports == ()
     assert all(step.claimed_port is None and isinstance(step.health.port, int) for step in job.steps)
     assert exclusive(job)

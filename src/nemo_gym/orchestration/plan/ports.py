@@ -6,8 +6,9 @@ plan then carries a ``PortRef`` where it carried the number, and every consumer 
 ``--port``, its health check, the driver's ``policy_base_url``, gym's ``head_server.port``) reads
 the claimed port. What this slice does not claim yet keeps its configured port, and the job then
 keeps its node whole: multi-node jobs, Ray and the Ray gateway, prefill/decode and its router, the
-telemetry collector, shared deployments and warm lanes (several drivers in one job), command
-benchmarks (which read their endpoint from their environment).
+telemetry collector, shared deployments and warm lanes (several drivers in one job), sharded
+benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint from
+their environment).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
         return "its telemetry collector binds fixed ports"
     if shared_driver or config.job.deployment != "per_benchmark":
         return f"job.deployment: {config.job.deployment} keeps its configured ports"
+    if any(config.shards_of(name) > 1 for name in config.driver.benchmarks):
+        return "a sharded benchmark's merge starts gym's servers on their configured ports"
     if any(bench.command is not None for bench in config.driver.benchmarks.values()):
         return "a command benchmark reads its endpoint from its environment, as configured"
     if config.services and config.driver.policy_model is None:

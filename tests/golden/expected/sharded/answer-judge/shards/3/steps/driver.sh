@@ -26,12 +26,11 @@ run_cmd=(
     '+config_paths=["benchmarks/answer-judge/config.yaml"]'
     '+split="benchmark"'
     +num_repeats=4
+    '+policy_base_url="http://localhost:8000/v1"'
     '+policy_model_name="ckpt"'
     '+policy_api_key="dummy"'
     +reuse_existing_data_preparation=true
     +disable_aggregation=true
-    +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"
-    '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"'
 )
 # Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
 if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then
