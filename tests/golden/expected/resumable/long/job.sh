@@ -143,8 +143,12 @@ gym_phase starting "launching services"
 # nodes shared (auto): it needs one node, and its servers' ports are claimed when it starts.
 # Each server's port is claimed on this node now (ports.py): the preferred one when it is free and
 # no other live job holds it, else the next free one; every consumer reads it from $GYM_PORT_<NAME>,
-# and the job gives them back when it ends.
-if ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports claim --state-dir "$(gym_state_dir)" --node "$(gym_this_node)" --job "$GYM_JOB_ID" --pid $$ policy=8000 gym_head_server=11000 2>"$(gym_state_dir)/ports-why"; then
+# and the job gives them back when it ends. A node without python3 keeps the configured ports (a
+# port another job holds then fails its step, named).
+if ! command -v python3 >/dev/null 2>&1; then
+    gym_log "WARNING: no python3 on node $(gym_this_node): its servers keep their configured ports"
+    printf '%s\n' GYM_PORT_POLICY=8000 GYM_PORT_GYM_HEAD_SERVER=11000 >"$(gym_state_dir)/ports"
+elif ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports claim --state-dir "$(gym_state_dir)" --node "$(gym_this_node)" --job "$GYM_JOB_ID" --pid $$ policy=8000 gym_head_server=11000 2>"$(gym_state_dir)/ports-why"; then
     gym_finish 1 "no ports for its servers on node $(gym_this_node): $(tail -n 1 "$(gym_state_dir)/ports-why" | head -c 300 | tr -cd '[:print:]')" startup-failed
 fi
 set -a
