@@ -75,6 +75,13 @@ def test_one_claim_gives_its_servers_different_ports_and_release_frees_only_its_
     assert sorted(p.name for p in (tmp_path / "n1").iterdir() if p.name.isdigit()) == ["8002"]
 
 
+def test_a_reservations_directory_that_is_not_this_users_own_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "n1").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="not a directory of this user's"):
+        ports.claim([("policy", 8000)], "job-1", os.getpid(), "n1", str(tmp_path), lambda p: False)
+
+
 def test_a_port_bound_on_the_node_is_not_given(tmp_path: Path) -> None:
     with socket.socket() as sock:
         taken = next(p for p in range(20000, 30000) if not ports.bound(p))  # below the ephemeral range

@@ -27,6 +27,7 @@ import argparse
 import fcntl
 import os
 import socket
+import stat
 import sys
 from collections.abc import Callable
 
@@ -128,6 +129,10 @@ class _Locked:
     def __init__(self, root: str, node: str) -> None:
         self.dir = os.path.join(root, node.replace("/", "_") or "node")
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        for path in (root, self.dir):  # /tmp is everyone's: a directory another user made is not ours
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                raise OSError(f"{path} is not a directory of this user's")
 
     def __enter__(self) -> str:
         self.fd = os.open(os.path.join(self.dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
