@@ -58,7 +58,7 @@ def test_the_rendered_job_claims_then_gives_every_consumer_the_claimed_port(base
     assert "nemo_gym.orchestration.ports release" in job
     assert ':${GYM_PORT_POLICY}/v1"' in job  # GYM_SERVICE_URL_POLICY
     assert 'gym_wait_http policy "http://$(gym_node_name 0):${GYM_PORT_POLICY}/' in job
-    assert step.rstrip().endswith('--port "${GYM_PORT_POLICY}"')
+    assert 'gym_step_run vllm serve Qwen/Qwen3-8B --port "${GYM_PORT_POLICY}" --tensor-parallel-size 1' in step
     assert '+head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"' in driver
     assert "answer-judge/steps/py/nemo_gym/orchestration/ports.py" in files
 
@@ -109,3 +109,17 @@ def test_a_kubernetes_pod_claims_nothing_its_network_is_its_own(base) -> None:
     base["compute"] = {"k8s": {"type": "kubernetes", "namespace": "ns", "gpus_per_node": 1, "pvc_name": "runs"}}
     [job] = plan_of(base).jobs
     assert job.ports == () and job.node_sharing == ""
+
+
+def test_the_dry_run_says_how_each_job_takes_its_nodes_and_why(capsys, write_config, base) -> None:
+    from nemo_gym.orchestration.cli.main import main
+
+    base["driver"]["policy_model"] = "policy"
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 1}}
+    assert main(["eval", "submit", "-c", str(write_config(base)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[dry-run] answer-judge: nodes shared (auto): it needs one node, and its servers' ports" in out
+    base["compute"]["cluster"]["node_pools"]["gpu"]["nodes"] = 2
+    assert main(["eval", "submit", "-c", str(write_config(base)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[dry-run] answer-judge: nodes whole (auto): it needs 2 nodes, and multi-node jobs keep" in out

@@ -109,7 +109,8 @@ class StepBase:
     launch: Launch
     health: HealthCheck | None = None
     metrics_port: int | None = None  # where its Prometheus /metrics is served, for the collector
-    # Its serving port, claimed when the job starts (given to it as ``--port``, after ``argv``).
+    # Its serving port, claimed when the job starts: ``argv`` lacks ``--port``, which the step puts
+    # back where it was (after ``vllm serve MODEL``) with the claimed port.
     claimed_port: PortRef | None = None
 
     def describe(self) -> str:

@@ -90,7 +90,7 @@ def vllm_step(
     identity = serving_identity(run.run_id, job_dir, name) if _identity_checkable(service) else None
     base = _vllm_argv(service, identity)
     if isinstance(port, PortRef):
-        base = _drop_flags(base, ("--port",))  # given the claimed one where it runs (step.sh)
+        base = _drop_flags(base, ("--port",))  # step.sh puts the claimed one back, after the model
     n = service.number_of_instances
     if isinstance(service, VllmPDTierConfig):
         env = _nixl_env(service) + env  # the tier's own env still wins

@@ -9,4 +9,4 @@ if [ "$GYM_STEP_RANK" -eq 0 ]; then
 fi
 
 # Its port was claimed on this node when the job started (ports.py).
-gym_step_run vllm serve /models/tiny --tensor-parallel-size 1 --served-model-name tiny gym-job-20260101T000000Z-000000-first-policy --port "${GYM_PORT_POLICY}"
+gym_step_run vllm serve /models/tiny --port "${GYM_PORT_POLICY}" --tensor-parallel-size 1 --served-model-name tiny gym-job-20260101T000000Z-000000-first-policy

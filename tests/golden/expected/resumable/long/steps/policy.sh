@@ -9,4 +9,4 @@ if [ "$GYM_STEP_RANK" -eq 0 ]; then
 fi
 
 # Its port was claimed on this node when the job started (ports.py).
-gym_step_run vllm serve /models/m --tensor-parallel-size 1 --served-model-name /models/m gym-job-20260101T000000Z-000000-long-policy --port "${GYM_PORT_POLICY}"
+gym_step_run vllm serve /models/m --port "${GYM_PORT_POLICY}" --tensor-parallel-size 1 --served-model-name /models/m gym-job-20260101T000000Z-000000-long-policy
