@@ -61,3 +61,36 @@ def test_two_one_gpu_jobs_on_one_node_at_once_each_claim_their_own_ports(cluster
     assert head_a != head_b and all(11000 <= p < 13000 for p in (head_a, head_b)), seen
     # At the same time: each driver runs 16 s (2 rollouts of 8 s), and the two started closer than that.
     assert abs(started_a - started_b) < 16, seen
+
+
+def test_eight_one_gpu_jobs_of_a_sweep_share_two_four_gpu_nodes_each_answered_by_its_own_server(
+    cluster_run, tmp_path
+) -> None:
+    """A sweep of 8 one-GPU checkpoints kept to two 4-GPU nodes: Slurm packs four jobs onto each
+    (exclusive_nodes auto), every job claims its own ports there, and all 8 succeed, each driver
+    answered by its own job's server and checkpoint."""
+    models = checkpoints(tmp_path, {step: step / 8000 for step in range(1000, 9000, 1000)})
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/placeholder"}},
+        pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
+        benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": 5}}},
+        driver={"policy_model": "policy"},
+        compute={"extra_args": {"exclude": "n3"}},
+    )
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
+    jobs = wait_until(
+        cluster_run,
+        sweep["sweep_id"],
+        lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
+        timeout=600,
+    )
+    assert [state for *_, state in jobs] == ["succeeded"] * 8, jobs
+    by_node: dict[str, set[int]] = {}
+    for record, model in zip(sweep["records"], models):
+        [job] = record["benchmarks"]
+        served, accuracy = _answered_by(job)
+        assert served[1] == f"{record['gym_job_id']}-math-policy"
+        assert accuracy == float(Path(model, "standin-accuracy").read_text())
+        [server] = _server_records(job)
+        by_node.setdefault(server["host"], set()).add(int(server["argv"][server["argv"].index("--port") + 1]))
+    assert set(by_node) <= {"n1", "n2"} and sum(len(ports) for ports in by_node.values()) == 8, by_node
