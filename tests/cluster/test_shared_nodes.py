@@ -24,22 +24,29 @@ def _server_records(job: dict) -> list[dict]:
     return [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("vllm-*.json")]
 
 
-def test_two_one_gpu_jobs_on_one_node_at_once_each_claim_their_own_ports(cluster_run, tmp_path) -> None:
-    models = checkpoints(tmp_path)[:2]
+def _swept_on_shared_nodes(cluster_run, models: list[str], compute: dict, seconds: int, timeout: int) -> tuple:
+    """One-GPU stand-in jobs, one a checkpoint, with exclusive_nodes left to auto: the sweep's
+    record and its jobs once all have ended."""
     config = cluster_run.config(
         services={"policy": {"type": "vllm", "model": "/placeholder"}},
         pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
-        benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": 8}}},
+        benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": seconds}}},
         driver={"policy_model": "policy"},
-        compute={"extra_args": {"nodelist": "n1"}},
+        compute=compute,
     )
     sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
-    jobs = wait_until(
+    ended = wait_until(
         cluster_run,
         sweep["sweep_id"],
         lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
-        timeout=300,
+        timeout,
     )
+    return sweep, ended
+
+
+def test_two_one_gpu_jobs_on_one_node_at_once_each_claim_their_own_ports(cluster_run, tmp_path) -> None:
+    models = checkpoints(tmp_path)[:2]
+    sweep, jobs = _swept_on_shared_nodes(cluster_run, models, {"extra_args": {"nodelist": "n1"}}, 8, 300)
     assert [state for *_, state in jobs] == ["succeeded", "succeeded"], jobs
     seen = []
     for record, model in zip(sweep["records"], models):
@@ -70,20 +77,7 @@ def test_eight_one_gpu_jobs_of_a_sweep_share_two_four_gpu_nodes_each_answered_by
     (exclusive_nodes auto), every job claims its own ports there, and all 8 succeed, each driver
     answered by its own job's server and checkpoint."""
     models = checkpoints(tmp_path, {step: step / 8000 for step in range(1000, 9000, 1000)})
-    config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "/placeholder"}},
-        pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
-        benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": 5}}},
-        driver={"policy_model": "policy"},
-        compute={"extra_args": {"exclude": "n3"}},
-    )
-    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
-    jobs = wait_until(
-        cluster_run,
-        sweep["sweep_id"],
-        lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
-        timeout=600,
-    )
+    sweep, jobs = _swept_on_shared_nodes(cluster_run, models, {"extra_args": {"exclude": "n3"}}, 5, 600)
     assert [state for *_, state in jobs] == ["succeeded"] * 8, jobs
     by_node: dict[str, set[int]] = {}
     for record, model in zip(sweep["records"], models):
