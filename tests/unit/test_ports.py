@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -125,6 +126,7 @@ def test_two_jobs_claiming_at_the_same_moment_on_one_node_never_share_a_port(tmp
     again = ports.claim([("policy", 8000)], "job-9", os.getpid(), node, in_use=lambda p: False)
     assert again == {"policy": 8000}
     ports.release("job-9", node)
+    shutil.rmtree(Path(ports.root_dir(), node))
 
 
 def test_bad_words_are_refused_with_the_word() -> None:
