@@ -255,12 +255,14 @@ def test_ten_checkpoints_by_three_benchmarks_on_one_gpu_each_are_each_answered_b
             assert seen_accuracy == accuracy
 
 
-def test_jobs_let_share_a_node_never_answer_for_each_other(cluster_run, tmp_path) -> None:
-    """With exclusive_nodes: false Slurm packs two one-GPU jobs onto one node, both on one port:
-    the second's server finds the port held and its job fails at once, naming the cause."""
+def test_jobs_let_share_a_node_on_a_fixed_port_never_answer_for_each_other(cluster_run, tmp_path) -> None:
+    """A server whose port is fixed (--port in its extra_args: the job cannot claim it one) and
+    exclusive_nodes: false: Slurm packs two one-GPU jobs onto one node, both on one port: the
+    second's server finds the port held and its job fails at once, naming the cause.
+    (Claimed ports, the default for such jobs: test_shared_nodes.py.)"""
     models = checkpoints(tmp_path)[:2]
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "/placeholder"}},
+        services={"policy": {"type": "vllm", "model": "/placeholder", "extra_args": "--port 8000"}},
         pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
         benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": 8}}},
         driver={"policy_model": "policy"},

@@ -508,3 +508,45 @@ def test_two_quickstarts_five_seconds_apart_each_answered_by_its_own_server(envs
         assert {row["response"]["model"] for row in rows} == {name}
         results = gym(home, "results", record["gym_job_id"])
         assert results.returncode == 0 and "answer-judge  succeeded  12/12" in results.stdout, results.stdout
+
+
+def _clock(log: str, words: str) -> str:
+    """The [gym HH:MM:SS] time of the job log's first line holding ``words``."""
+    return next(line[5:13] for line in log.splitlines() if line.startswith("[gym ") and words in line)
+
+
+def test_two_real_quickstarts_on_one_slurm_node_at_once_claim_their_own_ports(envs, slurm, tmp_path) -> None:
+    """Two runs of the real quickstart (real vLLM, real gym) placed on the same node at the same
+    time, exclusive_nodes left to auto (a job of one node shares it): each claims its server's and
+    gym's head server's ports on n1 when it starts, both end 12/12, each driver was answered by its
+    own server (the model name it answered with is that run's), and their ports differ."""
+    homes = tmp_path / "one", tmp_path / "two"
+    records = []
+    for home, name in zip(homes, ("tiny-one", "tiny-two")):
+        submitted = gym(
+            home,
+            "submit",
+            "-c",
+            str(REPO / "examples" / "quickstart-slurm.yaml"),
+            "--json",
+            f"services.policy.served_model_name={name}",
+            "++compute.main.extra_args.nodelist=n1",
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        records.append(json.loads(submitted.stdout))
+    claimed, spans = [], []
+    for home, record, name in zip(homes, records, ("tiny-one", "tiny-two")):
+        status = json.loads(gym(home, "status", record["gym_job_id"], "--watch", "--json", "--interval", "1").stdout)
+        assert_real_results(record, status)
+        [job] = status["jobs"]
+        job_dir = Path(job["job_dir"])
+        rows = [json.loads(line) for line in (job_dir / "artifacts" / "rollouts.jsonl").read_text().splitlines()]
+        assert {row["response"]["model"] for row in rows} == {name}
+        log = (job_dir / f"slurm-{job['job_id']}.out").read_text()
+        [ports] = [line.split("ports on n1: ", 1)[1] for line in log.splitlines() if "ports on n1: " in line]
+        claimed.append(dict(word.split("=") for word in ports.split()))
+        spans.append((_clock(log, "ports on n1"), _clock(log, "job finished")))
+    assert claimed[0]["policy"] != claimed[1]["policy"], claimed
+    assert claimed[0]["gym_head_server"] != claimed[1]["gym_head_server"], claimed
+    (start_a, end_a), (start_b, end_b) = spans
+    assert start_a < end_b and start_b < end_a, spans  # at the same time on n1

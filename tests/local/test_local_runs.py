@@ -84,7 +84,11 @@ def test_local_run_serves_checks_and_drives_each_benchmark_in_turn(tmp_path) -> 
         assert wait_state(job)["phase"] == "succeeded", job_log(job)
         [driver] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
         assert driver["policy_models"]["data"][0]["id"] == "tiny"
-        assert driver["overrides"]["policy_base_url"] == "http://localhost:18231/v1"
+        # The port its job claimed when it started: 18231, or the next free one (ports.py).
+        [server] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("vllm-*.json")]
+        port = int(server["argv"][server["argv"].index("--port") + 1])
+        assert 18231 <= port < 20231
+        assert driver["overrides"]["policy_base_url"] == f"http://localhost:{port}/v1"
         assert Path(job["job_dir"], "artifacts", "rollouts.jsonl").exists()
         assert Path(job["job_dir"], "logs", f"policy-{job['job_id']}.log").exists()
         assert Path(job["job_dir"], "logs", f"driver-{job['job_id']}.log").exists()
@@ -143,9 +147,8 @@ def test_watch_in_a_terminal_redraws_in_place_and_exits_when_done(tmp_path) -> N
     assert "succeeded" in screen and record["gym_job_id"] in screen
 
 
-def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> None:
-    """Someone else answers on the service's port; our server cannot bind and exits. The job must
-    fail naming the service, not report success from talking to the impostor."""
+def _impostor(port: int) -> subprocess.Popen:
+    """Someone else's server answering on ``port`` (with another model's name), once it answers."""
     impostor = subprocess.Popen(
         [
             sys.executable,
@@ -157,18 +160,51 @@ def test_another_server_on_the_port_never_passes_for_the_service(tmp_path) -> No
                 "        self.send_response(200); self.send_header('Content-Type','application/json'); self.end_headers()\n"
                 '        self.wfile.write(b\'{"data": [{"id": "impostor"}]}\')\n'
                 "    def log_message(self, *a): pass\n"
-                "h.HTTPServer(('0.0.0.0', 18235), H).serve_forever()\n"
+                f"h.HTTPServer(('0.0.0.0', {port}), H).serve_forever()\n"
             ),
         ]
     )
+    deadline = time.monotonic() + 20
+    while subprocess.run(["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode != 0:
+        if time.monotonic() > deadline:  # a busy machine starts it late
+            impostor.kill()
+            raise AssertionError("the impostor never answered")
+        time.sleep(0.1)
+    return impostor
+
+
+def test_a_port_someone_else_holds_is_passed_over_when_the_job_claims_its_ports(tmp_path) -> None:
+    """The configured port is held by another server: the job claims the next free one when it
+    starts, and its driver is answered by its own server there, never the impostor."""
+    impostor = _impostor(18237)
     try:
-        deadline = time.monotonic() + 20
-        while subprocess.run(["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:18235/"]).returncode != 0:
-            assert time.monotonic() < deadline, "the impostor never answered"  # a busy machine starts it late
-            time.sleep(0.1)
+        service = {"type": "vllm", "model": "m", "served_model_name": "mine", "port": 18237, "env": {"PATH": PATH}}
+        [job] = submit(tmp_path, {"policy": service})["benchmarks"]
+        state = wait_state(job, timeout=30)
+    finally:
+        impostor.kill()
+    assert state["phase"] == "succeeded", job_log(job)
+    [driver] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
+    assert driver["policy_models"]["data"][0]["id"] == "mine"
+    port = int(driver["overrides"]["policy_base_url"].rsplit(":", 1)[1].split("/")[0])
+    assert port != 18237 and f"ports on {os.uname().nodename}: policy={port} " in job_log(job)
+
+
+def test_another_server_on_a_fixed_port_never_passes_for_the_service(tmp_path) -> None:
+    """Someone else answers on the service's port, which the job cannot claim another for (--port
+    in its extra_args); our server cannot bind and exits. The job must fail naming the service,
+    not report success from talking to the impostor."""
+    impostor = _impostor(18235)
+    try:
         # Our server binds late (and fails), after the impostor has answered the health check and
         # after the quick driver has finished: only a last look at the services catches it.
-        service = {"type": "vllm", "model": "m", "port": 18235, "env": {"PATH": PATH, "STANDIN_START_DELAY": "lit:0.6"}}
+        service = {
+            "type": "vllm",
+            "model": "m",
+            "port": 18235,
+            "extra_args": "--port 18235",
+            "env": {"PATH": PATH, "STANDIN_START_DELAY": "lit:0.6"},
+        }
         [job] = submit(tmp_path, {"policy": service})["benchmarks"]
         state = wait_state(job, timeout=30)
     finally:

@@ -98,6 +98,11 @@ def _gym_sees(tokens: list[str]) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
+def _ports_file(job_dir: Path) -> Path:
+    [found] = job_dir.glob(".gym/*/ports")
+    return found
+
+
 CASES = {"run": 0}
 
 
@@ -135,6 +140,12 @@ def test_any_valid_config_renders_sound_scripts_whose_arguments_arrive_exactly(t
     overrides = [a for a in driver["argv"] if a.startswith("+")]
     seen = _gym_sees(overrides)
     expected = {**config.driver.benchmarks["b"].run, "output_jsonl_fpath": job.driver.rollouts_path}
+    if job.ports:  # claimed when the job started: the driver is told those, as the server was
+        claimed = dict(line.split("=") for line in _ports_file(job_dir).read_text().split())
+        port = claimed["GYM_PORT_POLICY"]
+        assert vllm["argv"][vllm["argv"].index("--port") + 1] == port
+        expected["policy_base_url"] = expected["policy_base_url"].replace(f":{service.port}/", f":{port}/")
+        expected["head_server"] = {"port": int(claimed["GYM_PORT_GYM_HEAD_SERVER"])}
     assert seen == expected
     time.sleep(0.2)  # the port is free again before the next case
 

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "", "contract", "chain", "facts", "untrusted", "runid", "shellquote", "display", "yamlio", "usage", "stats",
             "estimate", "rollouts", "rollout_projection", "samples", "shards", "resume", "checkpoints",
             "feeding", "recovery", "shipping", "sample_size", "rules", "errors", "gym_eval_keys", "exporters", "exporters.*",
-            "gateway", "gateway.*", "backends.slurm_node", "backends.slurm_host", "weights", "reload_guard", "shared_queue", "backends.*_rules", "backends.slurm_limits",
+            "gateway", "gateway.*", "backends.slurm_node", "backends.slurm_host", "weights", "reload_guard", "shared_queue", "ports", "backends.*_rules", "backends.slurm_limits",
             "backends",  # the registry alone: backends by name, each imported when first asked for
         ),
     ),

@@ -1,6 +1,6 @@
 """One run never answers for another: each vLLM server also serves a run-unique alias that its
-health check asks for, a port already held stops the step with the cause named, Slurm jobs take
-their nodes whole unless told otherwise, local runs take turns machine-wide, and --last is yours.
+health check asks for, a port already held stops the step with the cause named, Slurm jobs of
+several nodes take them whole unless told otherwise, local runs take turns machine-wide, and --last is yours.
 
 The bash parts are the rendered library run by bash here against real HTTP servers on loopback."""
 
@@ -78,8 +78,8 @@ def test_a_shared_deployment_serves_one_alias_for_its_one_job(base) -> None:
 # -- whole nodes ------------------------------------------------------------------------------------
 
 
-def test_slurm_jobs_ask_for_their_nodes_whole_by_default(base) -> None:
-    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 1}}
+def test_slurm_jobs_of_several_nodes_ask_for_their_nodes_whole_by_default(base) -> None:
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 1, "nodes": 2}}
     [directives] = plan_of(base).jobs[0].directives
     assert ("exclusive", None) in directives
 

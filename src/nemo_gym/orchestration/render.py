@@ -18,6 +18,7 @@ from nemo_gym.orchestration import contract, exporters, shipping
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, JobPlan, ResumePlan, RunPlan, VllmGatewayStep
 from nemo_gym.orchestration.plan.sharding import MERGE_START_TIMEOUT
+from nemo_gym.orchestration.ports import PORTS_FILE
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shared_queue import Do, Happened
@@ -140,6 +141,8 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
         files.update(_shipped(Program.SHARED_QUEUE))
     if job is plan.shared and plan.reload is not None:
         files.update(_shipped(Program.WEIGHTS))
+    if job.ports:
+        files.update(_shipped(Program.PORTS))
     gateway_run = shipping.launch_words(Program.GATEWAY, isolated=False)
     for step in job.steps:
         files[contract.step_script(step.name)] = StagedFile(
@@ -186,6 +189,8 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         exports=job.export is not None or (job is plan.shared and any(b.export for b in (*plan.jobs, *plan.guests))),
         export_run=shipping.launch_words(Program.EXPORTERS, tree='"$2"'),
         missing_exit=EXIT_MISSING,
+        ports_run=shipping.launch_words(Program.PORTS),
+        ports_file=PORTS_FILE,
     )
 
 

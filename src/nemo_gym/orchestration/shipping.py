@@ -58,6 +58,8 @@ class Program(Enum):
     WEIGHTS = ("weights", ("contract", "untrusted", "facts", "reload_guard", "weights"))
     # A shared deployment's queue: which benchmark's driver starts next, a warm lane's switches.
     SHARED_QUEUE = ("shared_queue", ("contract", "shared_queue"))
+    # A job's servers' ports, claimed on its node at its start and released at its end.
+    PORTS = ("ports", ("ports",))
 
     def __init__(self, entry: str, modules: tuple[str, ...]) -> None:
         self.entry = entry

@@ -12,7 +12,7 @@ from typing import Any
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import RUNTIME_ENV_PREFIX
-from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, EnvVar
+from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, EnvVar, Port, PortRef
 from nemo_gym.orchestration.shellquote import bash_argv, bash_quote
 
 
@@ -23,6 +23,14 @@ def _export_env(var: EnvVar, host_variable: str | None = None) -> str:
         return f'{var.key}=$(gym_node_ip "$(gym_this_node)")\nexport {var.key}'
     # runtime: read where the step runs; host: carried by the submission's environment.
     return f'export {var.key}="${{{var.value}-}}"'
+
+
+def _port(port: Port, word: bool = True) -> str:
+    """A port as the script says it: the number, or the variable that holds the port claimed when
+    the job started (quoted as a word of its own; bare inside a double-quoted string, ``word=False``)."""
+    if isinstance(port, PortRef):
+        return f'"${{{port.variable}}}"' if word else f"${{{port.variable}}}"
+    return str(port)
 
 
 def _quote_host(text: str, host_variable: str | None) -> str:
@@ -69,6 +77,7 @@ def _environment() -> Any:
     env.filters["argv"] = bash_argv
     env.filters["export_env"] = _export_env
     env.filters["q_host"] = _quote_host
+    env.filters["port"] = _port
     env.globals["c"] = contract
     env.globals["collector_step"] = COLLECTOR_STEP
     env.globals["driver_step"] = DRIVER_STEP

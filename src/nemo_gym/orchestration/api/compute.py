@@ -40,11 +40,13 @@ class SlurmComputeConfig(BaseComputeConfig):
     # Extension beyond the spec: how steps get their container. Pyxis (``srun --container-image``)
     # is the default; most academic clusters have Apptainer instead; ``none`` runs on the host.
     container_runtime: Literal["pyxis", "apptainer", "none"] = "pyxis"
-    # Extension beyond the spec: each job asks for its nodes whole (Slurm's ``--exclusive``). Its
-    # servers bind fixed ports (vLLM, gym's own, the collector's), so two jobs packed onto one node
-    # would collide or, worse, answer each other. ``false`` lets Slurm pack jobs; a port another
-    # job holds then fails the step at once, named, instead of serving the wrong model.
-    exclusive_nodes: bool = True
+    # Extension beyond the spec: whether each job asks for its nodes whole (Slurm's ``--exclusive``).
+    # Unset (auto): a job of one node whose servers all get their ports when it starts (ports.py:
+    # vLLM's, gym's head server's) shares its node; any other job takes its nodes whole, since some
+    # of its servers bind fixed ports (multi-node jobs, Ray, prefill/decode, the collector: see
+    # plan/ports.py). ``true``/``false`` are honoured as written; a fixed port another job holds
+    # then fails the step at once, named, instead of serving the wrong model.
+    exclusive_nodes: bool | None = None
 
     _check_account = field_validator("account")(slurm_rules.slurm_word)
     _check_extra_args = field_validator("extra_args")(slurm_rules.slurm_options)

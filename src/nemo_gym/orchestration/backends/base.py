@@ -185,6 +185,9 @@ class Backend(ABC):
     # Whether its jobs can queue the next of their lane as they start (``feeding``; its template's
     # ``feed_lane``), so that a submission past the site's limits is fed through them.
     feeds_lanes: ClassVar[bool] = False
+    # Whether its jobs' servers share a node's ports with other jobs' (no network of their own per
+    # job): then a job of one node claims its servers' ports on its node when it starts (ports.py).
+    claims_ports: ClassVar[bool] = False
 
     @property
     def supports_resume(self) -> bool:

@@ -39,6 +39,7 @@ class LocalBackend(Backend):
     submit_command: ClassVar[str] = contract.LOCAL_RUNNER_SCRIPT  # a command word: messages say "<it> refused"
     cancel_command: ClassVar[str] = "kill"
     scheduler_name: ClassVar[str] = "the local runner"
+    claims_ports: ClassVar[bool] = True  # two runs on this machine at once share its ports
 
     def node_host(self, node: int) -> str:
         return "localhost"

@@ -94,6 +94,7 @@ class SlurmBackend(Backend):
     accounting_text: ClassVar[str | None] = "from Slurm's accounting"
     node_scheduler: ClassVar[str | None] = "slurm_node"
     feeds_lanes: ClassVar[bool] = True
+    claims_ports: ClassVar[bool] = True
     cancel_marks_chain: ClassVar[bool] = True
 
     # -- planning ---------------------------------------------------------------------------------
@@ -112,7 +113,9 @@ class SlurmBackend(Backend):
         pools = list(compute.node_pools.values())
         if pools and pools_differ(compute.node_pools):
             components = [
-                _allocation(pool, pool.nodes, {**pool.extra_args, **compute.extra_args}, compute.exclusive_nodes)
+                _allocation(
+                    pool, pool.nodes, {**pool.extra_args, **compute.extra_args}, compute.exclusive_nodes is not False
+                )
                 for pool in pools
             ]
             return (tuple(job_wide + components[0]), *(tuple(c) for c in components[1:]))
@@ -122,7 +125,12 @@ class SlurmBackend(Backend):
         extra.update(compute.extra_args)
         if not pools:
             return (tuple(job_wide + _options(extra)),)
-        return (tuple(job_wide + _allocation(pools[0], sum(p.nodes for p in pools), extra, compute.exclusive_nodes)),)
+        return (
+            tuple(
+                job_wide
+                + _allocation(pools[0], sum(p.nodes for p in pools), extra, compute.exclusive_nodes is not False)
+            ),
+        )
 
     def job_id_attributes(self) -> tuple[tuple[str, str], ...]:
         return (("slurm_job_id", "SLURM_JOB_ID"),)

@@ -120,6 +120,9 @@ def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
         names.append(f"the OTel token (${plan.otel_token_env})")
     if names:
         print(f"[dry-run] read at submit time, passed in the submission's environment: {', '.join(names)}")
+    for job in plan.submitted_jobs:
+        if job.node_sharing:
+            print(f"[dry-run] {job.unit}: {job.node_sharing}")
     if stage_dir:
         root = staged_directory(run.staged, stage_dir)
         print(f"[dry-run] staged run directory written to {root}")

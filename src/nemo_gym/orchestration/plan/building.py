@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.api import ComputeConfig, SubmitConfig
+from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.plan.exports import export_carried_env, policy_model_path
 from nemo_gym.orchestration.plan.inputs import RunInputs
-from nemo_gym.orchestration.plan.jobs import job_plan, shard_job_plan
+from nemo_gym.orchestration.plan.jobs import job_compute, job_plan, shard_job_plan
 from nemo_gym.orchestration.plan.layout import Layout
 from nemo_gym.orchestration.plan.model import JobPlan, RunPlan
+from nemo_gym.orchestration.plan.ports import fixed_ports_reason
 
 
 def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -> RunPlan:
@@ -26,7 +27,7 @@ def build_plan(config: SubmitConfig, run_id: str, sweep_id: str | None = None) -
     run_dir = f"{config.job.output_path.rstrip('/')}/{run_id}"
     run = RunInputs(config, run_id, compute_name, backend, Layout.of(config), {}, sweep_id)
     jobs = _benchmark_jobs(run, run_dir)
-    shared = _shared_job(run, run_dir, compute) if config.job.deployment in ("shared", "reload") else None
+    shared = _shared_job(run, run_dir) if config.job.deployment in ("shared", "reload") else None
     if shared is not None:
         # Every benchmark shares the one job (and its id) under the local backend too.
         jobs = tuple(replace(job, local_job_id=shared.local_job_id) for job in jobs)
@@ -67,10 +68,11 @@ def _benchmark_jobs(run: RunInputs, run_dir: str) -> tuple[JobPlan, ...]:
     )
 
 
-def _shared_job(run: RunInputs, run_dir: str, compute: ComputeConfig) -> JobPlan:
+def _shared_job(run: RunInputs, run_dir: str) -> JobPlan:
     """job.deployment: shared — the one job that starts the services and runs every benchmark's driver."""
     first = next(iter(run.config.driver.benchmarks))
     shared_dir = contract.job_dir(run_dir, contract.SHARED_DEPLOYMENT_DIR)
+    compute, _ = job_compute(run, fixed_ports_reason(run, shared_driver=False))
     return replace(
         job_plan(run, first, shared_dir, _local_job_id(run.run_id, 1), shared_driver=False),
         benchmark=contract.SHARED_DEPLOYMENT_DIR,

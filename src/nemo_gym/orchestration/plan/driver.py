@@ -10,7 +10,18 @@ from nemo_gym.orchestration.api import POLICY_RUN_KEYS, RUNTIME_ENV_PREFIX, Benc
 from nemo_gym.orchestration.overrides import flatten_overrides
 from nemo_gym.orchestration.plan.inputs import RunInputs
 from nemo_gym.orchestration.plan.layout import Layout
-from nemo_gym.orchestration.plan.model import DRIVER_STEP, DriverPlan, EnvVar, Launch, NodeSlice, OtelPlan, ShardPlan
+from nemo_gym.orchestration.plan.model import (
+    DRIVER_STEP,
+    DriverPlan,
+    EnvVar,
+    Launch,
+    NodeSlice,
+    OtelPlan,
+    PortedArg,
+    PortRef,
+    ShardPlan,
+)
+from nemo_gym.orchestration.plan.ports import HEAD_SERVER, HEAD_SERVER_PORT
 from nemo_gym.orchestration.plan.sharding import shard_plan, shard_run
 from nemo_gym.orchestration.plan.telemetry import driver_telemetry_env
 
@@ -21,13 +32,21 @@ CONTINUE_FROM_DISK = "++resume_from_cache=true"
 
 
 def driver_plan(
-    run: RunInputs, benchmark: str, job_dir: str, otel: OtelPlan | None, shared_driver: bool, shard: ShardPlan | None
+    run: RunInputs,
+    benchmark: str,
+    job_dir: str,
+    otel: OtelPlan | None,
+    shared_driver: bool,
+    shard: ShardPlan | None,
+    claimed: dict[str, PortRef] | None = None,
 ) -> tuple[DriverPlan, ShardPlan | None]:
-    """The benchmark's driver, and its shard's commands once they are known (gym's from its run keys)."""
+    """The benchmark's driver, and its shard's commands once they are known (gym's from its run keys).
+    ``claimed``: the ports the job claims at its start, by name (the policy's, gym's head server's)."""
     driver = run.config.driver
     bench = driver.benchmarks[benchmark]
     rollouts = f"{job_dir}/{contract.ROLLOUTS_FILE}"
     run_argv, continue_argv, shard = _gym_run(driver, bench, job_dir, rollouts, shard)
+    run_argv, ported = _ported(driver, run_argv, claimed or {})
     gym_telemetry = otel is not None and run.config.otel.gym_telemetry
     plan = DriverPlan(
         node=run.layout.driver_node,
@@ -40,10 +59,42 @@ def driver_plan(
         rollouts_path=rollouts,
         command=bench.command,
         continue_argv=continue_argv,
+        ported_argv=ported,
         gym_extras="telemetry" if gym_telemetry else "",
         policy_host_variable=runtime_variable(driver.policy_host),
     )
     return plan, shard
+
+
+# gym's head server's port, and the policy's endpoint, as gym eval run is told them.
+HEAD_PORT_OVERRIDE = "+head_server.port="
+POLICY_URL_OVERRIDE = "+policy_base_url="
+
+
+def _ported(
+    driver: DriverConfig, run_argv: tuple[str, ...], claimed: dict[str, PortRef]
+) -> tuple[tuple[str, ...], tuple[PortedArg, ...]]:
+    """gym eval run's words without those that name a claimed port, and those words, each with its
+    port as a reference: the policy's endpoint (as ``driver.policy_model`` wires it) and gym's head
+    server (gym binds 11000 unless told otherwise)."""
+    if not run_argv or not claimed:
+        return run_argv, ()
+    ported: list[PortedArg] = []
+    head = next((ref for name, ref in claimed.items() if name == HEAD_SERVER), None)
+    if head is not None:
+        ported.append(PortedArg(HEAD_PORT_OVERRIDE, head))
+    policy = claimed.get(driver.policy_model or "")
+    if policy is not None:
+        ported.append(PortedArg(f'{POLICY_URL_OVERRIDE}"http://{driver.policy_host}:', policy, '/v1"'))
+    dropped = tuple(p.before.split("=", 1)[0] + "=" for p in ported)
+    return tuple(arg for arg in run_argv if not arg.startswith(dropped)), tuple(ported)
+
+
+def head_server_port(bench: BenchmarkRunConfig) -> int:
+    """The head server's port a benchmark's run config asks for, else gym's default."""
+    head = bench.run.get("head_server")
+    port = head.get("port") if isinstance(head, dict) else None
+    return port if isinstance(port, int) and not isinstance(port, bool) else HEAD_SERVER_PORT
 
 
 def _prepare_argv(bench: BenchmarkRunConfig) -> tuple[str, ...] | None:

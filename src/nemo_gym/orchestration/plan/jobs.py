@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.api import BenchmarkRunConfig
+from nemo_gym.orchestration.api import BenchmarkRunConfig, ComputeConfig
 from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
-from nemo_gym.orchestration.plan.driver import driver_plan
+from nemo_gym.orchestration.plan.driver import driver_plan, head_server_port
 from nemo_gym.orchestration.plan.exports import export_plan
 from nemo_gym.orchestration.plan.inputs import RunInputs
-from nemo_gym.orchestration.plan.model import JobPlan, ResumePlan, ShardPlan
+from nemo_gym.orchestration.plan.model import JobPlan, PortRef, ResumePlan, ShardPlan, Step
+from nemo_gym.orchestration.plan.ports import HEAD_SERVER, fixed_ports_reason, whole_nodes
 from nemo_gym.orchestration.plan.services import runs_ray, service_steps, service_url
 from nemo_gym.orchestration.plan.telemetry import otel_plan
 
@@ -32,10 +33,13 @@ def job_plan(
 ) -> JobPlan:
     config = run.config
     layout = run.layout
-    compute = next(iter(config.compute.values()))
-    steps, ray_addresses = service_steps(run, job_dir)
+    fixed = fixed_ports_reason(run, shared_driver)
+    compute, node_sharing = job_compute(run, fixed)
+    steps, ray_addresses = service_steps(run, job_dir, claimed=fixed is None)
     otel = otel_plan(run, benchmark, job_dir, steps) if config.otel.enabled else None
-    driver, shard = driver_plan(run, benchmark, job_dir, otel, shared_driver, shard)
+    ports = _claimed_ports(run, benchmark, steps) if fixed is None else ()
+    claimed = {ref.name: ref for ref in ports}
+    driver, shard = driver_plan(run, benchmark, job_dir, otel, shared_driver, shard, claimed)
     unit = benchmark if shard is None else contract.shard_unit(benchmark, shard.index)
     return JobPlan(
         benchmark=benchmark,
@@ -55,7 +59,25 @@ def job_plan(
         export=export_plan(run, benchmark, shared_driver),
         shard=shard,
         max_concurrent=config.job.max_concurrent,
+        ports=ports,
+        node_sharing=node_sharing,
     )
+
+
+def _claimed_ports(run: RunInputs, benchmark: str, steps: list[Step]) -> tuple[PortRef, ...]:
+    """Every port the job claims at its start: its vLLM servers', and gym's head server's."""
+    head = PortRef(HEAD_SERVER, head_server_port(run.config.driver.benchmarks[benchmark]))
+    return tuple(step.claimed_port for step in steps if step.claimed_port is not None) + (head,)
+
+
+def job_compute(run: RunInputs, fixed_ports: str | None) -> tuple[ComputeConfig, str]:
+    """The compute as the backend reads it for a job, ``exclusive_nodes`` decided (auto:
+    ``plan.ports.whole_nodes``), and the words that say why."""
+    compute = next(iter(run.config.compute.values()))
+    whole, why = whole_nodes(run, fixed_ports)
+    if "exclusive_nodes" not in type(compute).model_fields or getattr(compute, "exclusive_nodes", None) == whole:
+        return compute, why
+    return compute.model_copy(update={"exclusive_nodes": whole}), why
 
 
 def _resume_plan(bench: BenchmarkRunConfig) -> ResumePlan | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from nemo_gym.orchestration import contract
+from nemo_gym.orchestration import contract, ports
 
 COLLECTOR_STEP = "otel_collector"
 DRIVER_STEP = "driver"
@@ -46,10 +46,26 @@ class EnvVar:
 
 
 @dataclass(frozen=True)
+class PortRef:
+    """A server's port, claimed on the job's node when the job starts (``ports.py``): ``preferred``
+    when it is free there, else another. Templates print it as the shell variable that holds it."""
+
+    name: str
+    preferred: int
+
+    @property
+    def variable(self) -> str:
+        return ports.variable(self.name)
+
+
+Port = int | PortRef  # a configured port, or one claimed at the job's start
+
+
+@dataclass(frozen=True)
 class HealthCheck:
     kind: Literal["http", "ready-marker"]
     timeout_seconds: int
-    port: int | None = None
+    port: Port | None = None
     path: str = "/health"
     nodes: tuple[int, ...] = (0,)  # the nodes whose addresses are probed, each until it answers
     # A name the server must list at /v1/models once it answers: an answer from another job's
@@ -93,6 +109,9 @@ class StepBase:
     launch: Launch
     health: HealthCheck | None = None
     metrics_port: int | None = None  # where its Prometheus /metrics is served, for the collector
+    # Its serving port, claimed when the job starts: ``argv`` lacks ``--port``, which the step puts
+    # back where it was (after ``vllm serve MODEL``) with the claimed port.
+    claimed_port: PortRef | None = None
 
     def describe(self) -> str:
         return f"service {self.service}, step {self.name}: {self.what()}, nodes {self.nodes.start}..{self.nodes.last}"
@@ -195,8 +214,17 @@ class ServiceUrl:
 
     service: str
     node: int
-    port: int
+    port: Port
     variable: str
+
+
+@dataclass(frozen=True)
+class PortedArg:
+    """A word of the driver's command that holds a claimed port: ``before``, the port, ``after``."""
+
+    before: str
+    port: PortRef
+    after: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,6 +248,8 @@ class DriverPlan:
     # gym then generates only the (task, rollout) pairs its rollouts lack. Empty when every job
     # continues anyway, and for a command benchmark (its command cannot be told to).
     continue_argv: tuple[str, ...] = ()
+    # Words added to run_argv that hold claimed ports (policy_base_url, gym's head_server.port).
+    ported_argv: tuple[PortedArg, ...] = ()
 
     @property
     def continues_from_disk(self) -> bool:
@@ -328,6 +358,10 @@ class JobPlan:
     shard: ShardPlan | None = None  # one shard of a sharded benchmark
     # At most this many of the submission's jobs of its shape at once (job.max_concurrent).
     max_concurrent: int | None = None
+    # The ports the job claims on its node when it starts (ports.py), and released at its end.
+    ports: tuple[PortRef, ...] = ()
+    # Whether it takes its nodes whole or shares them, and why (the dry run says it).
+    node_sharing: str = ""
 
     @property
     def unit(self) -> str:

@@ -26,6 +26,8 @@ from nemo_gym.orchestration.plan.model import (
     HealthCheck,
     NodeSlice,
     PlainStep,
+    Port,
+    PortRef,
     RayAddress,
     RayHeadStep,
     RayWorkerStep,
@@ -36,6 +38,7 @@ from nemo_gym.orchestration.plan.model import (
     VllmRayStep,
     VllmRouterStep,
 )
+from nemo_gym.orchestration.plan.ports import serving_port
 from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT
 
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
@@ -45,14 +48,15 @@ VLLM_RAY_PORT = 6390
 DEFAULT_READY_TIMEOUT = 600
 
 
-def service_steps(run: RunInputs, job_dir: str) -> tuple[list[Step], list[RayAddress]]:
-    """Every deployed service's steps in declaration order, and where each ray service's head is."""
+def service_steps(run: RunInputs, job_dir: str, claimed: bool = False) -> tuple[list[Step], list[RayAddress]]:
+    """Every deployed service's steps in declaration order, and where each ray service's head is.
+    ``claimed``: each vLLM server's port is claimed on the job's node when it starts (``plan.ports``)."""
     steps: list[Step] = []
     ray_addresses: list[RayAddress] = []
     for name, service in run.config.deployed_services.items():
         env = run.env(name, service)
         if isinstance(service, VllmServiceConfig):
-            steps.append(vllm_step(run, job_dir, name, service, env))
+            steps.append(vllm_step(run, job_dir, name, service, env, claimed))
         elif isinstance(service, VllmPDServiceConfig):
             steps.append(router_step(run, job_dir, name, service, env, steps))
         else:
@@ -76,12 +80,17 @@ def runs_ray(step: Step) -> bool:
 # -- vLLM ---------------------------------------------------------------------------------------
 
 
-def vllm_step(run: RunInputs, job_dir: str, name: str, service: VllmServiceConfig, env: tuple[EnvVar, ...]) -> Step:
+def vllm_step(
+    run: RunInputs, job_dir: str, name: str, service: VllmServiceConfig, env: tuple[EnvVar, ...], claimed: bool = False
+) -> Step:
     nodes = run.layout.service_nodes(service)
+    port = serving_port(name, service.port, claimed)
     gpus = _known_gpus_per_node(run.config, service)
     one_server_per_node = isinstance(service, VllmPDTierConfig) and service.server_per_node
     identity = serving_identity(run.run_id, job_dir, name) if _identity_checkable(service) else None
     base = _vllm_argv(service, identity)
+    if isinstance(port, PortRef):
+        base = _drop_flags(base, ("--port",))  # step.sh puts the claimed one back, after the model
     n = service.number_of_instances
     if isinstance(service, VllmPDTierConfig):
         env = _nixl_env(service) + env  # the tier's own env still wins
@@ -91,9 +100,10 @@ def vllm_step(run: RunInputs, job_dir: str, name: str, service: VllmServiceConfi
         nodes=nodes,
         env=env,
         pre_command=service.pre_command,
-        health=_vllm_health(service, nodes, one_server_per_node, identity),
+        health=_vllm_health(service, nodes, one_server_per_node, identity, port),
         launch=run.layout.launch(job_dir, name, nodes, service),
         metrics_port=service.port,
+        claimed_port=port if isinstance(port, PortRef) else None,
     )
     if one_server_per_node:
         # Independent servers, one a node; the router lists each (validation holds n to 1).
@@ -117,12 +127,15 @@ def _known_gpus_per_node(config: SubmitConfig, service: VllmServiceConfig) -> li
 
 
 def _vllm_health(
-    service: VllmServiceConfig, nodes: NodeSlice, one_server_per_node: bool, identity: str | None
+    service: VllmServiceConfig, nodes: NodeSlice, one_server_per_node: bool, identity: str | None, port: Port
 ) -> HealthCheck:
+    """Its HTTP check; on the claimed port when the serving port is claimed (only when the check
+    asks the serving port: ``plan.ports``)."""
     assert service.health_check is not None and service.health_check.port is not None
     check = service.health_check
     probed = tuple(nodes.indices) if one_server_per_node else (nodes.start,)
-    return HealthCheck("http", check.timeout_seconds, check.port, check.path, probed, identity)
+    checked = port if isinstance(port, PortRef) else check.port
+    return HealthCheck("http", check.timeout_seconds, checked, check.path, probed, identity)
 
 
 def _gateway_step(service: VllmServiceConfig, base: list[str], gpus: list[int], common: dict[str, Any]) -> Step:
@@ -320,7 +333,7 @@ def router_metrics_port(config: SubmitConfig, name: str) -> int:
 
 def _serving_endpoints(step: Step) -> tuple[tuple[int, int], ...]:
     """(node, port) of each server a tier's step runs: every node of one server a node, else its head."""
-    assert step.health is not None and step.health.port is not None
+    assert step.health is not None and isinstance(step.health.port, int)  # a tier's ports are fixed (plan.ports)
     return tuple((node, step.health.port) for node in step.health.nodes)
 
 

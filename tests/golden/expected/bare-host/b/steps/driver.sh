@@ -25,9 +25,10 @@ run_cmd=(
     run
     +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/b/artifacts/rollouts.jsonl
     +num_repeats=2
-    '+policy_base_url="http://localhost:8100/v1"'
     '+policy_model_name="m"'
     '+policy_api_key="dummy"'
+    +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"
+    '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"'
 )
 # Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
 if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then

@@ -16,10 +16,11 @@ run_cmd=(
     --model-type
     openai_model
     +num_repeats=4
-    '+policy_base_url="http://localhost:8000/v1"'
     '+policy_model_name="/models/m"'
     '+policy_api_key="dummy"'
     +resume_from_cache=true
+    +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"
+    '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"'
 )
 gym_log "driver: ${run_cmd[*]}"
 # The gym this job really runs, as its own command says (its first line: "NeMo Gym v0.7.0").

@@ -15,7 +15,8 @@ echo "pre $SLURM_JOB_ID"
 
 set -u
 if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    gym_port_free 8000 || exit 1
+    gym_port_free "${GYM_PORT_POLICY}" || exit 1
 fi
 
-gym_step_run vllm serve $'/models/Qwen3 8B (it\'s "quoted")' --port 8000 --tensor-parallel-size 4 --pipeline-parallel-size 2 --served-model-name qwen gym-job-20260101T000000Z-000000-answer-judge-policy --trust-remote-code --max-model-len 8192 --override-generation-config '{"temperature": 0.6}'
+# Its port was claimed on this node when the job started (ports.py).
+gym_step_run vllm serve $'/models/Qwen3 8B (it\'s "quoted")' --port "${GYM_PORT_POLICY}" --tensor-parallel-size 4 --pipeline-parallel-size 2 --served-model-name qwen gym-job-20260101T000000Z-000000-answer-judge-policy --trust-remote-code --max-model-len 8192 --override-generation-config '{"temperature": 0.6}'

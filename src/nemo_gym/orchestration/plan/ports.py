@@ -1,0 +1,83 @@
+"""Which of a job's servers get their port when the job starts (``ports.py`` on its node), and
+whether the job takes its nodes whole (``compute.exclusive_nodes``, auto by default).
+
+A job of one node claims a port for each vLLM server it starts and for gym's head server; the
+plan then carries a ``PortRef`` where it carried the number, and every consumer (the server's
+``--port``, its health check, the driver's ``policy_base_url``, gym's ``head_server.port``) reads
+the claimed port. What this slice does not claim yet keeps its configured port, and the job then
+keeps its node whole: multi-node jobs, Ray and the Ray gateway, prefill/decode and its router, the
+telemetry collector, shared deployments and warm lanes (several drivers in one job), sharded
+benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint from
+their environment).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from nemo_gym.orchestration.api import VllmPDTierConfig, VllmServiceConfig
+from nemo_gym.orchestration.plan.inputs import RunInputs
+from nemo_gym.orchestration.plan.model import PortRef
+
+# Name of gym's head server among the job's claimed ports (a service of that name gets its own).
+HEAD_SERVER = "gym_head_server"
+HEAD_SERVER_PORT = 11000  # gym 0.7.0's default head_server.port
+
+
+def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
+    """Why a job of this run keeps its servers' configured ports; None when it claims them all."""
+    config = run.config
+    if not run.backend.claims_ports:
+        return f"the {run.backend.name} backend gives each job a network of its own"
+    if run.layout.node_count > 1:
+        return f"it needs {run.layout.node_count} nodes, and multi-node jobs keep their configured ports"
+    if config.otel.enabled:
+        return "its telemetry collector binds fixed ports"
+    if shared_driver or config.job.deployment != "per_benchmark":
+        return f"job.deployment: {config.job.deployment} keeps its configured ports"
+    if any(config.shards_of(name) > 1 for name in config.driver.benchmarks):
+        return "a sharded benchmark's merge starts gym's servers on their configured ports"
+    if any(bench.command is not None for bench in config.driver.benchmarks.values()):
+        return "a command benchmark reads its endpoint from its environment, as configured"
+    if config.services and config.driver.policy_model is None:
+        return "the driver's endpoint is written in its run config (no driver.policy_model)"
+    for name, service in config.deployed_services.items():
+        why = _service_reason(run, service)
+        if why:
+            return f"service {name} {why}"
+    return None
+
+
+def _service_reason(run: RunInputs, service: object) -> str | None:
+    if not isinstance(service, VllmServiceConfig) or isinstance(service, VllmPDTierConfig):
+        return f"({getattr(service, 'type', '?')}) binds fixed ports"
+    if service.use_ray_serve:
+        return "runs on Ray, whose ports are fixed"
+    assert service.health_check is not None
+    if service.health_check.port != service.port:
+        return f"is health-checked on port {service.health_check.port}, not its serving port"
+    words = shlex.split(service.extra_args)
+    if any(w == "--port" or w.startswith("--port=") for w in words):
+        return "sets --port in its extra_args"
+    return None
+
+
+def serving_port(name: str, preferred: int, claimed: bool) -> int | PortRef:
+    """A server's port in the plan: claimed at the job's start, or the configured number."""
+    return PortRef(name, preferred) if claimed else preferred
+
+
+def whole_nodes(run: RunInputs, fixed_reason: str | None) -> tuple[bool, str]:
+    """Whether the job asks for its nodes whole, and why (the dry run says it)."""
+    compute = next(iter(run.config.compute.values()))
+    explicit = getattr(compute, "exclusive_nodes", None)
+    if "exclusive_nodes" not in type(compute).model_fields:
+        return False, ""
+    if explicit is not None:
+        return (
+            explicit,
+            f"nodes {'whole' if explicit else 'shared'}: compute.exclusive_nodes is {str(explicit).lower()}",
+        )
+    if fixed_reason is not None:
+        return True, f"nodes whole (auto): {fixed_reason}"
+    return False, "nodes shared (auto): it needs one node, and its servers' ports are claimed when it starts"

@@ -1,0 +1,90 @@
+"""Small jobs share nodes safely (#40): two one-GPU jobs placed on the same node at the same time,
+with compute.exclusive_nodes left to its default (auto: a job of one node shares it). Each job
+claims its servers' ports on the node when it starts (ports.py), so both succeed, each driver is
+answered by its own job's server (the stand-in vLLM's alias and checkpoint), and the ports they
+used — the policy's and gym's head server's — differ."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_sweeps import _answered_by, checkpoints, submit_sweep, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def _driver_record(job: dict) -> dict:
+    [record] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
+    return record
+
+
+def _server_records(job: dict) -> list[dict]:
+    return [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("vllm-*.json")]
+
+
+def _swept_on_shared_nodes(cluster_run, models: list[str], compute: dict, seconds: int, timeout: int) -> tuple:
+    """One-GPU stand-in jobs, one a checkpoint, with exclusive_nodes left to auto: the sweep's
+    record and its jobs once all have ended."""
+    config = cluster_run.config(
+        services={"policy": {"type": "vllm", "model": "/placeholder"}},
+        pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
+        benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": seconds}}},
+        driver={"policy_model": "policy"},
+        compute=compute,
+    )
+    sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
+    ended = wait_until(
+        cluster_run,
+        sweep["sweep_id"],
+        lambda jobs: all(s not in ("queued", "starting", "running") for *_, s in jobs),
+        timeout,
+    )
+    return sweep, ended
+
+
+def test_two_one_gpu_jobs_on_one_node_at_once_each_claim_their_own_ports(cluster_run, tmp_path) -> None:
+    models = checkpoints(tmp_path)[:2]
+    sweep, jobs = _swept_on_shared_nodes(cluster_run, models, {"extra_args": {"nodelist": "n1"}}, 8, 300)
+    assert [state for *_, state in jobs] == ["succeeded", "succeeded"], jobs
+    seen = []
+    for record, model in zip(sweep["records"], models):
+        [job] = record["benchmarks"]
+        served, accuracy = _answered_by(job)
+        assert served[1] == f"{record['gym_job_id']}-math-policy"  # its own server
+        assert accuracy == float(Path(model, "standin-accuracy").read_text())  # its own checkpoint
+        overrides = _driver_record(job)["overrides"]
+        [server] = _server_records(job)
+        assert server["host"] == "n1"
+        port = int(server["argv"][server["argv"].index("--port") + 1])
+        assert overrides["policy_base_url"] == f"http://localhost:{port}/v1"
+        log = Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
+        assert f"ports on n1: policy={port} gym_head_server={overrides['head_server.port']}" in log
+        seen.append((port, int(overrides["head_server.port"]), _driver_record(job)["time"]))
+    (policy_a, head_a, started_a), (policy_b, head_b, started_b) = seen
+    # Each the configured port or, where another job (or anything on n1) holds it, the next free one.
+    assert policy_a != policy_b and all(8000 <= p < 10000 for p in (policy_a, policy_b)), seen
+    assert head_a != head_b and all(11000 <= p < 13000 for p in (head_a, head_b)), seen
+    # At the same time: each driver runs 16 s (2 rollouts of 8 s), and the two started closer than that.
+    assert abs(started_a - started_b) < 16, seen
+
+
+def test_eight_one_gpu_jobs_of_a_sweep_share_two_four_gpu_nodes_each_answered_by_its_own_server(
+    cluster_run, tmp_path
+) -> None:
+    """A sweep of 8 one-GPU checkpoints kept to two 4-GPU nodes: Slurm packs four jobs onto each
+    (exclusive_nodes auto), every job claims its own ports there, and all 8 succeed, each driver
+    answered by its own job's server and checkpoint."""
+    models = checkpoints(tmp_path, {step: step / 8000 for step in range(1000, 9000, 1000)})
+    sweep, jobs = _swept_on_shared_nodes(cluster_run, models, {"extra_args": {"exclude": "n3"}}, 5, 600)
+    assert [state for *_, state in jobs] == ["succeeded"] * 8, jobs
+    by_node: dict[str, set[int]] = {}
+    for record, model in zip(sweep["records"], models):
+        [job] = record["benchmarks"]
+        served, accuracy = _answered_by(job)
+        assert served[1] == f"{record['gym_job_id']}-math-policy"
+        assert accuracy == float(Path(model, "standin-accuracy").read_text())
+        [server] = _server_records(job)
+        by_node.setdefault(server["host"], set()).add(int(server["argv"][server["argv"].index("--port") + 1]))
+    assert set(by_node) <= {"n1", "n2"} and sum(len(ports) for ports in by_node.values()) == 8, by_node
