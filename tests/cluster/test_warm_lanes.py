@@ -98,6 +98,36 @@ def test_ten_checkpoints_in_two_warm_lanes_each_answered_by_its_own_weights(clus
     _next_weights_loaded_while_the_last_driver_wound_down(records)
 
 
+def test_a_run_cancelled_before_its_turn_is_skipped_and_its_weights_never_loaded(cluster_run, tmp_path) -> None:
+    """A 3-checkpoint lane, the middle run cancelled as the lane starts: the lane goes on, never
+    loads that checkpoint, and the first and last runs succeed."""
+    models = [checkpoint(tmp_path / "ckpt", step, step / 1000) for step in (100, 200, 300)]
+    sweep = submit_sweep(
+        cluster_run, lane_config(cluster_run, max_concurrent=1), "services.policy.model=" + ",".join(models)
+    )
+    first, middle, last = sweep["records"]
+    assert len({b["job_id"] for r in sweep["records"] for b in r["benchmarks"]}) == 1  # one lane
+    proc = cluster_run.cli("cancel", middle["gym_job_id"])
+    assert proc.returncode == 0, proc.stderr
+    assert "skips it and goes on for the others" in proc.stdout, proc.stdout
+    jobs = wait_final(cluster_run, sweep["sweep_id"], 3)
+    assert jobs[middle["gym_job_id"]]["state"] == "cancelled", jobs
+    assert jobs[middle["gym_job_id"]]["detail"] == "cancelled by the user (gym eval cancel)"
+    for record in (first, last):
+        assert jobs[record["gym_job_id"]]["state"] == "succeeded", jobs
+        [bench] = record["benchmarks"]
+        assert _provenance(bench["job_dir"])["weights"] == record["model"]
+    assert not list(Path(middle["benchmarks"][0]["job_dir"]).glob("standin/gym-run-*.json"))  # never driven
+    lane_dir = Path(first["benchmarks"][0]["job_dir"]).parent / contract.SHARED_DEPLOYMENT_DIR
+    [log] = list(Path(lane_dir, "standin").glob("requests-*.jsonl"))
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    reloaded = [
+        a["body"]["kwargs"]["weights_path"] for a in asked if a["path"] == "/collective_rpc" and not a["refused"]
+    ]
+    assert reloaded == [last["model"]], reloaded  # the middle checkpoint was never loaded
+    assert {a["weights"] for a in asked if a["path"] == "/v1/models"} == {first["model"], last["model"]}
+
+
 def _provenance(job_dir: str) -> dict[str, str]:
     path = Path(job_dir, contract.PROVENANCE_FILE)
     return dict(line.split("=", 1) for line in path.read_text().splitlines()) if path.exists() else {}
