@@ -304,6 +304,33 @@ def test_cancelling_some_benchmarks_of_a_shared_deployment_skips_them_and_the_ot
         assert f"detail={phase}" in Path(record["run_dir"], name, ".gym", job_id, "state").read_text()
 
 
+def test_a_cancelled_driver_that_ignores_its_term_is_killed_and_the_job_goes_on(tmp_path) -> None:
+    record = submit(
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "m", "port": 18244}},
+        benchmarks={"a": {"run": {"standin_rollouts": 300, "standin_rollout_seconds": 1, "standin_ignore_term": True}}, "b": {}},
+        job={"deployment": "shared"},
+    )  # fmt: skip
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    gym = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
+    a, b = (job for job in record["benchmarks"])
+    deadline = time.monotonic() + 60
+    while not list(Path(a["job_dir"]).glob("standin/gym-run-*.json")):
+        assert time.monotonic() < deadline, "a's driver never started"
+        time.sleep(0.2)
+    time.sleep(0.5)  # its TERM handler set
+    proc = subprocess.run([*gym, "cancel", "--last", "a"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    cancelled = time.monotonic()
+    assert wait_state(b, timeout=60)["phase"] == "succeeded", job_log(b)
+    assert time.monotonic() - cancelled >= 14  # b waited for a's driver: TERM, then KILL 15 s later
+    state = Path(a["job_dir"], ".gym", a["job_id"], "state").read_text()
+    assert "phase=cancelled" in state and "detail=cancelled while its driver ran" in state
+    [driver] = [json.loads(p.read_text()) for p in Path(a["job_dir"]).glob("standin/gym-run-*.json")]
+    with pytest.raises(ProcessLookupError):
+        os.kill(driver["pid"], 0)
+
+
 def test_command_benchmarks_in_a_shared_local_deployment_report_their_own_exit(tmp_path) -> None:
     """A command runs instead of gym eval run: told its directory and the policy, its exit status is
     its benchmark's state; beside a failing command and a gym one, on one shared deployment."""

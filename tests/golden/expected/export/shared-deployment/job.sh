@@ -178,14 +178,15 @@ gym_look_for_cancels() {
         unset 'gym_watched[$bench]'
     done
 }
-# Stops one driver: started from a function, it runs one level down (in a process group of its
-# own under the local backend). Its launching shell is left to exit with it, so that its end is
-# the driver's own (in a warm lane the next weights wait for it).
+# Stops one driver ($1: its launching shell's pid; $2: the signal, TERM unless given): started
+# from a function, it runs one level down (in a process group of its own under the local backend).
+# Its launching shell is left to exit with it, so that its end is the driver's own (in a warm lane
+# the next weights wait for it).
 gym_stop_driver() {
-    local child children
+    local child children signal=${2:-TERM}
     children=$(pgrep -P "$1" 2>/dev/null)
     for child in ${children:-$1}; do
-        kill -TERM -- "-$child" 2>/dev/null || kill -TERM "$child" 2>/dev/null
+        kill "-$signal" -- "-$child" 2>/dev/null || kill "-$signal" "$child" 2>/dev/null
     done
 }
 # One action of shared_queue.py's answer: its verb, then its words.
@@ -202,7 +203,7 @@ gym_act() {
         log) gym_log "$2" ;;
         stop)
             gym_log "stopping the driver of $2: cancelled (gym eval cancel)"
-            gym_stopped[$2]=1
+            gym_stopped[$2]=$SECONDS
             gym_stop_driver "${gym_running[$2]}"
             ;;
         kill-drivers) for bench in "${!gym_running[@]}"; do kill -TERM "${gym_running[$bench]}" 2>/dev/null; done ;;
@@ -257,7 +258,12 @@ while :; do
     done
     for bench in "${!gym_running[@]}"; do
         pid=${gym_running[$bench]}
-        kill -0 "$pid" 2>/dev/null && continue
+        if kill -0 "$pid" 2>/dev/null; then
+            # A driver stopped (cancelled) that outlives its TERM by 15 s is killed, as
+            # gym_stop_steps does: the queue waits for its end.
+            [ -z "${gym_stopped[$bench]:-}" ] || [ $((SECONDS - gym_stopped[$bench])) -le 15 ] || gym_stop_driver "$pid" KILL
+            continue
+        fi
         wait "$pid"
         rc=$?
         unset 'gym_running[$bench]' 'gym_watched[$bench]'
