@@ -98,6 +98,60 @@ def test_ten_checkpoints_in_two_warm_lanes_each_answered_by_its_own_weights(clus
     _next_weights_loaded_while_the_last_driver_wound_down(records)
 
 
+def test_a_run_cancelled_before_its_turn_is_skipped_and_its_weights_never_loaded(cluster_run, tmp_path) -> None:
+    """A 3-checkpoint lane, the middle run cancelled as the lane starts: the lane goes on, never
+    loads that checkpoint, and the first and last runs succeed."""
+    models = [checkpoint(tmp_path / "ckpt", step, step / 1000) for step in (100, 200, 300)]
+    sweep = submit_sweep(
+        cluster_run, lane_config(cluster_run, max_concurrent=1), "services.policy.model=" + ",".join(models)
+    )
+    first, middle, last = sweep["records"]
+    assert len({b["job_id"] for r in sweep["records"] for b in r["benchmarks"]}) == 1  # one lane
+    proc = cluster_run.cli("cancel", middle["gym_job_id"])
+    assert proc.returncode == 0, proc.stderr
+    assert "skips it and goes on for the others" in proc.stdout, proc.stdout
+    jobs = wait_final(cluster_run, sweep["sweep_id"], 3)
+    assert jobs[middle["gym_job_id"]]["state"] == "cancelled", jobs
+    assert jobs[middle["gym_job_id"]]["detail"] == "cancelled by the user (gym eval cancel)"
+    for record in (first, last):
+        assert jobs[record["gym_job_id"]]["state"] == "succeeded", jobs
+        [bench] = record["benchmarks"]
+        assert _provenance(bench["job_dir"])["weights"] == record["model"]
+    assert not list(Path(middle["benchmarks"][0]["job_dir"]).glob("standin/gym-run-*.json"))  # never driven
+    lane_dir = Path(first["benchmarks"][0]["job_dir"]).parent / contract.SHARED_DEPLOYMENT_DIR
+    [log] = list(Path(lane_dir, "standin").glob("requests-*.jsonl"))
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    reloaded = [
+        a["body"]["kwargs"]["weights_path"] for a in asked if a["path"] == "/collective_rpc" and not a["refused"]
+    ]
+    assert reloaded == [last["model"]], reloaded  # the middle checkpoint was never loaded
+    assert {a["weights"] for a in asked if a["path"] == "/v1/models"} == {first["model"], last["model"]}
+
+
+def test_a_run_cancelled_while_its_driver_runs_is_stopped_and_the_lane_goes_on(cluster_run, tmp_path) -> None:
+    """The lane's running run cancelled: its driver (an srun step) is stopped, the next run's
+    weights are loaded once it has ended, and that run succeeds."""
+    models = [checkpoint(tmp_path / "ckpt", step, 0.5) for step in (100, 200)]
+    config = lane_config(cluster_run, max_concurrent=1)
+    config["driver"]["benchmarks"]["math"]["run"].update(standin_rollouts=20, standin_wind_down_seconds=0)
+    sweep = submit_sweep(cluster_run, config, "services.policy.model=" + ",".join(models))
+    first, second = sweep["records"]
+    [bench] = first["benchmarks"]
+    deadline = time.monotonic() + 120
+    while not list(Path(bench["job_dir"]).glob("standin/gym-run-*.json")):
+        assert time.monotonic() < deadline, "the first run's driver never started"
+        time.sleep(0.5)
+    proc = cluster_run.cli("cancel", first["gym_job_id"])
+    assert proc.returncode == 0 and "skips it and goes on for the others" in proc.stdout, proc
+    jobs = wait_final(cluster_run, sweep["sweep_id"], 2)
+    assert (jobs[first["gym_job_id"]]["state"], jobs[second["gym_job_id"]]["state"]) == ("cancelled", "succeeded"), jobs
+    state = Path(bench["job_dir"], contract.state_dir(bench["job_id"]), contract.STATE_FILE).read_text()
+    assert "detail=cancelled while its driver ran" in state
+    rows = Path(bench["job_dir"], contract.ROLLOUTS_FILE)
+    assert len(rows.read_text().splitlines() if rows.exists() else []) < 20  # stopped before its end
+    assert _provenance(second["benchmarks"][0]["job_dir"])["weights"] == second["model"]
+
+
 def _provenance(job_dir: str) -> dict[str, str]:
     path = Path(job_dir, contract.PROVENANCE_FILE)
     return dict(line.split("=", 1) for line in path.read_text().splitlines()) if path.exists() else {}

@@ -289,6 +289,84 @@ def test_a_shared_deployments_service_death_fails_the_running_and_the_queued_ben
     assert "job finished with status 1: service policy died" in next(shared.glob("slurm-*.out")).read_text()
 
 
+def test_cancelling_some_benchmarks_of_a_shared_deployment_skips_them_and_the_others_succeed(tmp_path) -> None:
+    """gym eval cancel of a running benchmark and a queued one of a shared job: the job goes on, stops
+    the first's driver, never starts the second's, runs the third, and ends well."""
+    record = submit(
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "m", "port": 18243}},
+        benchmarks={"a": {"run": {"standin_rollouts": 300, "standin_rollout_seconds": 1}}, "b": {}, "c": {}},
+        job={"deployment": "shared"},
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    gym = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
+    [job_id] = {b["job_id"] for b in record["benchmarks"]}
+    a = Path(record["run_dir"], "a")
+    deadline = time.monotonic() + 60
+    while not list(a.glob("standin/gym-run-*.json")):  # a's driver runs, b and c wait their turn
+        assert time.monotonic() < deadline, "a's driver never started"
+        time.sleep(0.2)
+    proc = subprocess.run([*gym, "cancel", "--last", "a", "b"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"  cancelled {b} (shared job {job_id} skips it and goes on for the others)" for b in "ab"
+    ]
+    deadline = time.monotonic() + 60
+    while True:
+        status = json.loads(subprocess.run([*gym, "status", "--last", "--json"], capture_output=True, env=env).stdout)
+        states = {j["benchmark"]: (j["state"], j["detail"]) for j in status["jobs"]}
+        if all(state in ("succeeded", "failed", "cancelled") for state, _ in states.values()):
+            break
+        assert time.monotonic() < deadline, states
+        time.sleep(0.5)
+    by_user = ("cancelled", "cancelled by the user (gym eval cancel)")
+    assert states == {"a": by_user, "b": by_user, "c": ("succeeded", states["c"][1])}
+    assert not list(Path(record["run_dir"], "b").glob("standin/gym-run-*.json"))  # never started
+    [driver] = [json.loads(p.read_text()) for p in a.glob("standin/gym-run-*.json")]
+    with pytest.raises(ProcessLookupError):  # stopped, not left running
+        os.kill(driver["pid"], 0)
+    shared = Path(record["run_dir"], "shared-deployment")
+    deadline = time.monotonic() + 30
+    while "job finished with status" not in next(shared.glob("slurm-*.out")).read_text():
+        assert time.monotonic() < deadline, "the shared job did not finish"
+        time.sleep(0.2)
+    log = next(shared.glob("slurm-*.out")).read_text()
+    assert "stopping the driver of a: cancelled (gym eval cancel)" in log
+    assert "job finished with status 0: every benchmark finished but 2 cancelled (gym eval cancel)" in log, log
+    results = subprocess.run([*gym, "results", "--last"], capture_output=True, text=True, env=env)
+    rows = {line.split()[0]: line.split()[1] for line in results.stdout.splitlines()[3:6]}
+    assert rows == {"a": "cancelled", "b": "cancelled", "c": "succeeded"}, results.stdout
+    for name, phase in (("a", "cancelled while its driver ran"), ("b", "cancelled before its turn")):
+        assert f"detail={phase}" in Path(record["run_dir"], name, ".gym", job_id, "state").read_text()
+
+
+def test_a_cancelled_driver_that_ignores_its_term_is_killed_and_the_job_goes_on(tmp_path) -> None:
+    record = submit(
+        tmp_path,
+        {"policy": {"type": "vllm", "model": "m", "port": 18244}},
+        benchmarks={"a": {"run": {"standin_rollouts": 300, "standin_rollout_seconds": 1, "standin_ignore_term": True}}, "b": {}},
+        job={"deployment": "shared"},
+    )  # fmt: skip
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    gym = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
+    a, b = (job for job in record["benchmarks"])
+    deadline = time.monotonic() + 60
+    while not list(Path(a["job_dir"]).glob("standin/gym-run-*.json")):
+        assert time.monotonic() < deadline, "a's driver never started"
+        time.sleep(0.2)
+    time.sleep(0.5)  # its TERM handler set
+    proc = subprocess.run([*gym, "cancel", "--last", "a"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    cancelled = time.monotonic()
+    assert wait_state(b, timeout=60)["phase"] == "succeeded", job_log(b)
+    assert time.monotonic() - cancelled >= 14  # b waited for a's driver: TERM, then KILL 15 s later
+    state = Path(a["job_dir"], ".gym", a["job_id"], "state").read_text()
+    assert "phase=cancelled" in state and "detail=cancelled while its driver ran" in state
+    [driver] = [json.loads(p.read_text()) for p in Path(a["job_dir"]).glob("standin/gym-run-*.json")]
+    with pytest.raises(ProcessLookupError):
+        os.kill(driver["pid"], 0)
+
+
 def test_command_benchmarks_in_a_shared_local_deployment_report_their_own_exit(tmp_path) -> None:
     """A command runs instead of gym eval run: told its directory and the policy, its exit status is
     its benchmark's state; beside a failing command and a gym one, on one shared deployment."""

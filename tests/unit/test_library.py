@@ -373,13 +373,17 @@ def test_an_ended_job_of_a_chain_that_strict_scancel_reports_is_no_refusal(base,
     assert cluster.job(successor)["state"] == "CANCELLED"
 
 
-def test_cancel_of_one_benchmark_of_a_shared_deployment_is_refused(base, tmp_path, conn, cluster) -> None:
+def test_cancel_of_one_benchmark_of_a_shared_deployment_marks_it_for_the_job_to_skip(
+    base, tmp_path, conn, cluster
+) -> None:
     base["job"]["deployment"] = "shared"
     record = submitted(base, tmp_path, conn, "a", "b")
     assert {b.job_id for b in record.benchmarks} == {"100"}
     cluster.set_state("100", "RUNNING")
-    with pytest.raises(UserError, match="share one deployment"):
-        library.cancel([record], ["a"], connect=conn.connect)[0]
+    report = library.cancel([record], ["a"], connect=conn.connect)[0]
+    assert report.ok and report.job_left_running and not cluster.cancelled_ids()
+    assert (job_dir(record, "a") / contract.state_dir("100") / contract.CANCELLED_FILE).exists()
+    assert not (job_dir(record, "b") / contract.state_dir("100") / contract.CANCELLED_FILE).exists()
     assert library.cancel([record], connect=conn.connect)[0].ok and cluster.cancelled_ids() == ["100"]
 
 

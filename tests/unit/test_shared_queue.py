@@ -234,6 +234,135 @@ DEATHS = {
 }
 
 
+def cancelled(bench: str, when: str = "before its turn") -> tuple[str, ...]:
+    return ("phase", bench, "cancelled", f"cancelled {when}")
+
+
+ALL_DONE_BUT = ("finish", "0", "every benchmark finished but {} cancelled (gym eval cancel)")
+
+CANCELS = {
+    "a queued benchmark is dropped before its turn; the others run; the job succeeds": (
+        1,
+        {"a": 0, "b": 0, "c": 0},
+        [
+            ([], launch("a")),
+            ([("cancelled", "b")], [cancelled("b")]),
+            ([("ended", "a", "0")], [ok("a"), *launch("c")]),
+            ([("ended", "c", "0")], [ok("c"), (ALL_DONE_BUT[0], "0", ALL_DONE_BUT[2].format(1))]),
+        ],
+    ),
+    "a running driver is stopped and ends cancelled, not failed; its place goes to the next": (
+        1,
+        {"a": 0, "b": 0},
+        [
+            ([], launch("a")),
+            ([("cancelled", "a")], [("stop", "a")]),
+            ([("cancelled", "a")], []),  # told again: stopped once
+            ([("ended", "a", "143")], [cancelled("a", "while its driver ran"), *launch("b")]),
+            ([("ended", "b", "0")], [ok("b"), (ALL_DONE_BUT[0], "0", ALL_DONE_BUT[2].format(1))]),
+        ],
+    ),
+    "a stopped driver that had finished anyway succeeded": (
+        1,
+        {"a": 0},
+        [
+            ([], launch("a")),
+            ([("cancelled", "a")], [("stop", "a")]),
+            ([("ended", "a", "0")], [ok("a"), ALL_DONE]),
+        ],
+    ),
+    "cancelled after it ended, or never known: nothing to do": (
+        1,
+        {"a": 0, "b": 0},
+        [
+            ([], launch("a")),
+            ([("ended", "a", "0")], [ok("a"), *launch("b")]),
+            ([("cancelled", "a"), ("cancelled", "zz")], []),
+        ],
+    ),
+    "every benchmark cancelled: the job ends, and succeeds": (
+        2,
+        {"a": 0, "b": 0, "c": 0},
+        [
+            (
+                [("cancelled", "a"), ("cancelled", "b"), ("cancelled", "c")],
+                [cancelled(b) for b in "abc"] + [(ALL_DONE_BUT[0], "0", ALL_DONE_BUT[2].format(3))],
+            ),
+        ],
+    ),
+    "a failure beside a cancel: the job fails for the failure alone": (
+        2,
+        {"a": 0, "b": 0},
+        [
+            ([], launch("a") + launch("b")),
+            ([("cancelled", "b"), ("ended", "a", "3")], [("stop", "b"), *failed("a", 3)]),
+            (
+                [("ended", "b", "143")],
+                [cancelled("b", "while its driver ran"), ("finish", "1", "1 benchmark(s) failed", "driver-failed")],
+            ),
+        ],
+    ),
+    "a service dies while a stopped driver winds down: it still ends cancelled": (
+        2,
+        {"a": 0, "b": 0},
+        [
+            ([], launch("a") + launch("b")),
+            ([("cancelled", "a")], [("stop", "a")]),
+            (
+                [("died", "policy")],
+                [
+                    ("kill-drivers",),
+                    cancelled("a", "while its driver ran"),
+                    ("phase", "b", "failed", "service policy died while the driver ran"),
+                    ("wait",),
+                    ("finish", "1", "service policy died", "service-died"),
+                ],
+            ),
+        ],
+    ),
+}
+
+LANE_CANCELS = {
+    "a warm lane's middle run cancelled before its turn: its weights are never loaded": (
+        1,
+        {"a": 0, "b": 1, "c": 2},
+        [
+            ([("cancelled", "b")], [cancelled("b"), *launch("a"), ("ask-answered", "a")]),
+            ([("ended", "a", "0")], [ok("a"), ("reload", "2", "c")]),
+            ([("reloaded", "2", "0", "")], launch("c")),
+            ([("ended", "c", "0")], [ok("c"), (ALL_DONE_BUT[0], "0", ALL_DONE_BUT[2].format(1))]),
+        ],
+    ),
+    "one of a turn's two benchmarks cancelled: the turn is loaded for the other alone": (
+        1,
+        {"a": 0, "b": 1, "c": 1},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("cancelled", "b"), ("ended", "a", "0")], [cancelled("b"), ok("a"), ("reload", "1", "c")]),
+            ([("reloaded", "1", "0", "")], launch("c")),
+        ],
+    ),
+    "the running turn cancelled: its driver stopped, the next turn loaded once it has ended": (
+        1,
+        {"a": 0, "b": 1},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("cancelled", "a")], [("stop", "a"), ("ask-answered", "a")]),
+            ([("ended", "a", "143")], [cancelled("a", "while its driver ran"), ("reload", "1", "b")]),
+        ],
+    ),
+    "the last turn cancelled while the one before runs: the lane ends without loading it": (
+        1,
+        {"a": 0, "b": 1},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("cancelled", "b")], [cancelled("b")]),
+            ([("ended", "a", "0")], [ok("a"), (ALL_DONE_BUT[0], "0", ALL_DONE_BUT[2].format(1))]),
+        ],
+    ),
+}
+
+
 def play(at_once: int, turns: dict[str, int], calls: list) -> None:
     queue, actions = start(at_once, turns)
     assert actions == [("phase", b, "queued", QUEUED) for b in turns]
@@ -257,6 +386,16 @@ def test_a_service_death_fails_every_benchmark(case: str) -> None:
     play(*DEATHS[case])
 
 
+@pytest.mark.parametrize("case", list(CANCELS), ids=list(CANCELS))
+def test_a_cancelled_benchmark_is_skipped_and_counts_neither_way(case: str) -> None:
+    play(*CANCELS[case])
+
+
+@pytest.mark.parametrize("case", list(LANE_CANCELS), ids=list(LANE_CANCELS))
+def test_a_warm_lane_skips_a_cancelled_run_without_loading_it(case: str) -> None:
+    play(*LANE_CANCELS[case])
+
+
 def test_a_refused_reload_keeps_the_loaded_turn_and_counts_its_failures() -> None:
     queue, _ = start(1, {"a": 0, "b": 1, "c": 2})
     queue, _ = decide(queue, [])
@@ -269,6 +408,7 @@ EVENT_WORDS = [
     (["ended", "-x", "0", "answered", "y"], [("ended", "-x", "0"), ("answered", "y")]),
     (["died", "ended"], [("died", "ended")]),  # a service may be named like an event
     (["reloaded", "1", "3", "/why"], [("reloaded", "1", "3", "/why")]),
+    (["cancelled", "-x", "ended", "a", "1"], [("cancelled", "-x"), ("ended", "a", "1")]),
     ([], []),
 ]
 
@@ -278,7 +418,7 @@ def test_events_are_read_by_their_fixed_number_of_words(words, events) -> None:
     assert [tuple(str(w) for w in e) for e in parse_events(words)] == events
 
 
-@pytest.mark.parametrize("words", [["ended", "a"], ["exploded", "a"], ["answered"]])
+@pytest.mark.parametrize("words", [["ended", "a"], ["exploded", "a"], ["answered"], ["cancelled"]])
 def test_words_that_are_no_event_are_refused(words) -> None:
     with pytest.raises(ValueError):
         parse_events(words)

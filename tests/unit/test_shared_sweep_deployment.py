@@ -103,15 +103,67 @@ def test_status_of_a_guest_reads_its_own_benchmarks_written_by_the_host_s_job(co
     assert [j.job_id for j in guest_status.jobs] == [shared_id, shared_id]
 
 
-def test_cancelling_one_run_of_a_shared_deployment_is_refused_and_the_sweep_whole_is_not(
-    config_file, conn, cluster
-) -> None:
+def marker(record, job_id: str) -> list[bool]:
+    return [
+        (Path(b.job_dir) / contract.state_dir(job_id) / contract.CANCELLED_FILE).exists() for b in record.benchmarks
+    ]
+
+
+def test_cancelling_one_run_of_a_shared_deployment_marks_it_for_the_job_to_skip(config_file, conn, cluster) -> None:
     submission = library.submit(prepared(config_file, TEMPERATURES), connect=conn.connect)
-    with pytest.raises(UserError, match="shares one deployment .* cancel them together"):
-        library.cancel(submission.records[1:2], connect=conn.connect)
-    assert not cluster.calls("scancel")
+    host, guest, last = submission.records
+    [shared_id] = {b.job_id for b in host.benchmarks}
+    cluster.set_state(shared_id, "RUNNING")
+    [report] = library.cancel([guest], connect=conn.connect)
+    assert report.ok and report.job_left_running and [j.benchmark for j in report.cancelled] == ["math", "code"]
+    assert not cluster.calls("scancel")  # the job goes on for the host and the last run
+    assert (
+        marker(guest, shared_id) == [True, True] and marker(host, shared_id) == marker(last, shared_id) == [False] * 2
+    )
+    # The job drops them (shared_queue.py), as it writes: the run reads cancelled by the user, the others run on.
+    for record, phase in ((host, "running"), (guest, "cancelled"), (last, "queued")):
+        for bench in record.benchmarks:
+            state = Path(bench.job_dir) / contract.state_dir(shared_id)
+            state.mkdir(parents=True, exist_ok=True)
+            detail = "cancelled before its turn" if phase == "cancelled" else "waiting for its turn"
+            (state / contract.STATE_FILE).write_text(f"phase={phase}\ndetail={detail}\nattempt=0\n")
+    statuses = library.status(submission.records, connect=conn.connect)
+    assert [[(j.state, j.detail) for j in s.jobs][0] for s in statuses] == [
+        ("running", "driver running, 0 rollout(s) written"),
+        ("cancelled", "cancelled by the user (gym eval cancel)"),
+        ("queued", "waiting for its turn"),
+    ]
+    [again] = library.cancel([guest], connect=conn.connect)
+    assert [j.state for j in again.already_ended] == ["cancelled", "cancelled"] and not again.cancelled
+
+
+def test_cancelling_the_host_run_alone_leaves_its_job_to_the_others(config_file, conn, cluster) -> None:
+    submission = library.submit(prepared(config_file, TEMPERATURES), connect=conn.connect)
+    host, guest, _ = submission.records
+    [shared_id] = {b.job_id for b in host.benchmarks}
+    [report] = library.cancel([host], connect=conn.connect)
+    assert report.job_left_running and not cluster.calls("scancel")
+    assert marker(host, shared_id) == [True, True] and marker(guest, shared_id) == [False, False]
+
+
+def test_one_benchmark_of_every_run_is_marked_and_every_run_whole_cancels_the_job(config_file, conn, cluster) -> None:
+    submission = library.submit(prepared(config_file, TEMPERATURES), connect=conn.connect)
+    [shared_id] = {b.job_id for b in submission.records[0].benchmarks}
+    reports = library.cancel(submission.records, ["math"], connect=conn.connect)
+    assert all(r.job_left_running for r in reports) and not cluster.calls("scancel")
+    assert all(marker(record, shared_id) == [True, False] for record in submission.records)
     reports = library.cancel(submission.records, connect=conn.connect)
-    assert all(report.ok for report in reports)
+    assert all(report.ok and not report.job_left_running for report in reports)
+    assert len(cluster.calls("scancel")) == 1 and cluster.cancelled_ids() == [shared_id]
+
+
+def test_a_shared_job_of_an_older_version_is_cancelled_whole_or_not_at_all(config_file, conn, cluster) -> None:
+    submission = library.submit(prepared(config_file, TEMPERATURES), connect=conn.connect)
+    older = [record.model_copy(update={"deployment_skips_cancelled": False}) for record in submission.records]
+    with pytest.raises(UserError, match="cannot skip some of them; cancel them together, whole: gym eval cancel"):
+        library.cancel(older[1:2], connect=conn.connect)
+    assert not cluster.calls("scancel") and marker(older[1], older[0].benchmarks[0].job_id or "") == [False, False]
+    assert all(report.ok for report in library.cancel(older, connect=conn.connect))
     assert len(cluster.calls("scancel")) == 1
 
 

@@ -95,18 +95,15 @@ def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: boo
 # -- cancel ----------------------------------------------------------------------------------------
 
 
-def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob]) -> str:
-    shared = {b.job_id for b in record.units}
-    if len(shared) == 1 and len(record.units) > 1 and len(jobs) < len(record.units):
-        raise UserError(
-            f"the benchmarks of run {record.gym_job_id} share one deployment (one job); cancel them together "
-            f"with gym eval cancel {record.gym_job_id}"
-        )
+def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob], keep_job: bool = False) -> str:
+    """Cancels ``jobs``; with ``keep_job`` (a shared job that serves other benchmarks too) only
+    marks them cancelled, for that job to skip."""
     backend = backend_named(record.executor)
     return render_template(
         "cancel.sh.j2",
         **backend_context(backend),
         chain_marked=backend.cancel_marks_chain,
+        keep_job=keep_job,
         jobs=[_cancelled_job(job) for job in jobs],
     )
 

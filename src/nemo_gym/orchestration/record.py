@@ -140,6 +140,9 @@ class SubmissionRecord(BaseModel):
     # other runs it runs too. None and empty for a deployment per benchmark (and older records).
     deployment_host: str | None = None
     deployment_shared_with: list[str] = []
+    # Whether that shared job skips a benchmark whose cancel marker appears (from this version on),
+    # so that some of the runs it serves can be cancelled alone; an older one's is cancelled whole.
+    deployment_skips_cancelled: bool = False
 
     @property
     def shared_deployment_dir(self) -> str:

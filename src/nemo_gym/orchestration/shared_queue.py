@@ -8,6 +8,11 @@ server anything (every one still running has written all its rows: ``weights.py 
 before turn T's first driver starts. A plain shared deployment is a lane of one turn, 0, loaded
 from the start.
 
+``gym eval cancel`` of some of the runs (or benchmarks) the job serves leaves the job running and
+writes each one's cancel marker, which the script reports (``cancelled``): a benchmark still
+waiting is dropped, a running one's driver is stopped, and a turn left with no benchmark is never
+loaded. A cancelled benchmark is neither a failure nor a success of the job.
+
 ``decide`` is the whole of it: the queue's state and what happened since the last call in, the
 new state and what the job script does next out. The script (bash) only acts: it launches a
 driver, writes a benchmark's phase, asks ``weights.py``, reaps drivers, watches the services; and
@@ -18,7 +23,7 @@ Command line (a fixed number of words per event, so a benchmark named ``-x`` is 
 
     shared_queue.py STATE start AT_ONCE [BENCHMARK TURN]...
     shared_queue.py STATE step [ended BENCHMARK RC | answered BENCHMARK | died SERVICE
-                                | reloaded TURN RC WHY_FILE]...
+                                | reloaded TURN RC WHY_FILE | cancelled BENCHMARK]...
 
 Its answer is one action a line, its words separated by tabs (``Do``). The answer to ``reload`` is
 the next call's ``reloaded`` event, before any other.
@@ -50,6 +55,7 @@ class Do(c.Word):
     ASK_ANSWERED = "ask-answered"  # BENCHMARK...: each tick, whether they wrote every row (weights.py)
     RELOAD = "reload"  # TURN BENCHMARK...: load the turn's weights (weights.py), its benchmarks' provenance
     LOG = "log"  # LINE: into the job's log
+    STOP = "stop"  # BENCHMARK: TERM its driver (cancelled while it ran)
     KILL_DRIVERS = "kill-drivers"  # TERM every driver still running
     WAIT = "wait"  # for every child
     FINISH = "finish"  # RC DETAIL [CAUSE]: end the job
@@ -62,9 +68,10 @@ class Happened(c.Word):
     ANSWERED = "answered"  # BENCHMARK: it has written every row it expects
     RELOADED = "reloaded"  # TURN RC WHY: weights.py's exit status (contract.Reload) and its last line
     DIED = "died"  # SERVICE: a service of the deployment died
+    CANCELLED = "cancelled"  # BENCHMARK: its cancel marker appeared (gym eval cancel of its run)
 
 
-ARITY = {Happened.ENDED: 2, Happened.ANSWERED: 1, Happened.RELOADED: 3, Happened.DIED: 1}
+ARITY = {Happened.ENDED: 2, Happened.ANSWERED: 1, Happened.RELOADED: 3, Happened.DIED: 1, Happened.CANCELLED: 1}
 if TYPE_CHECKING:  # annotations only: the node's python3 may be 3.8
     Event = tuple[str, ...]  # (Happened, its words): RELOADED's last is the reason itself, not the file
     Action = tuple[str, ...]  # (Do, its words)
@@ -83,6 +90,9 @@ class Queue:
     answered: list[str] = field(default_factory=list)
     loaded: int = 0
     failed: int = 0  # benchmarks failed so far
+    # Running drivers told to stop (their run was cancelled): they end cancelled, not failed.
+    stopping: list[str] = field(default_factory=list)
+    cancelled: int = 0  # benchmarks cancelled so far (by gym eval cancel)
     broken: str = ""  # why the lane's server serves no more turns (its weights are unknown)
 
 
@@ -114,15 +124,35 @@ def _apply(queue: Queue, event: Event, actions: list[Action]) -> Queue:
         return replace(queue, answered=queue.answered + done)
     if kind == Happened.RELOADED:
         return _reloaded(queue, int(event[1]), int(event[2]), event[3], actions)
+    if kind == Happened.CANCELLED:
+        return _cancelled(queue, event[1], actions)
     raise ValueError(f"no such event: {kind}")
+
+
+def _cancelled(queue: Queue, bench: str, actions: list[Action]) -> Queue:
+    """Its run was cancelled: dropped if it waits (a turn left empty is never loaded), its driver
+    stopped if it runs (it still counts as running until it ends: it may still ask the server).
+    Told again, or once it ended, nothing more."""
+    if bench in queue.waiting:
+        actions.append((Do.PHASE, bench, c.Phase.CANCELLED, "cancelled before its turn"))
+        return replace(queue, waiting=[b for b in queue.waiting if b != bench], cancelled=queue.cancelled + 1)
+    if bench in queue.running and bench not in queue.stopping:
+        actions.append((Do.STOP, bench))
+        return replace(queue, stopping=queue.stopping + [bench])
+    return queue
 
 
 def _driver_ended(queue: Queue, bench: str, rc: int, actions: list[Action]) -> Queue:
     running = [b for b in queue.running if b != bench]
     answered = [b for b in queue.answered if b != bench]
     if rc == 0:
+        # Finished before the stop reached it: its results are whole.
         actions.append((Do.PHASE, bench, c.Phase.SUCCEEDED, "driver finished"))
-        return replace(queue, running=running, answered=answered)
+        return replace(queue, running=running, answered=answered, stopping=[b for b in queue.stopping if b != bench])
+    if bench in queue.stopping:
+        actions.append((Do.PHASE, bench, c.Phase.CANCELLED, "cancelled while its driver ran"))
+        stopping = [b for b in queue.stopping if b != bench]
+        return replace(queue, running=running, answered=answered, stopping=stopping, cancelled=queue.cancelled + 1)
     actions.append((Do.PHASE, bench, c.Phase.FAILED, f"driver failed with exit status {rc}"))
     actions.append((Do.LOG, f"ERROR: the driver of {bench} failed with exit status {rc}"))
     return replace(queue, running=running, answered=answered, failed=queue.failed + 1)
@@ -147,7 +177,11 @@ def _reloaded(queue: Queue, turn: int, rc: int, why: str, actions: list[Action])
 def _service_died(queue: Queue, service: str) -> list[Action]:
     """Every driver stopped and every benchmark failed: the services they share are gone."""
     actions: list[Action] = [(Do.KILL_DRIVERS,)]
-    actions += [(Do.PHASE, b, c.Phase.FAILED, f"service {service} died while the driver ran") for b in queue.running]
+    for bench in queue.running:
+        if bench in queue.stopping:
+            actions.append((Do.PHASE, bench, c.Phase.CANCELLED, "cancelled while its driver ran"))
+        else:
+            actions.append((Do.PHASE, bench, c.Phase.FAILED, f"service {service} died while the driver ran"))
     actions += [(Do.PHASE, b, c.Phase.FAILED, f"service {service} died before its turn") for b in queue.waiting]
     return actions + [(Do.WAIT,), (Do.FINISH, "1", f"service {service} died", c.Cause.SERVICE_DIED)]
 
@@ -161,8 +195,9 @@ def _next(queue: Queue) -> tuple[Queue, list[Action]]:
         if queue.turn_of[bench] != queue.loaded:
             if len(queue.running) > len(queue.answered):
                 break
+            # The turn's benchmarks still to run (a cancelled one is no longer waiting).
             turn = queue.turn_of[bench]
-            return queue, actions + [(Do.RELOAD, str(turn), *(b for b in queue.turn_of if queue.turn_of[b] == turn))]
+            return queue, actions + [(Do.RELOAD, str(turn), *(b for b in queue.waiting if queue.turn_of[b] == turn))]
         actions += [(Do.PHASE, bench, c.Phase.RUNNING, "driver"), (Do.LAUNCH, bench)]
         queue = replace(queue, waiting=queue.waiting[1:], running=queue.running + [bench])
     unanswered = [b for b in queue.running if b not in queue.answered]
@@ -179,6 +214,9 @@ def _finish(queue: Queue) -> Action:
         return (Do.FINISH, "1", detail, c.Cause.WEIGHTS_FAILED)
     if queue.failed:
         return (Do.FINISH, "1", f"{queue.failed} benchmark(s) failed", c.Cause.DRIVER_FAILED)
+    if queue.cancelled:
+        # Cancelled by the user: neither failed nor run; the rest finished, so the job did.
+        return (Do.FINISH, "0", f"every benchmark finished but {queue.cancelled} cancelled (gym eval cancel)")
     return (Do.FINISH, "0", "every benchmark finished")
 
 

@@ -125,6 +125,9 @@ def recorded_outcome(probe: JobProbe) -> JobState | None:
             # Its own record says a cancel ended it (while the scheduler may still call it COMPLETING):
             # cancelled, never failed, and the user's if a cancel marker says so.
             return CANCELLED_BY_USER if probe.cancelled_by_user else JobState(Status.CANCELLED, probe.detail)
+        if probe.phase == Phase.CANCELLED and probe.cancelled_by_user:
+            # A shared job skipped it, cancelled alone (gym eval cancel of its run), and goes on.
+            return CANCELLED_BY_USER
         return JobState(Status.of(probe.phase), probe.detail)
     return None
 

@@ -32,6 +32,12 @@ def run_cancel(args: argparse.Namespace) -> int:
             echo(f"  {where}{job.benchmark}: {cancel_command(record)} {job.job_id} failed", err=True)
         for job in report.cancelled:
             jobs = " -> ".join(job.chain) or job.job_id
+            if report.job_left_running:
+                # A shared job that serves other runs: it goes on, without this one.
+                echo(
+                    f"  {where}cancelled {job.benchmark} (shared job {job.job_id} skips it and goes on for the others)"
+                )
+                continue
             echo(f"  {where}cancelled {job.benchmark} " + (f"(job {jobs})" if jobs else "(before its lane queued it)"))
         ok = ok and report.ok
     return 0 if ok else 1

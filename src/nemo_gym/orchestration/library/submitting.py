@@ -412,6 +412,7 @@ def _record(
         carried_from=carried or {},
         deployment_host=plan.host[0] if plan.host is not None else plan.run_id if plan.shared is not None else None,
         deployment_shared_with=shared_with or [],
+        deployment_skips_cancelled=plan.shared is not None or plan.host is not None,
         executor_metadata={"submission": "interrupted"} if interrupted else {},
         sweep_id=plan.sweep_id,
         sweep_values=dict(values),

@@ -168,6 +168,27 @@ gym_bench_phase() {
     local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
     mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
 }
+# gym eval cancel of some of the runs this job serves writes their benchmarks' cancel markers and
+# leaves the job running: each one seen is told to shared_queue.py once (its drivers still to end).
+gym_look_for_cancels() {
+    local bench
+    for bench in "${!gym_watched[@]}"; do
+        [ -e "${GYM_BENCH_DIR[$bench]}/.gym/$GYM_JOB_ID/cancelled" ] || continue
+        gym_events+=(cancelled "$bench")
+        unset 'gym_watched[$bench]'
+    done
+}
+# Stops one driver ($1: its launching shell's pid; $2: the signal, TERM unless given): started
+# from a function, it runs one level down (in a process group of its own under the local backend).
+# Its launching shell is left to exit with it, so that its end is the driver's own (in a warm lane
+# the next weights wait for it).
+gym_stop_driver() {
+    local child children signal=${2:-TERM}
+    children=$(pgrep -P "$1" 2>/dev/null)
+    for child in ${children:-$1}; do
+        kill "-$signal" -- "-$child" 2>/dev/null || kill "-$signal" "$child" 2>/dev/null
+    done
+}
 # One action of shared_queue.py's answer: its verb, then its words.
 gym_act() {
     local bench
@@ -180,6 +201,11 @@ gym_act() {
             gym_event "driver-start $2"
             ;;
         log) gym_log "$2" ;;
+        stop)
+            gym_log "stopping the driver of $2: cancelled (gym eval cancel)"
+            gym_stopped[$2]=$SECONDS
+            gym_stop_driver "${gym_running[$2]}"
+            ;;
         kill-drivers) for bench in "${!gym_running[@]}"; do kill -TERM "${gym_running[$bench]}" 2>/dev/null; done ;;
         wait) wait ;;
         finish) gym_finish "$2" "$3" "${4:-}" ;;
@@ -205,35 +231,50 @@ gym_decide() {
         gym_told=()
     done
 }
-declare -A gym_running=()
+declare -A gym_running=() gym_stopped=() gym_watched=()
 gym_asking=()
 gym_told=()
 gym_events=()
-for gym_dir in "${GYM_BENCH_DIR[@]}"; do
+for gym_bench in "${!GYM_BENCH_DIR[@]}"; do
+    gym_dir=${GYM_BENCH_DIR[$gym_bench]}
     # Its directories, and where its driver's step records its exit (as the job's own state has).
     mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
+    gym_watched[$gym_bench]=1
 done
 gym_decide start 1 a 0 b 0
 gym_phase running "benchmarks"
-gym_decide step
-# Each tick: whether a service died, which drivers ended; told
-# to shared_queue.py when anything happened. It ends the job (its last answer) once none is left.
+# A run cancelled before the job started is never launched.
+gym_look_for_cancels
+gym_decide step ${gym_events[@]+"${gym_events[@]}"}
+gym_events=()
+# Each tick: which benchmarks were cancelled, whether a service died, which
+# drivers ended; told to shared_queue.py when anything happened. It ends the job (its last answer)
+# once none is left.
 while :; do
+    gym_look_for_cancels
     for service in "${!GYM_SERVICE_STEPS[@]}"; do
         # Every driver fails with it, running or not: the job ends with this answer.
         gym_check_alive "$service" || gym_decide step died "$service"
     done
     for bench in "${!gym_running[@]}"; do
         pid=${gym_running[$bench]}
-        kill -0 "$pid" 2>/dev/null && continue
+        if kill -0 "$pid" 2>/dev/null; then
+            # A driver stopped (cancelled) that outlives its TERM by 15 s is killed, as
+            # gym_stop_steps does: the queue waits for its end.
+            [ -z "${gym_stopped[$bench]:-}" ] || [ $((SECONDS - gym_stopped[$bench])) -le 15 ] || gym_stop_driver "$pid" KILL
+            continue
+        fi
         wait "$pid"
         rc=$?
-        unset 'gym_running[$bench]'
+        unset 'gym_running[$bench]' 'gym_watched[$bench]'
         gym_event "driver-end $bench $rc"
         # Its results leave the cluster before its state says it ended.
         case "$bench" in
             a | b)
-                gym_export "$([ "$rc" -eq 0 ] && echo succeeded || echo failed)" "${GYM_BENCH_DIR[$bench]}"
+                gym_export_state=failed
+                [ -z "${gym_stopped[$bench]:-}" ] || gym_export_state=cancelled
+                [ "$rc" -ne 0 ] || gym_export_state=succeeded
+                gym_export "$gym_export_state" "${GYM_BENCH_DIR[$bench]}"
                 ;;
         esac
         gym_events+=(ended "$bench" "$rc")

@@ -168,6 +168,27 @@ gym_bench_phase() {
     local dir=${GYM_BENCH_DIR[$1]}/.gym/$GYM_JOB_ID
     mkdir -p "$dir" && gym_write_state "$dir" "$2" "$3"
 }
+# gym eval cancel of some of the runs this job serves writes their benchmarks' cancel markers and
+# leaves the job running: each one seen is told to shared_queue.py once (its drivers still to end).
+gym_look_for_cancels() {
+    local bench
+    for bench in "${!gym_watched[@]}"; do
+        [ -e "${GYM_BENCH_DIR[$bench]}/.gym/$GYM_JOB_ID/cancelled" ] || continue
+        gym_events+=(cancelled "$bench")
+        unset 'gym_watched[$bench]'
+    done
+}
+# Stops one driver ($1: its launching shell's pid; $2: the signal, TERM unless given): started
+# from a function, it runs one level down (in a process group of its own under the local backend).
+# Its launching shell is left to exit with it, so that its end is the driver's own (in a warm lane
+# the next weights wait for it).
+gym_stop_driver() {
+    local child children signal=${2:-TERM}
+    children=$(pgrep -P "$1" 2>/dev/null)
+    for child in ${children:-$1}; do
+        kill "-$signal" -- "-$child" 2>/dev/null || kill "-$signal" "$child" 2>/dev/null
+    done
+}
 # A warm lane: each run's benchmarks are answered by its own checkpoint's weights, reloaded in
 # place. weights.py checks and records each switch (VERB TURN BENCHMARK...: those benchmarks'
 # provenance); its exit status goes back to shared_queue.py.
@@ -205,6 +226,11 @@ gym_act() {
             gym_told+=(reloaded "$2" "$?" "$(gym_state_dir)/weights-why")
             ;;
         log) gym_log "$2" ;;
+        stop)
+            gym_log "stopping the driver of $2: cancelled (gym eval cancel)"
+            gym_stopped[$2]=$SECONDS
+            gym_stop_driver "${gym_running[$2]}"
+            ;;
         kill-drivers) for bench in "${!gym_running[@]}"; do kill -TERM "${gym_running[$bench]}" 2>/dev/null; done ;;
         wait) wait ;;
         finish) gym_finish "$2" "$3" "${4:-}" ;;
@@ -230,21 +256,28 @@ gym_decide() {
         gym_told=()
     done
 }
-declare -A gym_running=()
+declare -A gym_running=() gym_stopped=() gym_watched=()
 gym_asking=()
 gym_told=()
 gym_events=()
-for gym_dir in "${GYM_BENCH_DIR[@]}"; do
+for gym_bench in "${!GYM_BENCH_DIR[@]}"; do
+    gym_dir=${GYM_BENCH_DIR[$gym_bench]}
     # Its directories, and where its driver's step records its exit (as the job's own state has).
     mkdir -p "$gym_dir/logs" "$gym_dir/artifacts" "$gym_dir/.gym/$GYM_JOB_ID/exit"
+    gym_watched[$gym_bench]=1
 done
 gym_decide start 1 a 0 b 0
 gym_weights started 0 a b || gym_log "WARNING: the starting weights could not be recorded"
 gym_phase running "benchmarks"
-gym_decide step
-# Each tick: whether the drivers asked about have answered, whether a service died, which drivers ended; told
-# to shared_queue.py when anything happened. It ends the job (its last answer) once none is left.
+# A run cancelled before the job started is never launched.
+gym_look_for_cancels
+gym_decide step ${gym_events[@]+"${gym_events[@]}"}
+gym_events=()
+# Each tick: which benchmarks were cancelled, whether the drivers asked about have answered, whether a service died, which
+# drivers ended; told to shared_queue.py when anything happened. It ends the job (its last answer)
+# once none is left.
 while :; do
+    gym_look_for_cancels
     if [ ${#gym_asking[@]} -gt 0 ] && gym_answered "${gym_asking[@]}"; then
         for bench in "${gym_asking[@]}"; do gym_events+=(answered "$bench"); done
     fi
@@ -254,10 +287,15 @@ while :; do
     done
     for bench in "${!gym_running[@]}"; do
         pid=${gym_running[$bench]}
-        kill -0 "$pid" 2>/dev/null && continue
+        if kill -0 "$pid" 2>/dev/null; then
+            # A driver stopped (cancelled) that outlives its TERM by 15 s is killed, as
+            # gym_stop_steps does: the queue waits for its end.
+            [ -z "${gym_stopped[$bench]:-}" ] || [ $((SECONDS - gym_stopped[$bench])) -le 15 ] || gym_stop_driver "$pid" KILL
+            continue
+        fi
         wait "$pid"
         rc=$?
-        unset 'gym_running[$bench]'
+        unset 'gym_running[$bench]' 'gym_watched[$bench]'
         gym_event "driver-end $bench $rc"
         gym_events+=(ended "$bench" "$rc")
     done
