@@ -207,3 +207,15 @@ def reachable_server(mlflow_server, slurm):
     forwarder = Forwarder(int(mlflow_server.url.rsplit(":", 1)[1]), host=host)
     yield forwarder
     forwarder.stop()
+
+
+def left_in_squeue(ids: set[str], within_seconds: float = 60) -> set[str]:
+    """Which of ``ids`` squeue still lists after at most ``within_seconds``: scancel only asks, and a
+    cancelled job stays "completing" while its TERM handler stops its steps and frees its ports."""
+    deadline = time.monotonic() + within_seconds
+    while True:
+        listed = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
+        left = ids & set(listed)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import left_in_squeue
 from test_resubmit import fails_once, resubmit
 from test_sweeps import checkpoints, submit_sweep, sweep_config, wait_until
 
@@ -83,8 +84,7 @@ def test_cancel_of_an_array_sweep_cancels_its_running_and_pending_tasks_and_leav
     assert f"  {first}: math: already succeeded, nothing to cancel" in proc.stdout.splitlines()
     jobs = wait_until(cluster_run, sweep_id, lambda jobs: all(s in ("succeeded", "cancelled") for _, _, s in jobs), 60)
     assert [s for _, b, s in jobs if b == "code"] == ["cancelled"] * 4
-    left = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
-    assert not set(left) & set(job_ids(sweep))
+    assert not left_in_squeue(set(job_ids(sweep)))
 
 
 def test_a_failed_task_is_resubmitted_alone_as_a_job_of_its_own_and_its_chain_follows_it(cluster_run, tmp_path) -> None:

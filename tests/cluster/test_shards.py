@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from conftest import standin_records
+from conftest import left_in_squeue, standin_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -84,17 +83,7 @@ def test_cancel_of_a_sharded_benchmark_cancels_every_shard(cluster_run) -> None:
     assert [shard["state"] for shard in job["shards"]] == ["cancelled"] * 3
     # scancel only asks: a shard may be "completing" a few seconds while its processes are killed.
     shards = {s["job_id"] for s in record["benchmarks"][0]["shards"]}
-    assert not shards_left_queued(shards, within_seconds=60)
-
-
-def shards_left_queued(shards: set[str], within_seconds: float) -> set[str]:
-    deadline = time.monotonic() + within_seconds
-    while True:
-        listed = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
-        left = shards & set(listed)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(1)
+    assert not left_in_squeue(shards, within_seconds=60)
 
 
 def test_a_shard_that_failed_is_resubmitted_alone_and_then_merges_them_all(cluster_run, tmp_path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from browser import LINE_BLUE, ink, open_report
-from conftest import ClusterRun
+from conftest import ClusterRun, left_in_squeue
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -155,8 +155,7 @@ def test_cancel_of_a_sweep_cancels_what_still_runs(cluster_run, tmp_path) -> Non
     assert sum(line.split(": ", 1)[1].startswith("cancelled code") for line in proc.stdout.splitlines()) == 3
     jobs = wait_until(cluster_run, sweep_id, lambda jobs: all(s in ("succeeded", "cancelled") for _, _, s in jobs), 60)
     assert [state for _, b, state in jobs if b == "code"] == ["cancelled"] * 3
-    left = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
-    assert not set(left) & set(cluster_run.job_ids)
+    assert not left_in_squeue(set(cluster_run.job_ids))
 
 
 def test_a_sweep_over_ssh_is_submitted_through_one_connection(cluster_run, tmp_path, ssh_env) -> None:
