@@ -79,10 +79,10 @@ def start_time(pid: int) -> str | None:
     """The process's start time (clock ticks since boot, ``/proc/<pid>/stat``), or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
+            line = fh.read()
     except (OSError, ValueError):
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()
+    fields = line[line.rfind(")") + 2 :].split()
     return fields[19] if len(fields) > 19 else None
 
 

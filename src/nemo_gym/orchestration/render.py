@@ -18,7 +18,7 @@ from nemo_gym.orchestration import contract, exporters, shipping
 from nemo_gym.orchestration.backends import Backend, backend_named
 from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, JobPlan, ResumePlan, RunPlan, VllmGatewayStep
 from nemo_gym.orchestration.plan.sharding import MERGE_START_TIMEOUT
-from nemo_gym.orchestration.ports import PORTS_FILE
+from nemo_gym.orchestration.ports import PORTS_FILE, VARIABLE_PREFIX
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shared_queue import Do, Happened
@@ -191,6 +191,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         missing_exit=EXIT_MISSING,
         ports_run=shipping.launch_words(Program.PORTS),
         ports_file=PORTS_FILE,
+        ports_prefix=VARIABLE_PREFIX,
     )
 
 

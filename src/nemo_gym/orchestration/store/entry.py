@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +128,7 @@ def entries_of(run: RunResults, labels: RunLabels | None = None) -> list[Entry]:
     step = labels.training_step if labels.training_step is not None else _step_of_model(model)
     attempts = {status.benchmark: 1 + status.resubmits for status in run.statuses}
     return [
-        replace(_entry(result, run, attempts.get(result.benchmark, 1), model, step), tags=labels.tags)
-        for result in run.benchmarks
+        _entry(result, run, attempts.get(result.benchmark, 1), model, step, labels.tags) for result in run.benchmarks
     ]
 
 
@@ -149,7 +148,9 @@ def storable(run: RunResults, labels: RunLabels | None = None) -> tuple[list[Ent
     return kept, refused
 
 
-def _entry(result: BenchmarkResult, run: RunResults, attempt: int, model: str | None, step: int | None) -> Entry:
+def _entry(
+    result: BenchmarkResult, run: RunResults, attempt: int, model: str | None, step: int | None, tags: tuple[str, ...]
+) -> Entry:
     record = run.record
     return Entry(
         run_id=record.gym_job_id,
@@ -174,6 +175,7 @@ def _entry(result: BenchmarkResult, run: RunResults, attempt: int, model: str | 
         inputs_digest=result.inputs_digest,
         results_fingerprint=result.results_fingerprint,
         task_scores=dict(result.task_means),
+        tags=tags,
     )
 
 

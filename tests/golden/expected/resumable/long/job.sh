@@ -151,10 +151,10 @@ if ! command -v python3 >/dev/null 2>&1; then
 elif ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports claim --state-dir "$(gym_state_dir)" --node "$(gym_this_node)" --job "$GYM_JOB_ID" --pid $$ policy=8000 gym_head_server=11000 2>"$(gym_state_dir)/ports-why"; then
     gym_finish 1 "no ports for its servers on node $(gym_this_node): $(tail -n 1 "$(gym_state_dir)/ports-why" | head -c 300 | tr -cd '[:print:]')" startup-failed
 fi
-set -a
-# shellcheck source=/dev/null
-source "$(gym_state_dir)/ports"
-set +a
+# Read as data, never run: a name of ours and a number, each line.
+while IFS='=' read -r gym_name gym_port; do
+    [[ $gym_name =~ ^GYM_PORT_[A-Z0-9_]+$ && $gym_port =~ ^[0-9]{1,5}$ ]] && export "$gym_name=$gym_port"
+done <"$(gym_state_dir)/ports"
 gym_log "ports on $(gym_this_node): policy=${GYM_PORT_POLICY} gym_head_server=${GYM_PORT_GYM_HEAD_SERVER}"
 
 # Where each model service answers, wherever it runs: for the driver, a command, the other services.
