@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from nemo_gym.orchestration import contract as c
 
 WHY_BYTES = 400  # of a failed reload's reason, as the state file and the status show it
+WHY_TAIL_BYTES = 65536  # how much of the end of weights.py's stderr is read for its last line
 _ONE_LINE = {ord(ch): " " for ch in "\t\n\r"}  # an action's word, kept to its field of a line
 
 
@@ -241,7 +242,8 @@ def reload_reason(path: str) -> str:
     long, without its program's name."""
     try:
         with open(path, "rb") as f:
-            lines = f.read().splitlines()
+            f.seek(max(0, os.fstat(f.fileno()).st_size - WHY_TAIL_BYTES))  # its end is all that is read
+            lines = f.read(WHY_TAIL_BYTES).splitlines()
     except OSError:
         return ""
     last = bytes(b for b in (lines[-1] if lines else b"")[:WHY_BYTES] if 32 <= b < 127).decode("ascii")
