@@ -62,7 +62,7 @@ def test_a_dry_run_after_earlier_runs_prints_an_estimate_based_on_them(config_fi
 def test_with_no_earlier_run_the_estimate_says_so(config_file, capsys) -> None:  # noqa: F811
     assert main(["eval", "submit", "-c", str(config_file), "--dry-run", MODEL, GPUS]) == 0
     err = capsys.readouterr().err
-    assert "estimate: math: no earlier run on 8 GPU(s) in the local index to estimate from" in err, err
+    assert "estimate: math, code: no earlier run on 8 GPU(s) in the local index to estimate from" in err, err
 
 
 def test_max_gpu_hours_below_the_estimate_refuses_in_one_line_naming_it(config_file, capsys) -> None:  # noqa: F811
@@ -131,3 +131,15 @@ def test_a_sharded_benchmark_is_estimated_as_one_on_its_shards_gpus(config_file)
 
     plan = prepared(config_file, MODEL, GPUS, "++driver.benchmarks.math.shards=3").runs[0].plan
     assert footprints(plan) == {"math": 24, "code": 8}
+
+
+def test_benchmarks_without_an_estimate_are_one_line_per_footprint_however_many() -> None:
+    from nemo_gym.orchestration.estimate import BenchmarkEstimate, RunEstimate, estimate_lines
+
+    unknown = tuple(BenchmarkEstimate(f"b{i}", 8, 0, None, None) for i in range(200))
+    known = (BenchmarkEstimate("math", 8, 3, 1.5, 600.0),)
+    lines = estimate_lines(RunEstimate(known + unknown), lambda s: f"{s:.0f}s")
+    assert lines == [
+        "math: ~1.50 GPU-hours, ~600s wall (median of 3 earlier runs on 8 GPUs)",
+        "b0, b1, b2 and 197 more: no earlier run on 8 GPU(s) in the local index to estimate from",
+    ]

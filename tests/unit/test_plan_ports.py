@@ -123,3 +123,14 @@ def test_the_dry_run_says_how_each_job_takes_its_nodes_and_why(capsys, write_con
     assert main(["eval", "submit", "-c", str(write_config(base)), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "[dry-run] answer-judge: nodes whole (auto): it needs 2 nodes, and multi-node jobs keep" in out
+
+
+def test_jobs_that_take_their_nodes_alike_are_said_once(capsys, write_config, base) -> None:
+    from nemo_gym.orchestration.cli.main import main
+
+    base["driver"]["policy_model"] = "policy"
+    base["driver"]["benchmarks"] = {f"b{i}": dict(base["driver"]["benchmarks"]["answer-judge"]) for i in range(5)}
+    assert main(["eval", "submit", "-c", str(write_config(base)), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    said = [line for line in out if line.startswith("[dry-run]") and ("nodes whole" in line or "nodes shared" in line)]
+    assert len(said) == 1 and said[0].startswith("[dry-run] b0, b1, b2 and 2 more: nodes "), said

@@ -76,3 +76,10 @@ def matplotlib(label: object) -> str:
 def echo(text: object, err: bool = False) -> None:
     """Print text made of labels read back, on the terminal's terms (``terminal_text``)."""
     print(terminal_text(text), file=sys.stderr if err else sys.stdout)
+
+
+def some_of(names: list[str], shown: int = 3) -> str:
+    """``a, b, c and 197 more``: a long list named in one line, so that a message said of many
+    things (200 benchmarks alike) is one line and not 200."""
+    head = ", ".join(names[:shown])
+    return f"{head} and {len(names) - shown} more" if len(names) > shown else head

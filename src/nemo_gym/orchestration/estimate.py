@@ -10,8 +10,11 @@ estimate is the sum over its benchmarks, known only when every benchmark has one
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from nemo_gym.orchestration.display import some_of
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,15 @@ def runs_text(b: BenchmarkEstimate) -> str:
 
 
 def estimate_lines(estimate: RunEstimate, wall_text: Callable[[float], str]) -> list[str]:
-    """One line per benchmark: its estimate and what it is based on, or that nothing is known."""
-    lines = []
+    """One line per benchmark with an estimate, and what it is based on; one line for the
+    benchmarks of each footprint that have none (200 new benchmarks are one line, not 200)."""
+    lines, unknown = [], defaultdict(list)
     for b in estimate.benchmarks:
         if b.gpu_hours is None:
-            lines.append(f"{b.benchmark}: no earlier run on {b.gpus} GPU(s) in the local index to estimate from")
+            unknown[b.gpus].append(b.benchmark)
             continue
         wall = wall_text(b.wall_seconds) if b.wall_seconds is not None else "?"
         lines.append(f"{b.benchmark}: ~{b.gpu_hours:.2f} GPU-hours, ~{wall} wall ({runs_text(b)})")
+    for gpus, names in unknown.items():
+        lines.append(f"{some_of(names)}: no earlier run on {gpus} GPU(s) in the local index to estimate from")
     return lines

@@ -28,13 +28,20 @@ def load_yaml(text: str) -> Any:
 def load_yaml_unique(text: str) -> Any:
     """``load_yaml``, refusing a key written twice in one mapping (``DuplicateKey``, naming both
     lines): a gate policy whose second ``b:`` silently replaced the first would decide otherwise
-    than it reads."""
-    reject_duplicate_keys(text)
-    return load_yaml(text)
+    than it reads. The text is parsed once: its nodes are checked, then built into values."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        reject_duplicate_keys(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
-def reject_duplicate_keys(text: str) -> None:
-    stack = [yaml.compose(text, Loader=_Loader)]
+def reject_duplicate_keys(root: yaml.Node) -> None:
+    stack = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.MappingNode):

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.cli.common import add_json_flag
+from nemo_gym.orchestration.display import some_of
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.library import Composition, Prepared, PreparedRun, Submission
@@ -120,9 +121,12 @@ def print_run_dry_run(run: PreparedRun, stage_dir: str | None) -> int:
         names.append(f"the OTel token (${plan.otel_token_env})")
     if names:
         print(f"[dry-run] read at submit time, passed in the submission's environment: {', '.join(names)}")
+    alike: dict[str, list[str]] = {}
     for job in plan.submitted_jobs:
         if job.node_sharing:
-            print(f"[dry-run] {job.unit}: {job.node_sharing}")
+            alike.setdefault(job.node_sharing, []).append(job.unit)
+    for sharing, units in alike.items():
+        print(f"[dry-run] {some_of(units)}: {sharing}")
     if stage_dir:
         root = staged_directory(run.staged, stage_dir)
         print(f"[dry-run] staged run directory written to {root}")

@@ -94,6 +94,17 @@ class Launch:
     def script(self) -> str:
         return f"{self.job_dir}/{contract.step_script(self.step)}"
 
+    @property
+    def log_pattern(self) -> str:
+        """Its log as a scheduler's output pattern (%j the job id, %N the node's name)."""
+        return contract.step_log_pattern(self.step, per_node=self.nodes.count > 1, log_dir=self.log_dir)
+
+    @property
+    def container_mounts(self) -> tuple[str, ...]:
+        """What a container of the step mounts: the job directory at its own path, then the rest."""
+        own = f"{self.job_dir}:{self.job_dir}"
+        return (own, *(m for m in self.mounts if m != own))
+
 
 @dataclass(frozen=True, kw_only=True)
 class StepBase:
