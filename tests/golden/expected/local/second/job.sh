@@ -15,11 +15,11 @@ source "$GYM_JOB_DIR/steps/lib.sh"
 gym_requeued=0
 if [ -e "$(gym_state_dir)/pid" ]; then
     # Slurm requeued this job (a node failed, or it was preempted): same id, a fresh start. The
-    # earlier attempt's markers must not read as this attempt's deaths; keep them beside it.
-    gym_attempt=1
-    while [ -e "$(gym_state_dir).attempt-$gym_attempt" ]; do gym_attempt=$((gym_attempt + 1)); done
-    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_attempt"
-    gym_requeued=$gym_attempt
+    # earlier run's markers must not read as this run's deaths; keep them beside it, numbered by
+    # the requeue that ended it (the first free number: this is that many requeues in).
+    gym_requeued=1
+    while [ -e "$(gym_state_dir).attempt-$gym_requeued" ]; do gym_requeued=$((gym_requeued + 1)); done
+    mv "$(gym_state_dir)" "$(gym_state_dir).attempt-$gym_requeued"
 fi
 GYM_ATTEMPT=$gym_requeued
 
