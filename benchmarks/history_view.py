@@ -58,8 +58,8 @@ def main() -> None:
     ap.add_argument("--results-url", help="an empty database to fill (default: an SQLite file of its own)")
     args = ap.parse_args()
 
-    from nemo_gym.orchestration import view
     from nemo_gym.orchestration.library import Viewer, serve
+    from nemo_gym.orchestration.verbs.view import pages as view
 
     with tempfile.TemporaryDirectory(prefix="gym-history-view-") as tmp:
         os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")

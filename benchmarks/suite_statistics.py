@@ -29,12 +29,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from nemo_gym.orchestration.cli.compare import gate as regression_gate  # noqa: E402
 from nemo_gym.orchestration.comparison import compare_benchmark, compare_runs  # noqa: E402
 from nemo_gym.orchestration.contract import Status  # noqa: E402
-from nemo_gym.orchestration.gate import GatePolicy, Verdict, decide, judge_suite  # noqa: E402
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults  # noqa: E402
 from nemo_gym.orchestration.stats import REGRESSED, Correction  # noqa: E402
+from nemo_gym.orchestration.verbs.compare.command import gate as regression_gate  # noqa: E402
+from nemo_gym.orchestration.verbs.gate.rules import GatePolicy, Verdict, decide, judge_suite  # noqa: E402
 
 BENCHMARKS = 30
 TASKS = 200

@@ -107,4 +107,4 @@ def ink(png: bytes, near: tuple[int, int, int] | None = None, tolerance: int = 4
     return hits / len(pixels)
 
 
-LINE_BLUE = (0x2B, 0x6C, 0xB0)  # the charts' line colour (report.py)
+LINE_BLUE = (0x2B, 0x6C, 0xB0)  # the charts' line colour (verbs/report/page.py)

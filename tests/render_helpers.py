@@ -12,17 +12,12 @@ from nemo_gym.orchestration import contract, shipping
 from nemo_gym.orchestration.backends import backend_named, slurm_arrays
 from nemo_gym.orchestration.backends.base import RequeuedJob
 from nemo_gym.orchestration.compose import compose_config
-from nemo_gym.orchestration.export_runs import bootstrap_source, export_script
-from nemo_gym.orchestration.library.submitting import _record
-from nemo_gym.orchestration.manage import cancel_script, log_patterns, logs_script, runs_cancel_script
 from nemo_gym.orchestration.observe import probe_script, runs_probe_script
 from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.plan.lanes import warm_lanes
 from nemo_gym.orchestration.plan.sharing import share_deployments
 from nemo_gym.orchestration.record import SubmissionRecord
-from nemo_gym.orchestration.recovery import Remedy
 from nemo_gym.orchestration.render import StagedRun, render_run
-from nemo_gym.orchestration.resubmission import RequeuedRun, resubmit_script
 from nemo_gym.orchestration.results import DEFAULT_METRIC, projection_source, runs_results_script
 from nemo_gym.orchestration.shellquote import bash_quote
 from nemo_gym.orchestration.shipping import Program
@@ -36,6 +31,12 @@ from nemo_gym.orchestration.submission import (
     submission_script,
 )
 from nemo_gym.orchestration.validate import validate_config
+from nemo_gym.orchestration.verbs.cancel.script import cancel_script, runs_cancel_script
+from nemo_gym.orchestration.verbs.export.script import bootstrap_source, export_script
+from nemo_gym.orchestration.verbs.logs.script import log_patterns, logs_script
+from nemo_gym.orchestration.verbs.resubmit.recovery import Remedy
+from nemo_gym.orchestration.verbs.resubmit.script import RequeuedRun, resubmit_script
+from nemo_gym.orchestration.verbs.submit.use_case import _record
 
 GOLDEN_RUN_ID = "gym-job-20260101T000000Z-000000"
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"

@@ -1,5 +1,5 @@
-"""gym eval watch's rules (checkpoints.py): a checkpoint's step, readiness, and what the watcher does
-next from what a scan and a probe found — row by row, as resume.py's and recovery.py's rules are."""
+"""gym eval watch's rules (verbs/watch/checkpoints.py): a checkpoint's step, readiness, and what the watcher does
+next from what a scan and a probe found — row by row, as resume.py's and verbs/resubmit/recovery.py's rules are."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.orchestration.checkpoints import (
+from nemo_gym.orchestration.verbs.watch.checkpoints import (
     Checkpoint,
     Found,
     Phase,

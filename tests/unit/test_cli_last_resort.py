@@ -65,7 +65,7 @@ def test_an_import_error_in_what_a_verb_imports_is_one_line(broken: list[str], t
 def test_an_os_error_is_one_line_naming_the_thing_and_the_fix(error: OSError, said: str, monkeypatch, capsys) -> None:
     """A run directory of mode 000, a name too long, a full disk: never 'internal error'."""
     from nemo_gym.orchestration.cli import main as cli
-    from nemo_gym.orchestration.cli import results
+    from nemo_gym.orchestration.verbs.results import command as results
 
     def fails(args: object) -> int:
         raise error

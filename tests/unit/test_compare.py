@@ -18,12 +18,12 @@ import pytest
 from scipy import stats as scipy_stats
 
 from nemo_gym.orchestration import contract, library
-from nemo_gym.orchestration.cli.compare import EXIT_UNCOMPARABLE, gate
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.comparison import Blocker, compare_runs
 from nemo_gym.orchestration.record import run_in_directory
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.stats import IMPROVED, NO_SIGNIFICANT_CHANGE, REGRESSED
+from nemo_gym.orchestration.verbs.compare.command import EXIT_UNCOMPARABLE, gate
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
 BENCH = "answer-judge"

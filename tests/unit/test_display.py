@@ -17,11 +17,11 @@ from rich.console import Console
 from nemo_gym.orchestration import contract, display, library
 from nemo_gym.orchestration.cli.common import table
 from nemo_gym.orchestration.cli.main import main
-from nemo_gym.orchestration.cli.status import rich_table
 from nemo_gym.orchestration.library import RunStatus, Selection
 from nemo_gym.orchestration.observe import JobStatus
 from nemo_gym.orchestration.record import SweepRecord, run_in_directory
-from nemo_gym.orchestration.report import report_html
+from nemo_gym.orchestration.verbs.report.page import report_html
+from nemo_gym.orchestration.verbs.status.command import rich_table
 
 BIDI = {
     "\u061c",

@@ -127,7 +127,7 @@ def test_what_is_known_over_the_limit_refuses_whatever_the_rest_adds() -> None:
 
 
 def test_a_sharded_benchmark_is_estimated_as_one_on_its_shards_gpus(config_file) -> None:  # noqa: F811
-    from nemo_gym.orchestration.library.submitting import footprints
+    from nemo_gym.orchestration.verbs.submit.use_case import footprints
 
     plan = prepared(config_file, MODEL, GPUS, "++driver.benchmarks.math.shards=3").runs[0].plan
     assert footprints(plan) == {"math": 24, "code": 8}

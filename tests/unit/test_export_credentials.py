@@ -23,15 +23,15 @@ from hypothesis import strategies as st
 from nemo_gym.orchestration import contract, exporters, library
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.export_runs import export_script
 from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters import spec
 from nemo_gym.orchestration.exporters.mlflow_rest import MlflowClient, MlflowError
 from nemo_gym.orchestration.exporters.run_exports import Runner, scrub
-from nemo_gym.orchestration.library.submitting import submission_secrets
 from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, write_local_index
 from nemo_gym.orchestration.validate import validate_config
+from nemo_gym.orchestration.verbs.export.script import export_script
+from nemo_gym.orchestration.verbs.submit.use_case import submission_secrets
 
 PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
 TOKEN = "tok-SENTINEL-4f1c9e77"
@@ -327,8 +327,8 @@ def test_the_shipped_exporters_run_under_the_hosts_python_3_8(tmp_path: Path, mo
 
 
 def test_an_unexpected_error_quoting_a_header_is_printed_scrubbed(monkeypatch, capsys) -> None:
-    from nemo_gym.orchestration.cli import export as cli_export
     from nemo_gym.orchestration.cli import main as cli
+    from nemo_gym.orchestration.verbs.export import command as cli_export
 
     def blow_up(*args: Any, **kwargs: Any) -> None:
         raise ValueError(f"Invalid header value {('Bearer ' + TOKEN + chr(13)).encode()!r}")

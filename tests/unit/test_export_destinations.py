@@ -21,10 +21,10 @@ from nemo_gym.orchestration.cli import main as cli
 from nemo_gym.orchestration.exporters import record as rec
 from nemo_gym.orchestration.exporters import spec
 from nemo_gym.orchestration.exporters.run_exports import Chosen
-from nemo_gym.orchestration.library.submitting import _record as make_record
 from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, write_local_index
 from nemo_gym.orchestration.submission import QueuedJob
+from nemo_gym.orchestration.verbs.submit.use_case import _record as make_record
 
 TOKEN = "tok-SENTINEL-d35t1n4t10n"
 

@@ -10,11 +10,11 @@ import documentation
 import pytest
 from test_compare import generated_run
 
-from nemo_gym.orchestration import gate as gate_rules
-from nemo_gym.orchestration.cli import gate as gate_cli
 from nemo_gym.orchestration.cli.main import main
-from nemo_gym.orchestration.gate import Finding, Tier, Verdict, judge_benchmark, load_policy, tolerated_drop
 from nemo_gym.orchestration.stats import paired_comparison
+from nemo_gym.orchestration.verbs.gate import command as gate_cli
+from nemo_gym.orchestration.verbs.gate import rules as gate_rules
+from nemo_gym.orchestration.verbs.gate.rules import Finding, Tier, Verdict, judge_benchmark, load_policy, tolerated_drop
 
 TASKS = 400
 

@@ -3,9 +3,12 @@ owners (one fact, one owner; the copy only spells it)."""
 
 from __future__ import annotations
 
-from nemo_gym.orchestration import checkpoints, sample_size
-from nemo_gym.orchestration.cli import common, plan, watch
+from nemo_gym.orchestration.cli import common
 from nemo_gym.orchestration.stats import Correction
+from nemo_gym.orchestration.verbs.plan import command as plan
+from nemo_gym.orchestration.verbs.plan import sample_size
+from nemo_gym.orchestration.verbs.watch import checkpoints
+from nemo_gym.orchestration.verbs.watch import command as watch
 
 
 def test_the_help_copies_equal_their_owners() -> None:

@@ -13,11 +13,11 @@ from test_library import job_dir, job_events, job_file, job_wrote, rollout_rows,
 from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.chain import chain_record
 from nemo_gym.orchestration.cli.common import MAX_ATTEMPTS_SHOWN
-from nemo_gym.orchestration.cli.info import info_text
 from nemo_gym.orchestration.cli.main import build_parser
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import Remedy
 from nemo_gym.orchestration.observe import statuses_json
+from nemo_gym.orchestration.verbs.info.command import info_text
 
 HOST = "login.fake"
 

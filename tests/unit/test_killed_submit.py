@@ -1,6 +1,6 @@
 """A gym eval submit killed after its jobs were queued but before its runs were recorded (the
 terminal closed, SIGKILL): the next submit of the same config records what that one queued and
-queues nothing again (journal.py, library.submitting), over the fake connection and the fake
+queues nothing again (journal.py, verbs/submit/use_case.py), over the fake connection and the fake
 Slurm. The kill is staged by stopping the submit where a kill would (a BaseException out of the
 recording, which no handler of ours catches), its process then gone (a pid that has ended)."""
 
@@ -16,8 +16,8 @@ from test_site_limits import config_file, three_checkpoints
 
 from nemo_gym.orchestration import contract, journal, library, submission
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.library import submitting
 from nemo_gym.orchestration.record import all_records
+from nemo_gym.orchestration.verbs.submit import use_case as submitting
 
 
 class Killed(BaseException):

@@ -176,7 +176,7 @@ def test_a_record_write_failing_after_a_reconnect_is_told_as_such_not_as_a_faile
 
 
 def test_the_queued_jobs_an_error_lists_are_bounded() -> None:
-    from nemo_gym.orchestration.library.submitting import _queued_jobs
+    from nemo_gym.orchestration.verbs.submit.use_case import _queued_jobs
 
     def rid(name: str) -> str:
         return f"gym-job-20260101T000000Z-0000{name[1]}0"

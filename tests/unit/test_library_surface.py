@@ -1,5 +1,5 @@
 """The library's public surface and the command line's one door into it: ``library.__all__`` names
-what exists and what the CLI uses; every module under ``cli/`` imports only the library, the errors
+what exists and what the CLI uses; every module under ``cli/`` and each verb's ``command`` imports only the library, the errors
 and the display helpers of this package; a use case exists once, for a set of runs."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import pytest
 from nemo_gym.orchestration import library
 
 PACKAGE = Path(library.__file__).resolve().parents[1]
-CLI_MODULES = sorted((PACKAGE / "cli").glob("*.py"))
+CLI_MODULES = sorted((PACKAGE / "cli").glob("*.py")) + sorted((PACKAGE / "verbs").glob("*/command.py"))
 # What the CLI may import of this package: the library, the errors, the label escaping it shows
-# things with and the history's words it shares with the view (display.py and history_words.py are
+# things with and the history's words it shares with the view (display.py and verbs/history/words.py are
 # presentation only), its own modules, and the package's version.
 CLI_MAY_IMPORT = {
     "nemo_gym.orchestration.library",
     "nemo_gym.orchestration.errors",
     "nemo_gym.orchestration.display",
-    "nemo_gym.orchestration.history_words",
+    "nemo_gym.orchestration.verbs.history.words",
 }
 # Of what the library offers, what only Python callers use (the CLI reaches these through the
 # values the use cases return, or not at all).
@@ -72,19 +72,20 @@ def test_all_is_what_the_cli_uses_and_what_python_callers_need() -> None:
     assert set(library.__all__) - used == FOR_PYTHON_CALLERS
 
 
-@pytest.mark.parametrize("path", CLI_MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CLI_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_cli_imports_only_the_library_errors_and_display(path: Path) -> None:
     wrong = []
     for module, names in imports(path):
         top = module.split(".")[0]
-        if module.startswith("nemo_gym.orchestration.cli") or module in CLI_MAY_IMPORT:
+        command = module.startswith("nemo_gym.orchestration.verbs.") and module.endswith(".command")
+        if module.startswith("nemo_gym.orchestration.cli") or command or module in CLI_MAY_IMPORT:
             continue
         if module == "nemo_gym.orchestration" and names == ["__version__"]:
             continue
         if top in sys.stdlib_module_names or top == "rich":  # rich: the --watch view
             continue
         wrong.append(module)
-    assert not wrong, f"{path.name} imports {wrong}"
+    assert not wrong, f"{path.relative_to(PACKAGE)} imports {wrong}"
 
 
 def test_no_library_module_is_named_like_a_public_name_or_another_module() -> None:
@@ -105,10 +106,13 @@ def test_no_library_module_is_named_like_a_public_name_or_another_module() -> No
         assert getattr(library, name) is module
 
 
-@pytest.mark.parametrize("module", ["library", "submission", "observe", "cli/submit"])
+@pytest.mark.parametrize("module", ["library", "verbs/*/use_case", "submission", "observe", "verbs/submit/command"])
 def test_no_use_case_has_a_one_and_a_many_twin(module: str) -> None:
     """A use case takes a set of runs: no ``x`` beside ``x_runs``, ``x_of_runs`` or ``x_sweep``."""
-    files = sorted((PACKAGE / module).glob("*.py")) if (PACKAGE / module).is_dir() else [PACKAGE / f"{module}.py"]
+    files = (
+        sorted((PACKAGE / module).glob("*.py")) if (PACKAGE / module).is_dir() else sorted(PACKAGE.glob(f"{module}.py"))
+    )
+    assert files
     defined = {
         node.name
         for path in files

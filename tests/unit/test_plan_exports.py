@@ -7,9 +7,9 @@ import json
 import warnings
 
 from nemo_gym.orchestration.api import SubmitConfig
-from nemo_gym.orchestration.library.submitting import submission_secrets
 from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.render import render_run
+from nemo_gym.orchestration.verbs.submit.use_case import submission_secrets
 
 BASE = {
     "services": {"policy": {"type": "vllm", "container": "c", "model": "/m/step-10", "served_model_name": "s"}},

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo_gym.orchestration import recovery
 from nemo_gym.orchestration.contract import Cause, Status
 from nemo_gym.orchestration.feeding import Turn
-from nemo_gym.orchestration.recovery import Evidence, Plan, Remedy, Samples, pairs_text, plan
+from nemo_gym.orchestration.verbs.resubmit import recovery
+from nemo_gym.orchestration.verbs.resubmit.recovery import Evidence, Plan, Remedy, Samples, pairs_text, plan
 
 COMPLETE = Samples(expected=12, written=12, missing=0)
 FOUR_MISSING = Samples(expected=12, written=8, missing=4, missing_named=((0, 1), (2, 0), (5, 3), (11, 1)))
@@ -250,7 +250,7 @@ def test_the_planner_is_stdlib_only() -> None:
     ours = {name for name in imported if name.startswith("nemo_gym")}
     # each itself stdlib only
     assert ours == {"nemo_gym.orchestration.contract", "nemo_gym.orchestration.feeding"}
-    feeding = Path(recovery.__file__).with_name("feeding.py").read_text()
+    feeding = (Path(recovery.__file__).parents[2] / "feeding.py").read_text()
     assert "import nemo_gym" not in feeding and "from nemo_gym" not in feeding
     assert {name.split(".")[0] for name in imported - ours} <= set(sys.stdlib_module_names)
 

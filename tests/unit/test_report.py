@@ -16,8 +16,8 @@ from nemo_gym.orchestration import contract, library
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import run_in_directory
-from nemo_gym.orchestration.report import report_html
 from nemo_gym.orchestration.usage import total, wall_text
+from nemo_gym.orchestration.verbs.report.page import report_html
 
 
 def test_the_page_holds_the_table_a_chart_per_benchmark_and_loads_nothing(tmp_path) -> None:
@@ -120,7 +120,7 @@ def test_without_matplotlib_the_command_says_what_to_install(tmp_path, capsys, m
     ],
 )
 def test_the_install_hint_fits_how_the_tool_was_installed(tmp_path, monkeypatch, marker, expected) -> None:
-    from nemo_gym.orchestration.report import install_hint
+    from nemo_gym.orchestration.verbs.report.page import install_hint
 
     if marker:
         (tmp_path / marker).write_text("")
@@ -131,7 +131,7 @@ def test_the_install_hint_fits_how_the_tool_was_installed(tmp_path, monkeypatch,
 def test_in_an_environment_without_pip_the_hint_is_uvs_pip_for_this_interpreter(tmp_path, monkeypatch) -> None:
     import importlib.util
 
-    from nemo_gym.orchestration.report import install_hint
+    from nemo_gym.orchestration.verbs.report.page import install_hint
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(

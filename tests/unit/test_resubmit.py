@@ -400,7 +400,7 @@ def test_a_benchmark_never_queued_at_submit_is_not_resubmitted_but_said_so(base,
 def test_a_plan_made_stale_by_another_resubmit_queues_nothing(base, tmp_path, conn, cluster) -> None:
     from render_helpers import golden_requeue
 
-    from nemo_gym.orchestration.resubmission import parse_resubmit_output, resubmit_script
+    from nemo_gym.orchestration.verbs.resubmit.script import parse_resubmit_output, resubmit_script
 
     record = submitted(base, tmp_path, conn, "a")
     ended(record, "a", "100", "failed", "FAILED", cluster, "service-died")

@@ -13,8 +13,8 @@ import pytest
 
 from nemo_gym.orchestration.cli.main import main
 from nemo_gym.orchestration.comparison import compare_benchmark
-from nemo_gym.orchestration.sample_size import DetectionTarget, Pilot, plan
 from nemo_gym.orchestration.stats import REGRESSED
+from nemo_gym.orchestration.verbs.plan.sample_size import DetectionTarget, Pilot, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import suite_statistics as simulation  # noqa: E402

@@ -70,7 +70,7 @@ def test_the_scan_sees_the_neutral_modules_and_templates() -> None:
         "resume.py",
         "observe/folding.py",
         "observe/probe.py",
-        "cli/cancel.py",
+        "verbs/cancel/command.py",
         "templates/job.sh.j2",
         "templates/lib.sh.j2",
         "templates/probe.sh.j2",

@@ -28,9 +28,9 @@ print("\\n" + json.dumps({{"code": code, "modules": sorted(sys.modules)}}))
 # What a dry run needs: without these it did not compose, validate, plan and render.
 NEEDED = [
     f"{PKG}.api",
-    f"{PKG}.cli.submit",
+    f"{PKG}.verbs.submit.command",
     f"{PKG}.library.composing",
-    f"{PKG}.library.submitting",
+    f"{PKG}.verbs.submit.use_case",
     f"{PKG}.plan.building",
     f"{PKG}.render",
     f"{PKG}.backends.slurm",
@@ -43,32 +43,32 @@ NEEDED = [
 NOT_NEEDED = [
     # the other verbs' command-line modules
     *(
-        f"{PKG}.cli.{verb}"
+        f"{PKG}.verbs.{verb}.command"
         for verb in ("cancel", "compare", "export", "gate", "history", "info", "logs", "plan", "report")
     ),
-    *(f"{PKG}.cli.{verb}" for verb in ("resubmit", "results", "status", "view", "watch")),
+    *(f"{PKG}.verbs.{verb}.command" for verb in ("resubmit", "results", "status", "view", "watch")),
     # the other use cases and what they stand on
-    f"{PKG}.gate",
-    f"{PKG}.library.gating",
-    f"{PKG}.view",
-    f"{PKG}.library.viewing",
-    f"{PKG}.library.watching",
+    f"{PKG}.verbs.gate.rules",
+    f"{PKG}.verbs.gate.use_case",
+    f"{PKG}.verbs.view.pages",
+    f"{PKG}.verbs.view.use_case",
+    f"{PKG}.verbs.watch.use_case",
     f"{PKG}.library.observing",
-    f"{PKG}.library.exporting",
-    f"{PKG}.library.resubmitting",
+    f"{PKG}.verbs.export.use_case",
+    f"{PKG}.verbs.resubmit.use_case",
     f"{PKG}.observe",
     f"{PKG}.results",
-    f"{PKG}.report",
+    f"{PKG}.verbs.report.page",
     f"{PKG}.comparison",
     f"{PKG}.stats",
-    f"{PKG}.sample_size",
+    f"{PKG}.verbs.plan.sample_size",
     f"{PKG}.store",
     f"{PKG}.usage",
     f"{PKG}.sweep",
     # only a real submission: staging and queueing, its journal, credentials, the site's limits
     f"{PKG}.submission",
     f"{PKG}.journal",
-    f"{PKG}.export_runs",
+    f"{PKG}.verbs.export.script",
     f"{PKG}.backends.slurm_arrays",
     f"{PKG}.backends.slurm_limits",
     # heavy libraries

@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from view_runs import indexed_sweep
 
-from nemo_gym.orchestration import contract, samples, view
+from nemo_gym.orchestration import contract, samples
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library import Viewer, check_binding, serve
-from nemo_gym.orchestration.library.viewing import read_page, read_tasks
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+from nemo_gym.orchestration.verbs.view import pages as view
+from nemo_gym.orchestration.verbs.view.use_case import read_page, read_tasks
 
 
 def row(task: int, reward: float | None, response: str = "an answer", rollout: int = 0) -> str:
@@ -199,7 +200,7 @@ def test_a_token_that_could_split_a_header_is_refused_in_one_line(token: str) ->
 
 
 def test_the_token_is_never_printed(tmp_path, monkeypatch, capsys) -> None:
-    from nemo_gym.orchestration.cli import view as view_cli
+    from nemo_gym.orchestration.verbs.view import command as view_cli
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     indexed_sweep(tmp_path / "runs")

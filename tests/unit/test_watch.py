@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.checkpoints import Phase
 from nemo_gym.orchestration.library import WatchSettings, select, watch_checkpoints
 from nemo_gym.orchestration.record import all_sweeps, indexed_run, load_sweep_record
+from nemo_gym.orchestration.verbs.watch.checkpoints import Phase
 
 HOST = "login.fake"
 
@@ -197,7 +197,7 @@ def test_values_that_would_silently_disable_the_watch_are_usage_errors(
 def test_a_look_over_many_seen_checkpoints_writes_the_record_once(config_file, checkpoints, conn, monkeypatch) -> None:
     """A look costs per new checkpoint, not per seen one: 5,000 step directories once took 41 s of
     CPU a look, the whole record rewritten for each."""
-    from nemo_gym.orchestration.library import watching
+    from nemo_gym.orchestration.verbs.watch import use_case as watching
 
     for step in range(300):
         checkpoint(checkpoints, f"step_{step}", ready=False)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from history_store import entry, fill
 
-from nemo_gym.orchestration import view
-from nemo_gym.orchestration.cli.history import history_text
 from nemo_gym.orchestration.library import Viewer, serve, write_static
-from nemo_gym.orchestration.library.remembering import history
+from nemo_gym.orchestration.verbs.history.command import history_text
+from nemo_gym.orchestration.verbs.history.use_case import history
+from nemo_gym.orchestration.verbs.view import pages as view
 
 CKPT = "/ckpt/run-a"
 SWEEP = "gym-sweep-20261201T000000Z-5eeb01"

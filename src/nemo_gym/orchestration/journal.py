@@ -1,7 +1,7 @@
 """A submission under way, as the local index keeps it: written before anything is staged or
 queued, removed once every run of it is recorded. A ``gym eval submit`` killed in between (the
 terminal closed, SIGKILL, a crash) leaves it, so the next submit of the same config finds what
-that one queued and records it instead of queueing a second copy (``library.submitting``).
+that one queued and records it instead of queueing a second copy (``verbs.submit.use_case``).
 
 What identifies "the same config": a digest of every run's validated config and swept values,
 in order, with the host they go to; never the config itself (it may hold a ``lit:`` value)."""

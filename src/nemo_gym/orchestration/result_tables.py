@@ -1,4 +1,4 @@
-"""The tables the report (``report.py``) and the view (``view.py``) show, worded once: the sweep
+"""The tables the report (``verbs/report/page.py``) and the view (``verbs/view/pages.py``) show, worded once: the sweep
 table (a row per run, a cell per benchmark), where each run sits on a chart's x axis, and a
 comparison's rows. Pure data from ``results``' and ``comparison``'s objects: every text worded and
 every number formatted here, so a fact reads the same on every page; the pages lay them out, and

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.contract import Cause, Phase, StateFile, Status
-from nemo_gym.orchestration.recovery import Remedy
+from nemo_gym.orchestration.verbs.resubmit.recovery import Remedy
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.api import AnyComputeConfig, SubmitConfig

@@ -1,6 +1,6 @@
 """The command line, installed as ``gym`` (the name NeMo Gym users know) and ``gym-orch`` (ours
-alone: NeMo Gym installs a ``gym`` of its own). Each verb lives in its own module; this one only
-dispatches.
+alone: NeMo Gym installs a ``gym`` of its own). Each verb lives in its folder (``verbs/<verb>/``,
+its arguments and output in ``command.py``); this one only dispatches.
 
 Whatever goes wrong, the user sees short lines, never a Python traceback (set GYM_DEBUG=1 to get
 one for a bug report).
@@ -132,7 +132,7 @@ def build_parser(prog: str = "gym", verb: str | None = None) -> argparse.Argumen
     eval_verbs = eval_parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     names = dict.fromkeys(VERB_MODULES.values()) if verb is None else [VERB_MODULES[verb]]
     for name in names:
-        importlib.import_module(f"nemo_gym.orchestration.cli.{name}").register(eval_verbs)
+        importlib.import_module(f"nemo_gym.orchestration.verbs.{name}.command").register(eval_verbs)
     return parser
 
 

@@ -223,7 +223,7 @@ def report(records: list[SubmissionRecord], metric: str | None = None, *, connec
     """The HTML report of several runs (a sweep's): the results ``results`` shows and, of exactly
     two runs, the comparison ``compare`` shows, as one self-contained page."""
     from nemo_gym.orchestration.comparison import compare_runs
-    from nemo_gym.orchestration.report import report_html, require_matplotlib
+    from nemo_gym.orchestration.verbs.report.page import report_html, require_matplotlib
 
     require_matplotlib()  # before any connection: say what to install first
     runs = results(records, metric, connect=connect)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.record import (
+    BenchmarkJob,
     SubmissionRecord,
     SweepRecord,
     all_records,
@@ -112,3 +113,40 @@ def _sweep_selection(sweep_id: str, records: list[SubmissionRecord], sweeps: dic
     if not ordered:
         raise UserError(f"sweep {sweep_id}: none of its runs is in the local index ({index_dir()})")
     return Selection(ordered, sweep)
+
+
+def select_jobs(record: SubmissionRecord, names: list[str]) -> list[BenchmarkJob]:
+    """The benchmarks ``names`` names (all without names); a sharded benchmark's shard by its own
+    name (``B@k``) too."""
+    if not names:
+        return list(record.benchmarks)
+    known = {b.benchmark: b for b in record.benchmarks}
+    known.update({u.benchmark: u for b in record.benchmarks for u in b.shards})
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(b.benchmark for b in record.benchmarks)
+        raise UserError(f"run {record.gym_job_id} has no benchmark {', '.join(map(repr, unknown))}; it has: {listed}")
+    return [known[n] for n in names]
+
+
+def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
+    """The one job ``name`` names: a benchmark's, or a shard's (``B@k``); without a name, the
+    run's only job."""
+    if name is None:
+        if len(record.units) == 1:
+            return record.units[0]
+        kind = "benchmarks" if len(record.units) == len(record.benchmarks) else "jobs (its benchmarks and their shards)"
+        raise UserError(
+            f"run {record.gym_job_id} has {len(record.units)} {kind}; name one: "
+            f"{', '.join(u.benchmark for u in record.units)}"
+        )
+    shard = next((u for u in record.units if u.benchmark == name and u not in record.benchmarks), None)
+    if shard is not None:
+        return shard
+    [job] = select_jobs(record, [name])
+    if job.shards:
+        raise UserError(
+            f"{name} of run {record.gym_job_id} runs in {len(job.shards)} shards, each a job of its own; name one: "
+            f"{', '.join(u.benchmark for u in job.shards)}"
+        )
+    return job

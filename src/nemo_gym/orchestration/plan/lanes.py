@@ -16,12 +16,12 @@ import posixpath
 from dataclasses import replace
 
 from nemo_gym.orchestration import contract
-from nemo_gym.orchestration.checkpoints import step_of
 from nemo_gym.orchestration.feeding import dealt
 from nemo_gym.orchestration.plan.model import EnvVar, JobPlan, PlainStep, ReloadPlan, RunPlan, WeightsTurn
 from nemo_gym.orchestration.plan.services import SERVED_NAME_FLAG
 from nemo_gym.orchestration.plan.sharing import counted_by_host, deployment_key
 from nemo_gym.orchestration.reload_guard import TOKEN_ENV
+from nemo_gym.orchestration.verbs.watch.checkpoints import step_of
 
 GUARD = "nemo_gym.orchestration.reload_guard.ReloadGuard"  # what vLLM's --middleware imports
 

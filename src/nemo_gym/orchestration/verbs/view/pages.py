@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from nemo_gym.orchestration import samples as sample_rows
 from nemo_gym.orchestration.contract import Status
-from nemo_gym.orchestration.report import chart_svg, html_pages
 from nemo_gym.orchestration.result_tables import (
     NONE,
     Axis,
@@ -31,6 +30,7 @@ from nemo_gym.orchestration.result_tables import (
 )
 from nemo_gym.orchestration.stats import IMPROVED, REGRESSED
 from nemo_gym.orchestration.usage import hours_text, wall_text
+from nemo_gym.orchestration.verbs.report.page import chart_svg, html_pages
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.comparison import RunComparison

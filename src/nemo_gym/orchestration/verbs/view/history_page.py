@@ -1,5 +1,5 @@
 """The view's history page: the results store's checkpoints x benchmarks, as ``gym eval history``
-prints them (``history_words`` words both): each benchmark's series down its column, a heat map
+prints them (``verbs/history/words.py`` words both): each benchmark's series down its column, a heat map
 shading each value within its column's range, the best of each benchmark starred, incomplete cells
 with their samples, the regressions flagged (their cells outlined) or, with none, how small a drop
 the pairs tested could have shown. Filtered by ``model_prefix`` and ``sweep`` (the CLI's
@@ -18,13 +18,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.orchestration import history_words as words
 from nemo_gym.orchestration.runid import SWEEP_ID_RE
+from nemo_gym.orchestration.verbs.history import words
 
 if TYPE_CHECKING:
-    from nemo_gym.orchestration.library.remembering import History
     from nemo_gym.orchestration.store.history import Checkpoint, Leaderboard
-    from nemo_gym.orchestration.view import Links
+    from nemo_gym.orchestration.verbs.history.use_case import History
+    from nemo_gym.orchestration.verbs.view.pages import Links
 
 MODEL_SHOWN = 80  # characters of a model's path shown (its two ends)
 BENCHMARK_SHOWN = 40
@@ -93,7 +93,7 @@ def _model(label: str) -> str:
 
 def history_page(found: History | None, asked: HistoryQuery, problem: str, links: Links) -> str:
     """The page: the table of ``found``, or ``problem`` (a bad filter, a store off or unreachable) in one line."""
-    from nemo_gym.orchestration.view import Page, render
+    from nemo_gym.orchestration.verbs.view.pages import Page, render
 
     body: dict[str, Any] = {
         "problem": problem,

@@ -148,8 +148,8 @@ def status_rows(jobs: list[JobStatus]) -> list[list[str]]:
 def status_table(selection: Selection, runs: list[RunStatus]) -> tuple[str, list[str], list[list[str]], str]:
     """(title, headers, rows, total line) of one run, or of a sweep: a row per job of every run,
     led by the run's swept values."""
-    from nemo_gym.orchestration.cli.results import total_line
     from nemo_gym.orchestration.library import run_labels, total_usage
+    from nemo_gym.orchestration.verbs.results.command import total_line
 
     first = selection.records[0]
     where = f"{first.executor}{' on ' + first.hostname if first.hostname else ''}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-import nemo_gym.orchestration.history_words as words
+import nemo_gym.orchestration.verbs.history.words as words
 from nemo_gym.orchestration.cli.common import add_json_flag, table, without_long_words
 from nemo_gym.orchestration.display import echo
 
@@ -88,7 +88,7 @@ def show_history(args: argparse.Namespace) -> int:
 
 def history_text(found: History) -> str:
     """The matrix, each benchmark's best cell starred, the best checkpoints named, the regressions
-    (worded by ``history_words``, as the view's history page words them)."""
+    (worded by ``verbs/history/words.py``, as the view's history page words them)."""
     board = found.board
     if not board.checkpoints:
         return words.EMPTY

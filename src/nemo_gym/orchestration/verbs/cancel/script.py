@@ -1,98 +1,14 @@
-"""Logs and cancellation of a run's jobs: the scripts sent over the run's connection, and their answers."""
+"""The script that cancels runs' jobs on their submit host, and what its answer says was refused."""
 
 from __future__ import annotations
-
-import shlex
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import Backend
-from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.observe import JobStatus
-from nemo_gym.orchestration.plan.model import DRIVER_STEP
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
-from nemo_gym.orchestration.render import backend_context, render_template
-
-
-def select_jobs(record: SubmissionRecord, names: list[str]) -> list[BenchmarkJob]:
-    """The benchmarks ``names`` names (all without names); a sharded benchmark's shard by its own
-    name (``B@k``) too."""
-    if not names:
-        return list(record.benchmarks)
-    known = {b.benchmark: b for b in record.benchmarks}
-    known.update({u.benchmark: u for b in record.benchmarks for u in b.shards})
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        listed = ", ".join(b.benchmark for b in record.benchmarks)
-        raise UserError(f"run {record.gym_job_id} has no benchmark {', '.join(map(repr, unknown))}; it has: {listed}")
-    return [known[n] for n in names]
-
-
-def one_job(record: SubmissionRecord, name: str | None) -> BenchmarkJob:
-    """The one job ``name`` names: a benchmark's, or a shard's (``B@k``); without a name, the
-    run's only job."""
-    if name is None:
-        if len(record.units) == 1:
-            return record.units[0]
-        kind = "benchmarks" if len(record.units) == len(record.benchmarks) else "jobs (its benchmarks and their shards)"
-        raise UserError(
-            f"run {record.gym_job_id} has {len(record.units)} {kind}; name one: "
-            f"{', '.join(u.benchmark for u in record.units)}"
-        )
-    shard = next((u for u in record.units if u.benchmark == name and u not in record.benchmarks), None)
-    if shard is not None:
-        return shard
-    [job] = select_jobs(record, [name])
-    if job.shards:
-        raise UserError(
-            f"{name} of run {record.gym_job_id} runs in {len(job.shards)} shards, each a job of its own; name one: "
-            f"{', '.join(u.benchmark for u in job.shards)}"
-        )
-    return job
-
-
-# -- logs ------------------------------------------------------------------------------------------
-
-
-def log_patterns(job: BenchmarkJob, service: str | None, driver: bool, shared_dir: str) -> str:
-    """Shell words for the wanted log files (quoted parts, glob characters left active), of the
-    job in ``$jid`` (set by ``templates/logs.sh.j2``).
-
-    With a shared deployment the services and the job's own log live in the shared job's
-    directory (``shared_dir``: the record's ``shared_deployment_dir``); each benchmark's driver log
-    stays in its own.
-    """
-    if job.job_id is None:
-        raise UserError(f"{job.benchmark} was never queued ({job.error}); there are no logs")
-    jid = '"$jid"'
-    own = shlex.quote(job.job_dir)
-    if driver:
-        return f"{own}/{contract.step_log(DRIVER_STEP, jid)}"
-    dirs = [own, shlex.quote(shared_dir)]
-    if service:
-        # A service's steps: <service>, <service>_<pool>_workers; per node for multi-node steps.
-        s = shlex.quote(service)
-        return " ".join(
-            f"{d}/{contract.step_log(s, jid)} {d}/{contract.step_log(s, jid, '*')} "
-            f"{d}/{contract.LOGS_DIR}/{s}_*_workers-{jid}*.log"
-            for d in dirs
-        )
-    return " ".join(f"{d}/{contract.job_log(jid)}" for d in dirs)
-
-
-def logs_script(job: BenchmarkJob, patterns: str, lines: int | None, follow: bool) -> str:
-    """Prints (or follows) the files ``patterns`` names, of the benchmark's latest job in ``$jid``."""
-    return render_template(
-        "logs.sh.j2",
-        chain=f"{job.job_dir}/{contract.CHAIN_FILE}",
-        job_id=job.job_id or "",
-        patterns=patterns,
-        lines="+1" if lines is None else str(lines),
-        follow=follow,
-    )
-
-
-# -- cancel ----------------------------------------------------------------------------------------
+from nemo_gym.orchestration.render import backend_context
+from nemo_gym.orchestration.templating import render_template
 
 
 def cancel_script(record: SubmissionRecord, jobs: list[BenchmarkJob], keep_job: bool = False) -> str:

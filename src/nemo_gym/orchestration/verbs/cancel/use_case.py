@@ -9,10 +9,11 @@ from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.hosts import over_their_hosts
-from nemo_gym.orchestration.manage import cancel_script, cancellable, refused_cancels, runs_cancel_script, select_jobs
+from nemo_gym.orchestration.library.selecting import select_jobs
 from nemo_gym.orchestration.observe import JobStatus, probe_runs
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
 from nemo_gym.orchestration.submission import marked_sections
+from nemo_gym.orchestration.verbs.cancel.script import cancel_script, cancellable, refused_cancels, runs_cancel_script
 
 
 @dataclass(frozen=True)

@@ -13,20 +13,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nemo_gym.orchestration import contract, recovery
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.backends.base import QueueDemand, RequeuedJob
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.exporters.record import credential_problem
-from nemo_gym.orchestration.library.describing import BenchmarkInfo, benchmark_info, job_units
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.library.observing import status
-from nemo_gym.orchestration.manage import select_jobs
+from nemo_gym.orchestration.library.selecting import select_jobs
 from nemo_gym.orchestration.record import SubmissionRecord, indexed_run
-from nemo_gym.orchestration.recovery import PAIRS_NAMED, Remedy
-from nemo_gym.orchestration.resubmission import Requeued, RequeuedRun, parse_resubmit_output, resubmit_script
 from nemo_gym.orchestration.submission import QueuedJob, refuse_beyond_site_limits
+from nemo_gym.orchestration.verbs.info.use_case import BenchmarkInfo, benchmark_info, job_units
+from nemo_gym.orchestration.verbs.resubmit import recovery
+from nemo_gym.orchestration.verbs.resubmit.recovery import PAIRS_NAMED, Remedy
+from nemo_gym.orchestration.verbs.resubmit.script import Requeued, RequeuedRun, parse_resubmit_output, resubmit_script
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``gate``: a release decision over a suite of benchmarks, from a policy (``gate.py``'s rules)."""
+"""``gate``: a release decision over a suite of benchmarks, from a policy (``verbs/gate/rules.py``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.gate import GateOutcome, GatePolicy, decide, judge_suite, load_policy
 from nemo_gym.orchestration.library.observing import results
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
+from nemo_gym.orchestration.verbs.gate.rules import GateOutcome, GatePolicy, decide, judge_suite, load_policy
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.stats import Correction

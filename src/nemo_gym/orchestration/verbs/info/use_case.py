@@ -13,17 +13,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from nemo_gym.orchestration import contract, recovery
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.library.hosts import over_their_hosts
 from nemo_gym.orchestration.library.observing import RunStatus, status
-from nemo_gym.orchestration.manage import select_jobs
+from nemo_gym.orchestration.library.selecting import select_jobs
 from nemo_gym.orchestration.observe import Attempt, JobStatus, SampleCheck
 from nemo_gym.orchestration.plan.model import DRIVER_STEP
 from nemo_gym.orchestration.record import SubmissionRecord
-from nemo_gym.orchestration.recovery import PAIRS_NAMED, Plan
 from nemo_gym.orchestration.results import BenchmarkResult, collect_results
+from nemo_gym.orchestration.verbs.resubmit import recovery
+from nemo_gym.orchestration.verbs.resubmit.recovery import PAIRS_NAMED, Plan
 
 # The version of ``info_json``'s document: fields are only ever added.
 INFO_SCHEMA = 1

@@ -181,7 +181,7 @@ def html_pages() -> Any:
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parents[2] / "templates")),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

@@ -12,9 +12,10 @@ from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.hosts import over_their_hosts
-from nemo_gym.orchestration.manage import log_patterns, logs_script, one_job
+from nemo_gym.orchestration.library.selecting import one_job
 from nemo_gym.orchestration.observe import probe_runs
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord
+from nemo_gym.orchestration.verbs.logs.script import log_patterns, logs_script
 
 
 @dataclass(frozen=True)

@@ -17,24 +17,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from nemo_gym.orchestration.api import SubmitConfig
-from nemo_gym.orchestration.checkpoints import (
-    Checkpoint,
-    Phase,
-    Resubmit,
-    RunView,
-    Submit,
-    Update,
-    WatchState,
-    next_steps,
-    scan,
-)
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import ConnectionLost, UserError
 from nemo_gym.orchestration.library.composing import Composition, compose
 from nemo_gym.orchestration.library.observing import status
-from nemo_gym.orchestration.library.resubmitting import RunResubmit, resubmit
 from nemo_gym.orchestration.library.storing import feed_store_of
-from nemo_gym.orchestration.library.submitting import prepare, submit
 from nemo_gym.orchestration.overrides import hydra_value
 from nemo_gym.orchestration.record import (
     SubmissionRecord,
@@ -45,6 +32,19 @@ from nemo_gym.orchestration.record import (
     now_utc,
     submission_origin,
     write_sweep_index,
+)
+from nemo_gym.orchestration.verbs.resubmit.use_case import RunResubmit, resubmit
+from nemo_gym.orchestration.verbs.submit.use_case import prepare, submit
+from nemo_gym.orchestration.verbs.watch.checkpoints import (
+    Checkpoint,
+    Phase,
+    Resubmit,
+    RunView,
+    Submit,
+    Update,
+    WatchState,
+    next_steps,
+    scan,
 )
 
 

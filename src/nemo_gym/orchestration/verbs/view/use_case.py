@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.orchestration import contract, samples, shipping, view
+from nemo_gym.orchestration import contract, samples, shipping
 from nemo_gym.orchestration.connection import Connect, connect
 from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.observing import RunStatus, list_runs, list_sweeps, results, status
@@ -33,6 +33,7 @@ from nemo_gym.orchestration.library.selecting import Selection, select
 from nemo_gym.orchestration.record import SubmissionRecord, SweepRecord
 from nemo_gym.orchestration.results import DEFAULT_METRIC
 from nemo_gym.orchestration.shipping import Program
+from nemo_gym.orchestration.verbs.view import pages
 
 TOKEN_COOKIE = "gym_view"
 # Sent with every page: it runs no script and loads nothing from elsewhere.
@@ -85,21 +86,21 @@ class Viewer:
 
     # -- the pages -----------------------------------------------------------------------------------
 
-    def index_html(self, links: view.Links) -> str:
+    def index_html(self, links: pages.Links) -> str:
         sweeps, runs = self.parts()
         entries = {s.record.gym_job_id: _entry(s) for s in status(runs, connect=self.connect)} if runs else {}
         sweep_entries = [
-            view.SweepEntry(sweep, [entries[r.run_id] for r in sweep.runs if r.run_id in entries]) for sweep in sweeps
+            pages.SweepEntry(sweep, [entries[r.run_id] for r in sweep.runs if r.run_id in entries]) for sweep in sweeps
         ]
-        return view.index_page(sweep_entries, list(reversed([entries[r.gym_job_id] for r in runs])), links)
+        return pages.index_page(sweep_entries, list(reversed([entries[r.gym_job_id] for r in runs])), links)
 
-    def run_html(self, run_id: str, links: view.Links) -> str | None:
+    def run_html(self, run_id: str, links: pages.Links) -> str | None:
         record = self.run(run_id)
         if record is None:
             return None
         [found] = results([record], self.metric, connect=self.connect)
         [state] = status([record], connect=self.connect)
-        return view.run_page(found, state, links, self._compared_with(record))
+        return pages.run_page(found, state, links, self._compared_with(record))
 
     def _compared_with(self, record: SubmissionRecord) -> list[SubmissionRecord]:
         """The runs a run is shown side by side with: its sweep's first run and the one before it."""
@@ -113,17 +114,17 @@ class Viewer:
         wanted = dict.fromkeys(i for i in (0, at - 1) if 0 <= i < at)
         return [found[1][i] for i in wanted]
 
-    def sweep_html(self, sweep_id: str, links: view.Links) -> str | None:
+    def sweep_html(self, sweep_id: str, links: pages.Links) -> str | None:
         found = self.sweep(sweep_id)
         if found is None:
             return None
         _, records = found
         runs = results(records, self.metric, connect=self.connect) if records else []
         states = status(records, connect=self.connect) if records else []
-        return view.sweep_page(sweep_id, runs, states, self.metric, links)
+        return pages.sweep_page(sweep_id, runs, states, self.metric, links)
 
     def samples_html(
-        self, run_id: str, benchmark: str, start: int, reward: str, query: str, links: view.Links
+        self, run_id: str, benchmark: str, start: int, reward: str, query: str, links: pages.Links
     ) -> str | None:
         record = self.run(run_id)
         job = next((u for u in record.units + record.benchmarks if u.benchmark == benchmark), None) if record else None
@@ -132,9 +133,9 @@ class Viewer:
         if reward not in samples.REWARD_FILTERS:
             reward = ""
         page = read_page(record, job.job_dir, max(0, start), reward, query[:200], self.connect)
-        return view.samples_page(record, benchmark, page, reward, query[:200], links)
+        return pages.samples_page(record, benchmark, page, reward, query[:200], links)
 
-    def compare_html(self, base_id: str, candidate_id: str, links: view.Links) -> str | None:
+    def compare_html(self, base_id: str, candidate_id: str, links: pages.Links) -> str | None:
         from nemo_gym.orchestration.library.observing import compare
 
         base, candidate = self.run(base_id), self.run(candidate_id)
@@ -146,31 +147,31 @@ class Viewer:
             tasks = {*b.paired.improved_tasks, *b.paired.regressed_tasks}
             if not tasks:
                 continue
-            shown = set(sorted(tasks)[: view.FLIPPED_SHOWN * 2])
+            shown = set(sorted(tasks)[: pages.FLIPPED_SHOWN * 2])
             rows[b.benchmark] = (
                 read_tasks(base, _job_dir(base, b.benchmark), shown, self.connect),
                 read_tasks(candidate, _job_dir(candidate, b.benchmark), shown, self.connect),
             )
-        return view.compare_page(comparison, base, candidate, rows, links)
+        return pages.compare_page(comparison, base, candidate, rows, links)
 
-    def history_html(self, links: view.Links, query: dict[str, list[str]] | None = None) -> str:
+    def history_html(self, links: pages.Links, query: dict[str, list[str]] | None = None) -> str:
         """The results store's history (``gym eval history``'s), filtered as the query asks; a bad
         filter, or a store off or out of reach, is one line on the page saying what to do."""
-        from nemo_gym.orchestration import view_history
-        from nemo_gym.orchestration.library.remembering import history
+        from nemo_gym.orchestration.verbs.history.use_case import history
+        from nemo_gym.orchestration.verbs.view import history_page
 
-        asked, problem = view_history.parse_query(query or {})
+        asked, problem = history_page.parse_query(query or {})
         found = None
         if not problem:
             try:
                 found = history(self.results_url, model_prefix=asked.model_prefix, sweep=asked.sweep)
             except UserError as exc:
                 problem = "; ".join(exc.problems)
-        return view_history.history_page(found, asked, problem, links)
+        return history_page.history_page(found, asked, problem, links)
 
 
-def _entry(run: RunStatus) -> view.RunEntry:
-    return view.RunEntry(run.record, run.summary, not run.final)
+def _entry(run: RunStatus) -> pages.RunEntry:
+    return pages.RunEntry(run.record, run.summary, not run.final)
 
 
 def _distinct(records: list[SubmissionRecord]) -> list[SubmissionRecord]:
@@ -180,7 +181,7 @@ def _distinct(records: list[SubmissionRecord]) -> list[SubmissionRecord]:
     out = []
     for record in records:
         if record.gym_job_id in seen:
-            record = record.model_copy(update={"gym_job_id": view.key_of(record, copied=True)})
+            record = record.model_copy(update={"gym_job_id": pages.key_of(record, copied=True)})
         seen.add(record.gym_job_id)
         out.append(record)
     return out
@@ -280,7 +281,7 @@ def check_binding(host: str, token: str | None) -> None:
 def serve(viewer: Viewer, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> ThreadingHTTPServer:
     """The server (not started: ``serve_forever`` it); ``port`` 0 picks a free one."""
     check_binding(host, token)
-    site = _Site(viewer, host, token, view.Links(static=False))
+    site = _Site(viewer, host, token, pages.Links(static=False))
     return ThreadingHTTPServer((host, port), functools.partial(_Handler, site=site))
 
 
@@ -291,7 +292,7 @@ class _Site:
     viewer: Viewer
     host: str
     token: str | None
-    links: view.Links
+    links: pages.Links
 
     def page(self, parts: list[str], query: dict[str, list[str]]) -> str | None:
         """The page a request's path names; None for none."""
@@ -336,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Another name for this loopback address: a page elsewhere rebinding its DNS to us.
             return self._send(
                 HTTPStatus.MISDIRECTED_REQUEST,
-                view.message_page("Not here", "This view answers to its own address only.", links),
+                pages.message_page("Not here", "This view answers to its own address only.", links),
             )
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
@@ -346,21 +347,21 @@ class _Handler(BaseHTTPRequestHandler):
             if not hmac.compare_digest(given.encode(), site.token.encode()):
                 return self._send(
                     HTTPStatus.FORBIDDEN,
-                    view.message_page("No entry", "This view needs its token (?token=...).", links),
+                    pages.message_page("No entry", "This view needs its token (?token=...).", links),
                 )
             extra["Set-Cookie"] = f"{TOKEN_COOKIE}={site.token}; HttpOnly; SameSite=Strict; Path=/"
         parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/") if p]
         try:
             page = site.page(parts, query)
         except UserError as exc:
-            page = view.message_page("Cannot show this", "; ".join(exc.problems), links)
+            page = pages.message_page("Cannot show this", "; ".join(exc.problems), links)
         except Exception as exc:  # noqa: BLE001 - a page fails alone, in one line, never the server
-            page = view.message_page(
+            page = pages.message_page(
                 "Cannot show this", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", links
             )
         if page is None:
             return self._send(
-                HTTPStatus.NOT_FOUND, view.message_page("Not here", "This view shows no such page.", links), extra
+                HTTPStatus.NOT_FOUND, pages.message_page("Not here", "This view shows no such page.", links), extra
             )
         self._send(HTTPStatus.OK, page, extra)
 
@@ -412,7 +413,7 @@ def write_static(viewer: Viewer, directory: str) -> list[Path]:
     before it, side by side. Only into a new, empty or earlier ``--static`` directory; each page
     written whole beside its name and renamed over it (never written through a link)."""
     out = static_directory(directory)
-    links = view.Links(static=True)
+    links = pages.Links(static=True)
     written: list[Path] = []
 
     def write(name: str, page: str | None) -> None:

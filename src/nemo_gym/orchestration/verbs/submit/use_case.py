@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from nemo_gym.orchestration.submission import QueuedJob
 
 # Only a real submission stages, queues, journals and checks credentials (``submission``,
-# ``journal``, ``export_runs``): each is imported where it is used, so a dry run never loads them.
+# ``journal``, ``verbs.export.script``): each is imported where it is used, so a dry run never loads them.
 
 # -- prepare ---------------------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ class Submission:
 
 def submission_secrets(config: SubmitConfig, plan: RunPlan) -> dict[str, str]:
     """Carrier variable -> value, for every ``host:`` env value and the collector's token."""
-    from nemo_gym.orchestration.export_runs import export_environment_problems, host_credential_problems
+    from nemo_gym.orchestration.verbs.export.script import export_environment_problems, host_credential_problems
 
     owners: dict[str, DriverConfig | BaseServiceConfig] = {"driver": config.driver, **config.deployed_services}
     values = {carrier: owners[owner].env[key] for carrier, (owner, key) in plan.secrets.items()}

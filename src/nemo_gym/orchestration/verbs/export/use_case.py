@@ -10,10 +10,10 @@ from typing import Any
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.connection import Connect, Connection, connect
 from nemo_gym.orchestration.errors import UserError
-from nemo_gym.orchestration.export_runs import export_script, read_export_output
 from nemo_gym.orchestration.exporters.spec import EXPORTERS, destinations, make_spec, settings_problems
 from nemo_gym.orchestration.library.hosts import each_over_its_host, over_their_hosts
 from nemo_gym.orchestration.record import BenchmarkJob, SubmissionRecord, indexed_run
+from nemo_gym.orchestration.verbs.export.script import export_script, read_export_output
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from nemo_gym.orchestration.errors import UserError
 from nemo_gym.orchestration.library.observing import results
 from nemo_gym.orchestration.record import SubmissionRecord
 from nemo_gym.orchestration.results import BenchmarkResult
-from nemo_gym.orchestration.sample_size import DetectionTarget, Pilot, SamplePlan, plan
+from nemo_gym.orchestration.verbs.plan.sample_size import DetectionTarget, Pilot, SamplePlan, plan
 
 
 def plan_samples(

@@ -1,0 +1,1 @@
+"""``gym eval compare``: a candidate run against a base run, benchmark by benchmark."""

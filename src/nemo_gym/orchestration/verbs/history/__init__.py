@@ -1,0 +1,1 @@
+"""``gym eval history``: the results store read across runs, sweeps and users."""

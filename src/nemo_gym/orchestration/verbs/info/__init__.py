@@ -1,0 +1,1 @@
+"""``gym eval info``: everything about a run's benchmarks in one place."""

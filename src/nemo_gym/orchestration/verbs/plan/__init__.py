@@ -1,0 +1,1 @@
+"""``gym eval plan``: how many tasks and repeats each benchmark needs, before spending."""

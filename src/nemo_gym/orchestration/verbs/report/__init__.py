@@ -1,0 +1,1 @@
+"""``gym eval report``: runs as one self-contained HTML file."""

@@ -1,0 +1,1 @@
+"""``gym eval resubmit``: what is unfinished, finished in place."""

@@ -1,0 +1,1 @@
+"""``gym eval results``: one run's results, or several side by side."""

@@ -1,0 +1,1 @@
+"""``gym eval submit``: compose, validate, plan, then print, dry-run or queue."""

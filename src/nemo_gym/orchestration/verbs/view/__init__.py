@@ -1,0 +1,1 @@
+"""``gym eval view``: a read-only web view of runs, sweeps and the results store's history."""

@@ -1,0 +1,1 @@
+"""``gym eval watch``: each checkpoint a training run writes, evaluated once."""
