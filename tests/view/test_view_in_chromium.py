@@ -152,6 +152,19 @@ def test_the_history_page_of_100_checkpoints_x_30_benchmarks_draws_its_curves_wi
     assert red == [7]
 
 
+def test_the_history_page_written_as_a_file_draws_its_curves_offline(tmp_path) -> None:
+    """--static's history.html opened from disk: every curve drawn, nothing asked beyond the file."""
+    from history_store import fill, training_run
+
+    url = f"sqlite:///{tmp_path / 'store' / 'results.sqlite'}"
+    fill(url, training_run(12, 6, 40, planted=(6, 3)))
+    write_static(Viewer([], results_url=url), str(tmp_path / "site"))
+    seen = open_page((tmp_path / "site" / "history.html").as_uri())
+    assert seen.console_errors == [] and all(u.startswith("file://") for u in seen.requests)
+    assert len(seen.charts) == 6 and all(ink(chart, near=LINE_BLUE) > 0.003 for chart in seen.charts)
+    assert [i for i, chart in enumerate(seen.charts) if ink(chart, near=RED, tolerance=30) > 0.001] == [3]
+
+
 @contextmanager
 def served_store(url: str) -> Iterator[str]:
     """The view of the results store ``url``, served on loopback: its base URL."""
