@@ -1,8 +1,9 @@
 """How fast the view's history page answers in a real browser: the results store's leaderboard of
-100 checkpoints x 30 benchmarks (one training run, each entry with its per-task scores, one
-regression planted), served by `gym eval view` and loaded in Debian's headless Chromium
-(playwright, the system binary), timed from navigation to the `load` event. Each load reads the
-store, judges every checkpoint against the best before it (paired over tasks) and renders the page.
+100 checkpoints x 30 benchmarks and a curve per benchmark (one training run, each entry with its
+per-task scores, one regression planted), served by `gym eval view` and loaded in Debian's headless
+Chromium (playwright, the system binary), timed from navigation to the `load` event. Each load reads
+the store, judges every checkpoint against the one before it (paired over tasks) and renders the
+page: the matrix, and the curves as inline SVG.
 
     .venv/bin/python benchmarks/history_view.py [--checkpoints 100] [--benchmarks 30] [--tasks 200] [--repeats 5]
     .venv/bin/python benchmarks/history_view.py --results-url postgresql+psycopg://USER@HOST/DB  # an empty database
@@ -36,8 +37,8 @@ def load_seconds(page, url: str) -> float:
     return time.perf_counter() - start
 
 
-def browser_loads(base: str, repeats: int) -> tuple[list[float], str]:
-    """Each load's seconds, and the page's text (the last load's)."""
+def browser_loads(base: str, repeats: int) -> tuple[list[float], str, int]:
+    """Each load's seconds, the page's text and how many curves it draws (the last load's)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -45,8 +46,9 @@ def browser_loads(base: str, repeats: int) -> tuple[list[float], str]:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         seconds = [load_seconds(page, f"{base}/history") for _ in range(repeats)]
         text = page.inner_text("body")
+        curves = page.locator("figure.curve").count()
         browser.close()
-    return seconds, text
+    return seconds, text, curves
 
 
 def main() -> None:
@@ -74,7 +76,7 @@ def main() -> None:
         rendered = time.perf_counter() - start
         server = serve(viewer, "127.0.0.1", 0)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        seconds, text = browser_loads(f"http://127.0.0.1:{server.server_address[1]}", args.repeats)
+        seconds, text, curves = browser_loads(f"http://127.0.0.1:{server.server_address[1]}", args.repeats)
         server.shutdown()
         server.server_close()
 
@@ -85,7 +87,8 @@ def main() -> None:
     print(f"page made by the server (store read, regressions judged, HTML {len(html) / 1e3:.0f} kB): {rendered:.2f} s")
     print(
         f"history page in headless Chromium: {statistics.median(seconds):.2f} s median of {args.repeats} "
-        f"(min {min(seconds):.2f}, max {max(seconds):.2f}; target < 3 s; {shown} checkpoint rows on the page)"
+        f"(min {min(seconds):.2f}, max {max(seconds):.2f}; target < 3 s; {shown} checkpoint rows and {curves} curves "
+        f"on the page)"
     )
 
 

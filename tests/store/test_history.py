@@ -445,3 +445,37 @@ def test_runs_tagged_in_their_config_are_selected_by_tag_and_a_tag_is_matched_wh
     assert steps("nowhere") == []
     code, out, err = cli(capsys, "--results-url", store_url, "--tag", "a b")
     assert (code, out) == (1, "") and err.startswith("error: --tag 'a b': no run is tagged so")
+
+
+def test_models_without_a_step_read_in_the_order_first_submitted_named_time(store_url, tmp_path, capsys) -> None:
+    """Nightly models with no number in their paths and no job.training_step, submitted c, a, b
+    (imported in another order): the rows, --json and --csv in submission order, the axis named time."""
+    where = tmp_path / "runs"
+    where.mkdir()
+    dirs = [
+        run_directory(where, i, {"alpha": scoring(3 * i)}, model=f"/models/nightly-{m}") for i, m in enumerate("cab", 1)
+    ]
+    cli(capsys, "import", *map(str, reversed(dirs)), "--results-url", store_url)
+    code, out, _ = cli(capsys, "--results-url", store_url)
+    lines = out.splitlines()
+    assert code == 0 and lines[1] == (
+        "axis: time (no checkpoint has a step number: each in the order it was first submitted, UTC)"
+    )
+    assert [line.split()[:2] for line in lines[2:6]] == [
+        ["MODEL", "TIME"],
+        ["/models/nightly-c", "2026-12-01T00:00:01Z"],
+        ["/models/nightly-a", "2026-12-01T00:00:02Z"],
+        ["/models/nightly-b", "2026-12-01T00:00:03Z"],
+    ]
+    doc = json.loads(cli(capsys, "--results-url", store_url, "--json")[1])
+    assert doc["axis"] == "time" and [c["time"] for c in doc["checkpoints"]] == [
+        "2026-12-01T00:00:01Z",
+        "2026-12-01T00:00:02Z",
+        "2026-12-01T00:00:03Z",
+    ]
+    rows = list(csv.reader(io.StringIO(cli(capsys, "--results-url", store_url, "--csv")[1])))
+    assert rows[0][:2] == ["model", "time"] and [row[0] for row in rows[1:]] == [
+        "/models/nightly-c",
+        "/models/nightly-a",
+        "/models/nightly-b",
+    ]

@@ -2,14 +2,20 @@
 the store's checkpoints x benchmarks in the words of ``gym eval history`` (the same best lines,
 regression lines and detectable drop), incomplete cells marked, regressed cells outlined; filtered
 by model prefix and sweep; a bad filter, a store turned off or out of reach, one line on the page;
-what the store holds escaped and shortened; written by --static and linked from the index."""
+what the store holds escaped and shortened; written by --static and linked from the index. The
+curves: each benchmark's points read back through its axis' ticks, its best starred, the regression
+gym eval history flagged drawn in its words; the time axis where no checkpoint has a step; hostile
+names as text, the SVG still well formed."""
 
 from __future__ import annotations
 
 import html
+import math
 import re
 import threading
 import urllib.request
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,9 +23,12 @@ import pytest
 from history_store import entry, fill
 
 from nemo_gym.orchestration.library import Viewer, serve, write_static
+from nemo_gym.orchestration.store import open_store
+from nemo_gym.orchestration.store.schema import entries
 from nemo_gym.orchestration.verbs.history.command import history_text
 from nemo_gym.orchestration.verbs.history.use_case import history
 from nemo_gym.orchestration.verbs.view import pages as view
+from nemo_gym.orchestration.verbs.view.history_page import shortened
 
 CKPT = "/ckpt/run-a"
 SWEEP = "gym-sweep-20261201T000000Z-5eeb01"
@@ -138,3 +147,136 @@ def test_the_index_links_it_and_static_writes_it(url, own_index, tmp_path) -> No
     assert tmp_path / "site" / "history.html" in written
     page = (tmp_path / "site" / "history.html").read_text()
     assert f"alpha at {CKPT}/step-300: -1.0000" in text_of(page) and "<form" not in page
+
+
+# -- the curves ---------------------------------------------------------------------------------------
+
+
+def curves_of(page: str) -> dict[str, ET.Element]:
+    """Each curve's SVG by its caption (as the page shows it), parsed as XML: the template writes it so."""
+    found = {}
+    for caption, svg in re.findall(
+        r'<figure class="chart curve">\s*<figcaption>(.*?)</figcaption>\s*(<svg.*?</svg>)', page, re.S
+    ):
+        found[html.unescape(caption)] = ET.fromstring(svg)
+    return found
+
+
+def scale(ticks: list[ET.Element], coordinate: str) -> Callable[[float], float]:
+    """A pixel back to its value, through two of the axis' labelled ticks."""
+    (p0, v0), (p1, v1) = [(float(t.get(coordinate) or 0), float(t.text or 0)) for t in (ticks[0], ticks[-1])]
+    return lambda pixel: v0 + (pixel - p0) * (v1 - v0) / (p1 - p0)
+
+
+def points_of(svg: ET.Element) -> list[tuple[float, float]]:
+    """The line's points as (step, value), read back through the ticks."""
+    x = scale(svg.findall(".//text[@class='xtick']"), "x")
+    y = scale(svg.findall(".//text[@class='ytick']"), "y")
+    [line] = svg.findall(".//polyline[@class='series']")
+    pairs = [p.split(",") for p in (line.get("points") or "").split()]
+    return [(round(x(float(a))), round(y(float(b)), 3)) for a, b in pairs]
+
+
+def at_value(svg: ET.Element, x: str, y: str) -> tuple[float, float]:
+    to_x = scale(svg.findall(".//text[@class='xtick']"), "x")
+    to_y = scale(svg.findall(".//text[@class='ytick']"), "y")
+    return round(to_x(float(x))), round(to_y(float(y)), 3)
+
+
+def test_each_benchmark_s_curve_has_its_points_its_best_and_its_regression(url) -> None:
+    planted(url)
+    page = Viewer([], results_url=url).history_html(view.Links())
+    curves = curves_of(page)
+    assert list(curves) == ["alpha", "beta"]
+    alpha, beta = curves["alpha"], curves["beta"]
+    assert points_of(alpha) == [(100, 0.5), (200, 1.0), (300, 0.0)]
+    [star] = alpha.findall(".//polygon[@class='best']")
+    assert star.findtext("title") == f"best alpha: {CKPT}/step-200 (1.0000)"
+    [drop] = alpha.findall(".//g[@class='regression']")
+    [segment] = drop.findall("line")
+    assert at_value(alpha, segment.get("x1") or "", segment.get("y1") or "") == (200, 1.0)
+    assert at_value(alpha, segment.get("x2") or "", segment.get("y2") or "") == (300, 0.0)
+    cli = [line.strip() for line in history_text(history(url)).splitlines() if line.startswith("  alpha at ")]
+    assert [drop.findtext("title")] == cli  # the regression gym eval history flagged, in its words
+    # beta: step 200 wrote 9 of its 12 samples: off the line, hollow, never the best (step 100, the earliest of equals).
+    assert points_of(beta) == [(100, 0.5), (300, 0.5)]
+    [hollow] = beta.findall(".//circle[@class='partial']")
+    assert at_value(beta, hollow.get("cx") or "", hollow.get("cy") or "") == (200, 0.5)
+    assert hollow.findtext("title") == f"{CKPT}/step-200: 0.5000 (9/12)"
+    assert beta.findtext(".//polygon[@class='best']/title") == f"best beta: {CKPT}/step-100 (0.5000)"
+    assert beta.findall(".//g[@class='regression']") == []
+    assert [t.text for t in alpha.findall(".//text[@class='axis']")] == ["step"]
+    assert "axis: step (job.training_step, else the number the model's path ends in)" in text_of(page)
+
+
+def test_checkpoints_without_a_step_are_drawn_over_the_time_first_submitted(url) -> None:
+    """Three models with no step number, submitted c (all right), a (none right), b (half): the
+    table and the curve in that order, the axis time, a's drop flagged against c."""
+    entries = [
+        replace(entry(i, "alpha", ones(k), model=f"/models/{name}", step=0), step=None)
+        for i, (name, k) in enumerate((("c", 12), ("a", 0), ("b", 6)), 1)
+    ]
+    fill(url, entries)
+    page = Viewer([], results_url=url).history_html(view.Links())
+    shown = text_of(page)
+    assert "axis: time (no checkpoint has a step number: each in the order it was first submitted, UTC)" in shown
+    assert re.findall(r'<td class="model">(.*?)</td><td class="num">(.*?)</td>', page) == [
+        ("/models/c", "2026-12-01T00:00:01Z"),
+        ("/models/a", "2026-12-01T00:00:02Z"),
+        ("/models/b", "2026-12-01T00:00:03Z"),
+    ]
+    [alpha] = curves_of(page).values()
+    assert [t.text for t in alpha.findall(".//text[@class='axis']")] == ["time first submitted (UTC)"]
+    [line] = alpha.findall(".//polyline[@class='series']")
+    xs = [float(p.split(",")[0]) for p in (line.get("points") or "").split()]
+    ys = [float(p.split(",")[1]) for p in (line.get("points") or "").split()]
+    assert xs == sorted(xs) and len(set(xs)) == 3  # c, a, b along time
+    assert ys[1] > ys[2] > ys[0]  # a lowest on the page (largest y), c highest
+    assert alpha.findtext(".//g[@class='regression']/title", "").startswith(
+        "alpha at /models/a: -1.0000 against /models/c"
+    )
+    assert [t.text for t in alpha.findall(".//text[@class='xtick']")][0] == "12-01 00:00"
+
+
+def test_a_mix_draws_the_numbered_and_says_the_others_are_not_on_the_axis(url) -> None:
+    fill(url, [entry(1, "alpha", ones(6), model=f"{CKPT}/step-100", step=100)])
+    fill(url, [replace(entry(2, "alpha", ones(3), model="/models/base", step=0), step=None)])
+    page = Viewer([], results_url=url).history_html(view.Links())
+    assert "1 checkpoint(s) without a step number are not on this axis (the table lists them last)" in text_of(page)
+    [alpha] = curves_of(page).values()
+    assert points_of(alpha)[0][1] == 0.5 and len(points_of(alpha)) == 1
+
+
+def test_the_curves_show_what_the_store_holds_as_text(url) -> None:
+    """A benchmark's name and a model's path holding markup: in the caption, the tooltips and the
+    label, escaped; the SVG still well formed; nothing run."""
+    bench = "b" + HOSTILE
+    models = [f"{HOSTILE}/step-{100 * c}" for c in (1, 2, 3)]
+    fill(url, [entry(c, bench, ones(k), model=models[c - 1], step=100 * c) for c, k in ((1, 6), (2, 12), (3, 0))])
+    page = Viewer([], results_url=url).history_html(view.Links())
+    assert HOSTILE not in page and "<script" not in page and "<img" not in page
+    [(caption, svg)] = curves_of(page).items()
+    assert caption == shortened(bench, 40)
+    assert svg.get("aria-label") == f"{shortened(bench, 40)}: score over the step"
+    assert svg.findtext(".//polygon[@class='best']/title") == f"best {shortened(bench, 40)}: {models[1]} (1.0000)"
+    regression = svg.findtext(".//g[@class='regression']/title") or ""
+    assert regression.startswith(f"{shortened(bench, 40)} at {models[2]}: -1.0000")
+    assert points_of(svg) == [(100, 0.5), (200, 1.0), (300, 0.0)]
+
+
+def test_a_value_that_is_not_finite_is_not_drawn_and_huge_ones_stay_in_the_box(url) -> None:
+    """The store is written by anyone: a value of 1e308, one of -1e308 and an infinite one beside an
+    ordinary one: the page made all the same, the three finite ones drawn inside the box."""
+    fill(url, [entry(c, "alpha", ones(6), model=f"{CKPT}/step-{100 * c}", step=100 * c) for c in (1, 2, 3, 4)])
+    store = open_store(url)
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(entries.update().where(entries.c.run_id.like("%000001")).values(value=1e308))
+            conn.execute(entries.update().where(entries.c.run_id.like("%000002")).values(value=-1e308))
+            conn.execute(entries.update().where(entries.c.run_id.like("%000004")).values(value=math.inf))
+    finally:
+        store.close()
+    [svg] = curves_of(Viewer([], results_url=url).history_html(view.Links())).values()
+    [line] = svg.findall(".//polyline[@class='series']")
+    ys = [float(p.split(",")[1]) for p in (line.get("points") or "").split()]
+    assert len(ys) == 3 and all(0 <= y <= 210 for y in ys)

@@ -3,12 +3,15 @@ three-checkpoint sweep of real results load with no request beyond the view's ow
 console error; the sweep's curve is drawn, its best checkpoint marked; a benchmark's samples page
 shows prompts and responses, filtered by reward; two runs side by side show both responses of a
 flipped task; hostile text a run wrote is shown as text; the same pages written as files load
-offline."""
+offline; the results store's history page, its matrix and curves, for 100 checkpoints x 30
+benchmarks in under 3 s."""
 
 from __future__ import annotations
 
 import threading
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from browser import LINE_BLUE, ink, open_page
@@ -20,6 +23,8 @@ from nemo_gym.orchestration.library import Viewer, serve, write_static
 pytestmark = pytest.mark.slow
 
 HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
+GOLD = (0xD6, 0x9E, 0x2E)  # the history curves' best star (view-history.html.j2)
+RED = (0xC5, 0x30, 0x30)  # a flagged regression on them
 
 
 @pytest.fixture(autouse=True)
@@ -120,13 +125,53 @@ def test_the_history_page_is_linked_from_the_index_and_shows_the_store(tmp_path)
 
     url = f"sqlite:///{tmp_path / 'store' / 'results.sqlite'}"
     fill(url, training_run(12, 30, 40, planted=(6, 3)))
+    with served_store(url) as base:
+        seen = open_page(f"{base}/", click="history", screenshot=tmp_path / "history.png")
+    assert only_own(seen, base) and seen.console_errors == []
+    assert "bench-03 at /ckpt/run-a/step-700: -" in seen.text and "/ckpt/run-a/step-1200" in seen.text
+
+
+def test_the_history_page_of_100_checkpoints_x_30_benchmarks_draws_its_curves_within_3_s(tmp_path) -> None:
+    """Issue #41's size, as benchmarks/history_view.py measures it (200 tasks each, one regression
+    planted): the page (the matrix and a curve per benchmark) loads in under 3 s, median of 3 loads;
+    each curve drawn (blue ink), the best starred on each, the planted drop drawn in red on its own
+    curve only, nothing asked elsewhere."""
+    from history_store import fill, training_run
+
+    url = f"sqlite:///{tmp_path / 'store' / 'results.sqlite'}"
+    fill(url, training_run(100, 30, 200, planted=(60, 7)))
+    with served_store(url) as base:
+        seen = open_page(f"{base}/history", screenshot=tmp_path / "history.png", loads=3)
+    print(f"history page, 100 checkpoints x 30 benchmarks: {sorted(seen.seconds)} s")
+    assert only_own(seen, base) and seen.console_errors == []
+    assert sorted(seen.seconds)[1] < 3.0, seen.seconds
+    assert "bench-07 at /ckpt/run-a/step-6100: -" in seen.text and "/ckpt/run-a/step-10000" in seen.text
+    assert len(seen.charts) == 30 and all(ink(chart, near=LINE_BLUE) > 0.003 for chart in seen.charts)
+    assert all(ink(chart, near=GOLD) > 0.0003 for chart in seen.charts)  # the best's star on each
+    red = [i for i, chart in enumerate(seen.charts) if ink(chart, near=RED, tolerance=30) > 0.001]
+    assert red == [7]
+
+
+def test_the_history_page_written_as_a_file_draws_its_curves_offline(tmp_path) -> None:
+    """--static's history.html opened from disk: every curve drawn, nothing asked beyond the file."""
+    from history_store import fill, training_run
+
+    url = f"sqlite:///{tmp_path / 'store' / 'results.sqlite'}"
+    fill(url, training_run(12, 6, 40, planted=(6, 3)))
+    write_static(Viewer([], results_url=url), str(tmp_path / "site"))
+    seen = open_page((tmp_path / "site" / "history.html").as_uri())
+    assert seen.console_errors == [] and all(u.startswith("file://") for u in seen.requests)
+    assert len(seen.charts) == 6 and all(ink(chart, near=LINE_BLUE) > 0.003 for chart in seen.charts)
+    assert [i for i, chart in enumerate(seen.charts) if ink(chart, near=RED, tolerance=30) > 0.001] == [3]
+
+
+@contextmanager
+def served_store(url: str) -> Iterator[str]:
+    """The view of the results store ``url``, served on loopback: its base URL."""
     server = serve(Viewer([], results_url=url), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        seen = open_page(f"{base}/", click="history", screenshot=tmp_path / "history.png")
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
-    assert only_own(seen, base) and seen.console_errors == []
-    assert "bench-03 at /ckpt/run-a/step-700: -" in seen.text and "/ckpt/run-a/step-1200" in seen.text

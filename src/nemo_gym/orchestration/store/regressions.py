@@ -50,6 +50,8 @@ class Regression:
             "step": self.checkpoint.step,
             "against_model": self.against.model,
             "against_step": self.against.step,
+            "time": self.checkpoint.time_text or None,
+            "against_time": self.against.time_text or None,
             "delta": self.delta,
             "p_value": self.p_value,
             "adjusted_p": self.adjusted_p,
@@ -105,12 +107,12 @@ class _Tested:
 def regressions(
     board: Leaderboard, alpha: float = DEFAULT_ALPHA, correction: Correction = Correction.HOLM
 ) -> list[Regression]:
-    """Every regression of the series, in step order, then by benchmark."""
+    """Every regression of the series, in series order, then by benchmark."""
     return judge(board, alpha, correction).regressions
 
 
 def judge(board: Leaderboard, alpha: float = DEFAULT_ALPHA, correction: Correction = Correction.HOLM) -> Judged:
-    """The regressions of the series (in step order, then by benchmark), and how small a drop its
+    """The regressions of the series (in series order, then by benchmark), and how small a drop its
     pairs could have shown, every pair of the history judged as one family."""
     tested = [
         (checkpoint, t)

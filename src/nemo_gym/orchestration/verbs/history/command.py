@@ -1,6 +1,6 @@
 """``gym eval history``: every result in one store, read across runs, sweeps and users: the
-leaderboard of checkpoints (in step order) x benchmarks with the suite mean, the best checkpoint
-per benchmark and over the suite; ``gym eval history import DIR...`` writes run directories' results into it."""
+leaderboard of checkpoints (in step order, or by time where none has a step) x benchmarks with the
+suite mean, the best checkpoint per benchmark and over the suite; ``gym eval history import DIR...`` writes run directories' results into it."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser(
         "history",
         help="every run's results in one store: checkpoints x benchmarks, the best of each",
-        description="The leaderboard of the results store: a row per checkpoint (in step order), a column per "
-        "benchmark (each cell the newest run's mean reward over tasks), the suite mean, and the best checkpoint "
+        description="The leaderboard of the results store: a row per checkpoint (in step order; by the time first "
+        "submitted where none has a step), a column per benchmark (each cell the newest run's mean reward over tasks), the suite mean, and the best checkpoint "
         "per benchmark and over the suite. `gym eval history import DIR...` writes run directories into the store.",
     )
     p.add_argument("--results-url", metavar="URL", help=URL_HELP)
@@ -96,13 +96,15 @@ def history_text(found: History) -> str:
     rows = [
         [
             _model(c.model),
-            "-" if c.step is None else str(c.step),
+            board.position_text(c),
             *(words.cell_text(c, b, best[b] is c) for b in board.benchmarks),
             words.value_text(c.suite_mean(board.benchmarks)),
         ]
         for c in board.checkpoints
     ]
-    lines = [words.LEGEND, table(["MODEL", "STEP", *board.benchmarks, "SUITE"], rows)]
+    lines = [words.LEGEND, table(["MODEL", words.axis_header(board), *board.benchmarks, "SUITE"], rows)]
+    if board.by_time or board.unnumbered:  # the step axis needs no word; the others say what orders them
+        lines.insert(1, words.axis_text(board))
     if words.any_partial(board):
         lines.insert(1, words.PARTIAL_LEGEND)
     return "\n".join(lines + words.best_lines(board, _model) + regressions_lines(found))

@@ -92,8 +92,8 @@ def history(
     benchmarks: list[str] | None = None,
     tags: list[str] | None = None,
 ) -> History:
-    """The selected entries' history: the leaderboard (checkpoints in step order x benchmarks, the
-    suite mean, the best checkpoint per benchmark and over the suite) and the regressions flagged
+    """The selected entries' history: the leaderboard (checkpoints in series order, by step or time,
+    x benchmarks, the suite mean, the best checkpoint per benchmark and over the suite) and the regressions flagged
     (each checkpoint against the one before it, every pair of the history judged together)."""
     store = open_store(url)
     try:

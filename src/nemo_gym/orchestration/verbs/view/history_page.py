@@ -2,9 +2,11 @@
 prints them (``verbs/history/words.py`` words both): each benchmark's series down its column, a heat map
 shading each value within its column's range, the best of each benchmark starred, incomplete cells
 with their samples, the regressions flagged (their cells outlined) or, with none, how small a drop
-the pairs tested could have shown. Filtered by ``model_prefix`` and ``sweep`` (the CLI's
-``--model-prefix`` and ``--sweep``), given as query parameters and checked here: a bad one is one
-line on the page naming the parameter and the fix.
+the pairs tested could have shown. Below the table, each benchmark's curve over the series' axis
+(the step, or the time first submitted where no checkpoint has a step), the best and the flagged
+regressions marked on it (``verbs/view/curves.py``: inline SVG, drawn by the template). Filtered by
+``model_prefix`` and ``sweep`` (the CLI's ``--model-prefix`` and ``--sweep``), given as query
+parameters and checked here: a bad one is one line on the page naming the parameter and the fix.
 
 Everything shown comes from the store, written by anyone who can write to it: each text is escaped
 by the template (autoescape), names are shortened for display and the table is bounded. The page
@@ -14,12 +16,14 @@ column (CSS only).
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nemo_gym.orchestration.runid import SWEEP_ID_RE
 from nemo_gym.orchestration.verbs.history import words
+from nemo_gym.orchestration.verbs.view import curves
 
 if TYPE_CHECKING:
     from nemo_gym.orchestration.store.history import Checkpoint, Leaderboard
@@ -30,6 +34,7 @@ MODEL_SHOWN = 80  # characters of a model's path shown (its two ends)
 BENCHMARK_SHOWN = 40
 CHECKPOINTS_SHOWN = 500  # rows of the table; the rest said in a line
 BENCHMARKS_SHOWN = 200
+CURVES_SHOWN = 100  # benchmarks drawn as curves (each over the checkpoints the table shows)
 REGRESSIONS_SHOWN = 200
 PREFIX_LIMIT = 1000
 HEAT_STEPS = 5  # shades of a column's range
@@ -91,6 +96,10 @@ def _model(label: str) -> str:
     return shortened(label, MODEL_SHOWN)
 
 
+def _benchmark(name: str) -> str:
+    return shortened(name, BENCHMARK_SHOWN)
+
+
 def history_page(found: History | None, asked: HistoryQuery, problem: str, links: Links) -> str:
     """The page: the table of ``found``, or ``problem`` (a bad filter, a store off or unreachable) in one line."""
     from nemo_gym.orchestration.verbs.view.pages import Page, render
@@ -112,17 +121,21 @@ def _history_body(found: History) -> dict[str, Any]:
     board = found.board
     flagged = {(id(r.checkpoint), r.benchmark) for r in found.regressions}
     legend = [words.LEGEND] + ([words.PARTIAL_LEGEND] if words.any_partial(board) else [])
-    regressions = [words.regression_text(r, _model) for r in found.regressions[:REGRESSIONS_SHOWN]]
+    regressions = [words.regression_text(r, _model, _benchmark) for r in found.regressions[:REGRESSIONS_SHOWN]]
     return {
+        "axis": words.axis_text(board),
+        "axis_header": words.axis_header(board).capitalize(),
+        "curves": _curves(found),
+        "curves_more": _more_curves(len(board.benchmarks)),
         "legend": legend + ([REGRESSED_LEGEND] if found.regressions else []),
-        "benchmarks": [shortened(b, BENCHMARK_SHOWN) for b in board.benchmarks[:BENCHMARKS_SHOWN]],
+        "benchmarks": [_benchmark(b) for b in board.benchmarks[:BENCHMARKS_SHOWN]],
         "rows": _rows(board, flagged),
         "more": _more(board),
-        "best": words.best_lines(board, _model),
+        "best": words.best_lines(board, _model, _benchmark),
         "flagged": bool(found.regressions),
         "heading": (words.flagged_heading if found.regressions else words.none_flagged)(found.correction, found.alpha),
         "regressions": regressions + _more_regressions(len(found.regressions)),
-        "detectable": "" if found.regressions else words.detectable_text(found.detectable, _model),
+        "detectable": "" if found.regressions else words.detectable_text(found.detectable, _model, _benchmark),
     }
 
 
@@ -133,7 +146,7 @@ def _rows(board: Leaderboard, flagged: set[tuple[int, str]]) -> list[dict[str, A
     return [
         {
             "model": _model(c.model),
-            "step": "-" if c.step is None else str(c.step),
+            "step": board.position_text(c),
             "cells": [_cell(c, b, best[b] is c, shades[b], (id(c), b) in flagged) for b in benchmarks],
             "suite": words.value_text(c.suite_mean(board.benchmarks)),
         }
@@ -144,17 +157,23 @@ def _rows(board: Leaderboard, flagged: set[tuple[int, str]]) -> list[dict[str, A
 def _cell(c: Checkpoint, benchmark: str, best: bool, shade: tuple[float, float], regressed: bool) -> dict[str, str]:
     value = c.value(benchmark)
     css = ["num"]
-    if value is not None:
-        low, high = shade
-        css.append(f"h{min(HEAT_STEPS - 1, int((value - low) / (high - low) * HEAT_STEPS))}" if high > low else "h0")
+    if value is not None and math.isfinite(value):
+        css.append(f"h{_heat(value, *shade)}")
     css += [name for name, on in (("partial", c.partial(benchmark)), ("best", best), ("flagged", regressed)) if on]
     return {"text": words.cell_text(c, benchmark, best), "css": " ".join(css)}
 
 
 def _shading(board: Leaderboard, benchmark: str) -> tuple[float, float]:
     """The range a benchmark's column is shaded over: its lowest and highest value."""
-    values = [v for c in board.checkpoints if (v := c.value(benchmark)) is not None]
+    values = [v for c in board.checkpoints if (v := c.value(benchmark)) is not None and math.isfinite(v)]
     return (min(values), max(values)) if values else (0.0, 0.0)
+
+
+def _heat(value: float, low: float, high: float) -> int:
+    """Its shade, 0 to HEAT_STEPS - 1, within its column's range (by halves: a range from -1e308 to
+    1e308, which anyone writing the store can make, does not overflow)."""
+    span = high / 2 - low / 2
+    return min(HEAT_STEPS - 1, int((value / 2 - low / 2) / span * HEAT_STEPS)) if span > 0 else 0
 
 
 def _more(board: Leaderboard) -> list[str]:
@@ -166,6 +185,23 @@ def _more(board: Leaderboard) -> list[str]:
     return [
         f"{line}: narrow it by model prefix or sweep, or read them all with gym eval history --json" for line in lines
     ]
+
+
+def _curves(found: History) -> curves.Curves:
+    board = found.board
+    return curves.curves(
+        board,
+        board.checkpoints[:CHECKPOINTS_SHOWN],
+        board.benchmarks[:CURVES_SHOWN],
+        found.regressions,
+        _model,
+        _benchmark,
+    )
+
+
+def _more_curves(count: int) -> list[str]:
+    more = count - CURVES_SHOWN
+    return [f"and {more} more benchmarks, in the table (narrow it by model prefix or sweep)"] if more > 0 else []
 
 
 def _more_regressions(count: int) -> list[str]:
