@@ -65,9 +65,11 @@ def job_plan(
 
 
 def _claimed_ports(run: RunInputs, benchmark: str, steps: list[Step]) -> tuple[PortRef, ...]:
-    """Every port the job claims at its start: its vLLM servers', and gym's head server's."""
+    """Every port the job claims at its start: its servers' (each step's serving port, then its
+    others: a tier's side channel, a router's metrics), and gym's head server's."""
     head = PortRef(HEAD_SERVER, head_server_port(run.config.driver.benchmarks[benchmark]))
-    return tuple(step.claimed_port for step in steps if step.claimed_port is not None) + (head,)
+    served = [step.claimed_port for step in steps if step.claimed_port is not None]
+    return (*served, *(ref for step in steps for ref in step.side_ports), head)
 
 
 def job_compute(run: RunInputs, fixed_ports: str | None) -> tuple[ComputeConfig, str]:

@@ -52,10 +52,16 @@ class PortRef:
 
     name: str
     preferred: int
+    count: int = 1  # consecutive ports from the one claimed (a server that listens on one a rank)
 
     @property
     def variable(self) -> str:
         return ports.variable(self.name)
+
+    @property
+    def word(self) -> str:
+        """How ``ports.py claim`` is asked for it: ``NAME=PREFERRED[+COUNT]``."""
+        return f"{self.name}={self.preferred}" + (f"+{self.count}" if self.count > 1 else "")
 
 
 Port = int | PortRef  # a configured port, or one claimed at the job's start
@@ -112,6 +118,8 @@ class StepBase:
     # Its serving port, claimed when the job starts: ``argv`` lacks ``--port``, which the step puts
     # back where it was (after ``vllm serve MODEL``) with the claimed port.
     claimed_port: PortRef | None = None
+    # Its other ports claimed when the job starts (a tier's NIXL side channel, a router's metrics).
+    side_ports: tuple[PortRef, ...] = ()
 
     def describe(self) -> str:
         return f"service {self.service}, step {self.name}: {self.what()}, nodes {self.nodes.start}..{self.nodes.last}"
@@ -168,8 +176,10 @@ class VllmRouterStep(StepBase):
     URL per serving node of each tier, whose addresses the job knows only when it runs."""
 
     kind: ClassVar[str] = "vllm-router"
-    prefill: tuple[tuple[int, int], ...]  # (node, port) of each prefill server
-    decode: tuple[tuple[int, int], ...]
+    prefill: tuple[tuple[int, Port], ...]  # (node, port) of each prefill server
+    decode: tuple[tuple[int, Port], ...]
+    port: Port  # where it serves (``argv`` lacks ``--port``): configured, or claimed at the job's start
+    prometheus_port: Port  # where it serves its metrics (``argv`` lacks ``--prometheus-port``)
 
     def what(self) -> str:
         return f"vllm-router in front of {len(self.prefill)} prefill and {len(self.decode)} decode server(s)"

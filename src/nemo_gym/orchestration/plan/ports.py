@@ -1,21 +1,22 @@
 """Which of a job's servers get their port when the job starts (``ports.py`` on its node), and
 whether the job takes its nodes whole (``compute.exclusive_nodes``, auto by default).
 
-A job of one node claims a port for each vLLM server it starts and for gym's head server; the
-plan then carries a ``PortRef`` where it carried the number, and every consumer (the server's
-``--port``, its health check, the driver's ``policy_base_url``, gym's ``head_server.port``) reads
-the claimed port. What this slice does not claim yet keeps its configured port, and the job then
-keeps its node whole: multi-node jobs, Ray and the Ray gateway, prefill/decode and its router, the
-telemetry collector, shared deployments and warm lanes (several drivers in one job), sharded
-benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint from
-their environment).
+A job of one node claims a port for each vLLM server it starts (a prefill/decode tier's too, and
+its NIXL side channel: a block, one port a rank), for a prefill/decode service's vllm-router and
+its metrics, and for gym's head server; the plan then carries a ``PortRef`` where it carried the
+number, and every consumer (the server's ``--port``, its health check, the router's targets, the
+driver's ``policy_base_url``, gym's ``head_server.port``) reads the claimed port. What is not
+claimed yet keeps its configured port, and the job then keeps its node whole: multi-node jobs, Ray
+and the Ray gateway, the telemetry collector, shared deployments and warm lanes (several drivers in
+one job), sharded benchmarks (the merge's ``gym env start``), command benchmarks (which read their
+endpoint from their environment).
 """
 
 from __future__ import annotations
 
 import shlex
 
-from nemo_gym.orchestration.api import VllmPDTierConfig, VllmServiceConfig
+from nemo_gym.orchestration.api import VllmPDServiceConfig, VllmServiceConfig
 from nemo_gym.orchestration.plan.inputs import RunInputs
 from nemo_gym.orchestration.plan.model import PortRef
 
@@ -49,7 +50,12 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
 
 
 def _service_reason(run: RunInputs, service: object) -> str | None:
-    if not isinstance(service, VllmServiceConfig) or isinstance(service, VllmPDTierConfig):
+    if isinstance(service, VllmPDServiceConfig):  # its router; its tiers are asked on their own
+        assert service.health_check is not None
+        if service.health_check.port != service.port:
+            return f"(its router) is health-checked on port {service.health_check.port}, not its serving port"
+        return None
+    if not isinstance(service, VllmServiceConfig):
         return f"({getattr(service, 'type', '?')}) binds fixed ports"
     if service.use_ray_serve:
         return "runs on Ray, whose ports are fixed"

@@ -50,7 +50,8 @@ DEFAULT_READY_TIMEOUT = 600
 
 def service_steps(run: RunInputs, job_dir: str, claimed: bool = False) -> tuple[list[Step], list[RayAddress]]:
     """Every deployed service's steps in declaration order, and where each ray service's head is.
-    ``claimed``: each vLLM server's port is claimed on the job's node when it starts (``plan.ports``)."""
+    ``claimed``: each server's ports are claimed on the job's node when it starts (``plan.ports``):
+    each vLLM server's, a prefill/decode tier's NIXL side channel, a router's and its metrics'."""
     steps: list[Step] = []
     ray_addresses: list[RayAddress] = []
     for name, service in run.config.deployed_services.items():
@@ -58,7 +59,7 @@ def service_steps(run: RunInputs, job_dir: str, claimed: bool = False) -> tuple[
         if isinstance(service, VllmServiceConfig):
             steps.append(vllm_step(run, job_dir, name, service, env, claimed))
         elif isinstance(service, VllmPDServiceConfig):
-            steps.append(router_step(run, job_dir, name, service, env, steps))
+            steps.append(router_step(run, job_dir, name, service, env, steps, claimed))
         else:
             assert isinstance(service, RayServiceConfig)
             steps += ray_steps(run.layout, job_dir, name, service, env)
@@ -92,8 +93,10 @@ def vllm_step(
     if isinstance(port, PortRef):
         base = _drop_flags(base, ("--port",))  # step.sh puts the claimed one back, after the model
     n = service.number_of_instances
+    side_ports: tuple[PortRef, ...] = ()
     if isinstance(service, VllmPDTierConfig):
-        env = _nixl_env(service) + env  # the tier's own env still wins
+        side_ports = _side_channel(name, service) if claimed else ()
+        env = _nixl_env(service, side_ports) + env  # the tier's own env still wins
     common: dict[str, Any] = dict(
         name=name,
         service=name,
@@ -104,6 +107,7 @@ def vllm_step(
         launch=run.layout.launch(job_dir, name, nodes, service),
         metrics_port=service.port,
         claimed_port=port if isinstance(port, PortRef) else None,
+        side_ports=side_ports,
     )
     if one_server_per_node:
         # Independent servers, one a node; the router lists each (validation holds n to 1).
@@ -171,12 +175,23 @@ def _data_parallel_step(service: VllmServiceConfig, base: list[str], nodes: Node
     )
 
 
-def _nixl_env(tier: VllmPDTierConfig) -> tuple[EnvVar, ...]:
-    """NIXL's side channel listens on the node's own address, known only there."""
-    return (
-        EnvVar("VLLM_NIXL_SIDE_CHANNEL_HOST", "node-address", ""),
-        EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", str(tier.nixl_side_channel_port)),
+def _nixl_env(tier: VllmPDTierConfig, claimed: tuple[PortRef, ...] = ()) -> tuple[EnvVar, ...]:
+    """NIXL's side channel listens on the node's own address, known only there, and on the port
+    claimed for it when the job started (``claimed``), else the tier's configured one."""
+    port = (
+        EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "runtime", claimed[0].variable)
+        if claimed
+        else EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", str(tier.nixl_side_channel_port))
     )
+    return (EnvVar("VLLM_NIXL_SIDE_CHANNEL_HOST", "node-address", ""), port)
+
+
+def _side_channel(name: str, tier: VllmPDTierConfig) -> tuple[PortRef, ...]:
+    """The ports a tier's NIXL side channel is claimed on one node: vLLM listens on the one given
+    plus one a rank (a data-parallel rank's, or each tensor-parallel worker's in older vLLMs), so the
+    block covers every instance's workers."""
+    count = tier.number_of_instances * tier.tensor_parallel_size
+    return (PortRef(f"{name}_nixl", tier.nixl_side_channel_port, count),)
 
 
 def _vllm_argv(service: VllmServiceConfig, identity: str | None = None) -> list[str]:
@@ -276,9 +291,16 @@ _HEAD_ONLY_RAY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard", 
 
 
 def router_step(
-    run: RunInputs, job_dir: str, name: str, service: VllmPDServiceConfig, env: tuple[EnvVar, ...], steps: list[Step]
+    run: RunInputs,
+    job_dir: str,
+    name: str,
+    service: VllmPDServiceConfig,
+    env: tuple[EnvVar, ...],
+    steps: list[Step],
+    claimed: bool = False,
 ) -> Step:
-    """vllm-router on the driver's node, in front of the tiers planned just before it."""
+    """vllm-router on the driver's node, in front of the tiers planned just before it; ``claimed``:
+    its port and its metrics' are claimed when the job starts (its health check asks the former)."""
     tiers = {step.name: step for step in steps}
     prefill, decode = (tiers[tier] for tier in service.tiers(name))
     node = run.layout.driver_node
@@ -286,6 +308,8 @@ def router_step(
     assert service.health_check is not None and service.health_check.port is not None
     check = service.health_check
     metrics_port = router_metrics_port(run.config, name)
+    port = serving_port(name, service.port, claimed)
+    prometheus_port = serving_port(f"{name}_metrics", metrics_port, claimed)
     argv = [
         "vllm-router",
         "--vllm-pd-disaggregation",
@@ -295,8 +319,6 @@ def router_step(
         service.decode_policy,
         "--host",
         "0.0.0.0",
-        "--port",
-        str(service.port),
         "--intra-node-data-parallel-size",
         str(service.intra_node_data_parallel_size),
         "--request-timeout-secs",
@@ -306,8 +328,6 @@ def router_step(
         # Its metrics on every interface, so the collector beside the driver can scrape them.
         "--prometheus-host",
         "0.0.0.0",
-        "--prometheus-port",
-        str(metrics_port),
     ]
     return VllmRouterStep(
         name=name,
@@ -318,9 +338,13 @@ def router_step(
         argv=tuple(argv),
         launch=run.layout.launch(job_dir, name, nodes, service),
         metrics_port=metrics_port,
-        health=HealthCheck("http", check.timeout_seconds, check.port, check.path, (node,)),
+        health=HealthCheck("http", check.timeout_seconds, port if claimed else check.port, check.path, (node,)),
         prefill=_serving_endpoints(prefill),
         decode=_serving_endpoints(decode),
+        port=port,
+        prometheus_port=prometheus_port,
+        claimed_port=port if isinstance(port, PortRef) else None,
+        side_ports=(prometheus_port,) if isinstance(prometheus_port, PortRef) else (),
     )
 
 
@@ -331,9 +355,10 @@ def router_metrics_port(config: SubmitConfig, name: str) -> int:
     return ROUTER_METRICS_PORT + routers.index(name)
 
 
-def _serving_endpoints(step: Step) -> tuple[tuple[int, int], ...]:
-    """(node, port) of each server a tier's step runs: every node of one server a node, else its head."""
-    assert step.health is not None and isinstance(step.health.port, int)  # a tier's ports are fixed (plan.ports)
+def _serving_endpoints(step: Step) -> tuple[tuple[int, Port], ...]:
+    """(node, port) of each server a tier's step runs: every node of one server a node, else its
+    head; its port the claimed one where the job claims it (one node: ``plan.ports``)."""
+    assert step.health is not None and step.health.port is not None
     return tuple((node, step.health.port) for node in step.health.nodes)
 
 
