@@ -123,3 +123,97 @@ def test_the_dry_run_says_how_each_job_takes_its_nodes_and_why(capsys, write_con
     assert main(["eval", "submit", "-c", str(write_config(base)), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "[dry-run] answer-judge: nodes whole (auto): it needs 2 nodes, and multi-node jobs keep" in out
+
+
+def _prefill_decode(base: dict, **decode) -> dict:
+    """``base`` with its policy a prefill/decode pair whose tiers share the one node of pool gpu."""
+    base["services"]["policy"] = {
+        "type": "vllm_pd",
+        "container": "vllm/vllm-openai:v0.11.0",
+        "model": "Qwen/Qwen3-8B",
+        "prefill": {"node_pool": "gpu"},
+        "decode": {"node_pool": "gpu", **decode},
+    }
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 4}}
+    return base
+
+
+def test_a_one_node_prefill_decode_job_claims_its_tiers_router_and_side_channels(base) -> None:
+    [job] = plan_of(_prefill_decode(base, number_of_instances=2, tensor_parallel_size=1)).jobs
+    prefill, decode, router = job.steps
+    router_ref, metrics = PortRef("policy", 8000), PortRef("policy_metrics", 29000)
+    assert job.ports == (
+        PortRef("policy-prefill", 8001),
+        PortRef("policy-decode", 8002),
+        router_ref,
+        PortRef("policy-prefill_nixl", 5600),
+        PortRef("policy-decode_nixl", 5601, 2),  # one side-channel port a data-parallel rank
+        metrics,
+        HEAD,
+    )
+    # The router listens and serves its metrics on its claimed ports, and targets the tiers' claimed ones.
+    assert (router.port, router.prometheus_port) == (router_ref, metrics)
+    assert not {"--port", "--prometheus-port"} & set(router.argv)
+    assert router.prefill == ((0, prefill.claimed_port),) and router.decode == ((0, decode.claimed_port),)
+    assert router.health.port == router_ref
+    # Each tier serves, is health-checked (its identity too) and opens its side channel on its claims.
+    for tier, side in ((prefill, "GYM_PORT_POLICY_PREFILL_NIXL"), (decode, "GYM_PORT_POLICY_DECODE_NIXL")):
+        assert tier.health.port == tier.claimed_port and tier.health.identity
+        [channel] = [var for var in tier.env if var.key == "VLLM_NIXL_SIDE_CHANNEL_PORT"]
+        assert (channel.kind, channel.value) == ("runtime", side)
+    # The driver is answered through its own router: the policy's endpoint is the router's claim.
+    [policy_url] = [a for a in job.driver.ported_argv if a.before.startswith("+policy_base_url=")]
+    assert policy_url.port == router_ref
+    assert not exclusive(job) and job.node_sharing.startswith("nodes shared (auto)")
+
+
+def test_the_rendered_router_reads_its_claimed_ports_and_its_targets(base) -> None:
+    files = render_run(plan_of(_prefill_decode(base))).files
+    router, decode, job = (
+        files[f"answer-judge/{name}"].content for name in ("steps/policy.sh", "steps/policy-decode.sh", "job.sh")
+    )
+    assert '--port "${GYM_PORT_POLICY}" --prometheus-port "${GYM_PORT_POLICY_METRICS}"' in router
+    assert '(--decode "http://$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_POLICY_DECODE}")' in router
+    assert 'export VLLM_NIXL_SIDE_CHANNEL_PORT="${GYM_PORT_POLICY_DECODE_NIXL-}"' in decode
+    assert "policy-decode_nixl=5601 policy_metrics=29000 gym_head_server=11000 2>" in job
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda p: p.update(health_check={"port": 9100}), "service policy (its router) is health-checked on port 9100"),
+        (lambda p: p["decode"].update(extra_args="--port 9000"), "service policy-decode sets --port in its extra_args"),
+        (
+            lambda p: p["prefill"].update(health_check={"port": 9101}),
+            "service policy-prefill is health-checked on port 9101",
+        ),
+    ],
+)
+def test_a_prefill_decode_server_on_a_fixed_port_keeps_its_job_on_whole_nodes(base, change, why) -> None:
+    _prefill_decode(base)
+    change(base["services"]["policy"])
+    [job] = plan_of(base).jobs
+    assert job.ports == () and exclusive(job)
+    router = job.steps[-1]
+    assert isinstance(router.port, int) and all(isinstance(port, int) for _, port in router.prefill + router.decode)
+    assert job.node_sharing.startswith(f"nodes whole (auto): {why}")
+
+
+def test_a_prefill_decode_pair_across_nodes_keeps_its_configured_ports(base) -> None:
+    _prefill_decode(base)
+    base["compute"]["cluster"]["node_pools"] = {
+        "prefill": {"partition": "p", "nodes": 1, "gpus_per_node": 4},
+        "decode": {"partition": "p", "nodes": 1, "gpus_per_node": 4},
+    }
+    base["services"]["policy"]["prefill"]["node_pool"] = "prefill"
+    base["services"]["policy"]["decode"]["node_pool"] = "decode"
+    [job] = plan_of(base).jobs
+    prefill, decode, router = job.steps
+    assert job.ports == () and exclusive(job)
+    assert (router.port, router.prometheus_port, router.prefill, router.decode) == (
+        8000,
+        29000,
+        ((0, 8001),),
+        ((1, 8002),),
+    )
+    assert ("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", "5601") in [(v.key, v.kind, v.value) for v in decode.env]
