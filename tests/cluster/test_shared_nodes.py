@@ -24,12 +24,20 @@ def _server_records(job: dict) -> list[dict]:
     return [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("vllm-*.json")]
 
 
-def _swept_on_shared_nodes(cluster_run, models: list[str], compute: dict, seconds: int, timeout: int) -> tuple:
-    """One-GPU stand-in jobs, one a checkpoint, with exclusive_nodes left to auto: the sweep's
-    record and its jobs once all have ended."""
+def _swept_on_shared_nodes(
+    cluster_run,
+    models: list[str],
+    compute: dict,
+    seconds: int,
+    timeout: int,
+    services: dict | None = None,
+    gpus: int = 1,
+) -> tuple:
+    """Stand-in jobs of one node (one GPU unless ``gpus``), one a checkpoint, with exclusive_nodes
+    as ``compute`` says (auto unless set): the sweep's record and its jobs once all have ended."""
     config = cluster_run.config(
-        services={"policy": {"type": "vllm", "model": "/placeholder"}},
-        pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": 1}},
+        services=services or {"policy": {"type": "vllm", "model": "/placeholder"}},
+        pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": gpus}},
         benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": seconds}}},
         driver={"policy_model": "policy"},
         compute=compute,
@@ -88,3 +96,50 @@ def test_eight_one_gpu_jobs_of_a_sweep_share_two_four_gpu_nodes_each_answered_by
         [server] = _server_records(job)
         by_node.setdefault(server["host"], set()).add(int(server["argv"][server["argv"].index("--port") + 1]))
     assert set(by_node) <= {"n1", "n2"} and sum(len(ports) for ports in by_node.values()) == 8, by_node
+
+
+def test_two_prefill_decode_jobs_on_one_node_each_answered_through_its_own_router(
+    cluster_run, tmp_path, router_bin
+) -> None:
+    """Two one-node prefill/decode jobs (stand-in vLLM tiers, which hold their NIXL side channels;
+    the real vllm-router) placed on n1 at the same time with exclusive_nodes false: each claims its
+    tiers', side channels', router's and router metrics' ports when it starts, so both succeed, and
+    each driver is answered through its own router by its own tiers (their alias, its checkpoint)."""
+    models = checkpoints(tmp_path)[:2]
+    services = {
+        "policy": {
+            "type": "vllm_pd",
+            "model": "/placeholder",
+            "env": {"GYM_ROUTER_BIN": f"lit:{router_bin}"},
+            "prefill": {"node_pool": "gpu"},
+            "decode": {"node_pool": "gpu", "number_of_instances": 2},  # two side-channel ports
+        }
+    }
+    compute = {"exclusive_nodes": False, "extra_args": {"nodelist": "n1"}}
+    sweep, jobs = _swept_on_shared_nodes(cluster_run, models, compute, 8, 300, services, gpus=2)
+    assert [state for *_, state in jobs] == ["succeeded", "succeeded"], jobs
+    held, started = [], []
+    for record, model in zip(sweep["records"], models):
+        [job] = record["benchmarks"]
+        served, accuracy = _answered_by(job)
+        assert served[1] in {f"{record['gym_job_id']}-math-policy-{tier}" for tier in ("prefill", "decode")}
+        assert accuracy == float(Path(model, "standin-accuracy").read_text())  # its own checkpoint
+        tiers = {
+            json.loads(r["argv"][r["argv"].index("--kv-transfer-config") + 1])["kv_role"]: r
+            for r in _server_records(job)
+            if r["tool"] == "vllm"
+        }
+        prefill, decode = tiers["kv_producer"], tiers["kv_consumer"]
+        tier_ports = [int(r["argv"][r["argv"].index("--port") + 1]) for r in (prefill, decode)]
+        channels = [int(r["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"]) for r in (prefill, decode)]
+        [router] = [r for r in _server_records(job) if r["tool"] == "vllm-router"]
+        argv = router["argv"]
+        port, metrics = (int(argv[argv.index(flag) + 1]) for flag in ("--port", "--prometheus-port"))
+        assert [int(argv[argv.index(flag) + 1].rsplit(":", 1)[1]) for flag in ("--prefill", "--decode")] == tier_ports
+        assert _driver_record(job)["overrides"]["policy_base_url"] == f"http://localhost:{port}/v1"
+        assert {r["host"] for r in (prefill, decode, router)} == {"n1"}
+        held.append({port, metrics, *tier_ports, channels[0], channels[1], channels[1] + 1})
+        started.append(_driver_record(job)["time"])
+    first, second = held
+    assert len(first) == len(second) == 7 and not first & second, held  # no port of one job is the other's
+    assert abs(started[0] - started[1]) < 16, started  # at the same time: each driver runs 16 s
