@@ -32,6 +32,7 @@ def _swept_on_shared_nodes(
     timeout: int,
     services: dict | None = None,
     gpus: int = 1,
+    otel: dict | None = None,
 ) -> tuple:
     """Stand-in jobs of one node (one GPU unless ``gpus``), one a checkpoint, with exclusive_nodes
     as ``compute`` says (auto unless set): the sweep's record and its jobs once all have ended."""
@@ -42,6 +43,8 @@ def _swept_on_shared_nodes(
         driver={"policy_model": "policy"},
         compute=compute,
     )
+    if otel is not None:
+        config["otel"] = otel
     sweep = submit_sweep(cluster_run, config, f"services.policy.model={','.join(models)}")
     ended = wait_until(
         cluster_run,
@@ -143,3 +146,42 @@ def test_two_prefill_decode_jobs_on_one_node_each_answered_through_its_own_route
     first, second = held
     assert len(first) == len(second) == 7 and not first & second, held  # no port of one job is the other's
     assert abs(started[0] - started[1]) < 16, started  # at the same time: each driver runs 16 s
+
+
+def test_two_jobs_with_the_stand_in_collector_on_one_node_each_claim_its_receivers_and_health_port(
+    cluster_run, tmp_path, monkeypatch
+) -> None:
+    """Two one-GPU jobs with telemetry on, on n1 at once (exclusive_nodes auto): each job's collector
+    — the stand-in, which binds what its config names as the collector would, no real otelcol-contrib
+    being available here — listens on the OTLP and health ports its job claimed, its config scrapes
+    its own policy's claimed port, and its driver sends to its own collector; both succeed."""
+    monkeypatch.setenv("OTEL_TOKEN", "otel-token")
+    otel = {
+        "endpoint": "https://otel.example.com",
+        "service_name": "gym-tests",
+        "gym_telemetry": False,
+        "binary": str(Path(__file__).resolve().parents[1] / "standins" / "otelcol-contrib"),
+    }
+    models = checkpoints(tmp_path)[:2]
+    compute = {"extra_args": {"nodelist": "n1"}}
+    sweep, jobs = _swept_on_shared_nodes(cluster_run, models, compute, 8, 300, otel=otel)
+    assert [state for *_, state in jobs] == ["succeeded", "succeeded"], jobs
+    listened = []
+    for record in sweep["records"]:
+        [job] = record["benchmarks"]
+        [collector] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("otelcol-*.json")]
+        ports = collector["listeners"]
+        assert collector["host"] == "n1" and set(ports) == {"health_check", "grpc", "http"}
+        assert [int(collector["env"][f"GYM_PORT_OTEL_{k}"]) for k in ("HEALTH", "GRPC", "HTTP")] == [
+            ports["health_check"],
+            ports["grpc"],
+            ports["http"],
+        ]
+        driver = _driver_record(job)
+        assert driver["env"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://localhost:{ports['http']}"
+        [server] = [r for r in _server_records(job) if r["tool"] == "vllm"]
+        policy = server["argv"][server["argv"].index("--port") + 1]
+        assert collector["env"]["GYM_PORT_POLICY"] == policy  # what its config scrapes
+        assert "${env:GYM_NODE_0}:${env:GYM_PORT_POLICY}" in Path(job["job_dir"], "otel", "collector.yaml").read_text()
+        listened.append(set(ports.values()))
+    assert not listened[0] & listened[1], listened

@@ -217,3 +217,41 @@ def test_a_prefill_decode_pair_across_nodes_keeps_its_configured_ports(base) -> 
         ((1, 8002),),
     )
     assert ("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", "5601") in [(v.key, v.kind, v.value) for v in decode.env]
+
+
+def _with_telemetry(base: dict) -> dict:
+    base["otel"] = {"endpoint": "https://otel.example.com", "service_name": "evals", "gym_telemetry": False}
+    return base
+
+
+def test_a_one_node_job_with_telemetry_claims_its_collectors_ports_and_its_driver_sends_there(base) -> None:
+    [job] = plan_of(_with_telemetry(base)).jobs
+    grpc, http, health = PortRef("otel_grpc", 4317), PortRef("otel_http", 4318), PortRef("otel_health", 13133)
+    assert job.ports == (POLICY, grpc, http, health, HEAD)
+    assert job.otel.ports == (grpc, http, health)
+    [scraped] = [j for j in job.otel.scrape_jobs if j.port == POLICY]  # its own policy's claimed port
+    assert scraped.targets == ((0, "${env:GYM_NODE_0}:${env:GYM_PORT_POLICY}"),)
+    [endpoint] = [var for var in job.driver.env if var.key == "OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert (endpoint.kind, endpoint.value, endpoint.port) == ("ported", "http://localhost:{port}", http)
+    assert not exclusive(job)
+
+
+def test_the_rendered_collector_and_driver_read_the_claimed_ports(base) -> None:
+    files = render_run(plan_of(_with_telemetry(base))).files
+    config, driver, job = (
+        files[f"answer-judge/{name}"].content for name in ("otel/collector.yaml", "steps/driver.sh", "job.sh")
+    )
+    assert "endpoint: 0.0.0.0:${env:GYM_PORT_OTEL_GRPC}" in config
+    assert "endpoint: 0.0.0.0:${env:GYM_PORT_OTEL_HEALTH}" in config
+    assert "needs in its environment: GYM_NODE_0, GYM_JOB_ID" in config and "GYM_PORT_POLICY." in config
+    assert 'export OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:"${GYM_PORT_OTEL_HTTP}"\n' in driver
+    assert 'gym_wait_http otel_collector "http://$(gym_node_name 0):${GYM_PORT_OTEL_HEALTH}/"' in job
+    assert job.index("nemo_gym.orchestration.ports claim") < job.index("gym_wait_http otel_collector")
+
+
+def test_a_multi_node_job_with_telemetry_keeps_the_collectors_configured_ports(base) -> None:
+    _with_telemetry(base)["compute"]["cluster"]["node_pools"] = {"g": {"partition": "p", "nodes": 2}}
+    [job] = plan_of(base).jobs
+    assert job.ports == () and job.otel.ports == (4317, 4318, 13133) and exclusive(job)
+    [endpoint] = [var for var in job.driver.env if var.key == "OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert (endpoint.kind, endpoint.value) == ("lit", "http://localhost:4318")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from nemo_gym.orchestration import contract, ports
+from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 
 COLLECTOR_STEP = "otel_collector"
 DRIVER_STEP = "driver"
@@ -41,8 +42,11 @@ class EnvVar:
     the process runs on (known only there)."""
 
     key: str
-    kind: Literal["lit", "runtime", "host", "node-address"]
-    value: str  # literal value | variable to read on the node | carrier variable name | ""
+    kind: Literal["lit", "runtime", "host", "node-address", "ported"]
+    # literal value | variable to read on the node | carrier variable name | "" | a literal around
+    # one ``{port}``, where ``port``'s claimed port goes (an endpoint on a port claimed at the start)
+    value: str
+    port: PortRef | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class StepBase:
     argv: tuple[str, ...]  # what the step's first node runs (every node, for a plain step)
     launch: Launch
     health: HealthCheck | None = None
-    metrics_port: int | None = None  # where its Prometheus /metrics is served, for the collector
+    metrics_port: Port | None = None  # where its Prometheus /metrics is served, for the collector
     # Its serving port, claimed when the job starts: ``argv`` lacks ``--port``, which the step puts
     # back where it was (after ``vllm serve MODEL``) with the claimed port.
     claimed_port: PortRef | None = None
@@ -282,7 +286,7 @@ class ScrapeJob:
     """One prometheus scrape job: ``targets`` are (node index, ``host:port``) pairs."""
 
     name: str
-    port: int
+    port: Port
     targets: tuple[tuple[int, str], ...]
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -311,6 +315,14 @@ class OtelPlan:
     scrape_jobs: tuple[ScrapeJob, ...]
     attributes: tuple[Attribute, ...]  # set on everything the collector exports
     out_dir: str
+    # Where it listens (OTLP gRPC, OTLP HTTP, health): its configured ports, or claimed at the start.
+    otlp_grpc_port: Port = COLLECTOR_PORTS[0]
+    otlp_http_port: Port = COLLECTOR_PORTS[1]
+    health_port: Port = COLLECTOR_PORTS[2]
+
+    @property
+    def ports(self) -> tuple[Port, ...]:
+        return (self.otlp_grpc_port, self.otlp_http_port, self.health_port)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ A job of one node claims a port for each vLLM server it starts (a prefill/decode
 its NIXL side channel: a block, one port a rank), for a prefill/decode service's vllm-router and
 its metrics, and for gym's head server; the plan then carries a ``PortRef`` where it carried the
 number, and every consumer (the server's ``--port``, its health check, the router's targets, the
-driver's ``policy_base_url``, gym's ``head_server.port``) reads the claimed port. What is not
-claimed yet keeps its configured port, and the job then keeps its node whole: multi-node jobs, Ray
-and the Ray gateway, the telemetry collector, shared deployments and warm lanes (several drivers in
-one job), sharded benchmarks (the merge's ``gym env start``), command benchmarks (which read their
-endpoint from their environment).
+driver's ``policy_base_url``, gym's ``head_server.port``) reads the claimed port. The telemetry
+collector claims its OTLP receivers' and health ports too; its config names them, and the ports it
+scrapes, as ``${env:GYM_PORT_<NAME>}``, and the driver's OTLP endpoint reads the claimed one. What
+is not claimed yet keeps its configured port, and the job then keeps its node whole: multi-node
+jobs, Ray and the Ray gateway, shared deployments and warm lanes (several drivers in one job),
+sharded benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint
+from their environment).
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
         return f"the {run.backend.name} backend gives each job a network of its own"
     if run.layout.node_count > 1:
         return f"it needs {run.layout.node_count} nodes, and multi-node jobs keep their configured ports"
-    if config.otel.enabled:
-        return "its telemetry collector binds fixed ports"
     if shared_driver or config.job.deployment != "per_benchmark":
         return f"job.deployment: {config.job.deployment} keeps its configured ports"
     if any(config.shards_of(name) > 1 for name in config.driver.benchmarks):

@@ -105,7 +105,7 @@ def vllm_step(
         pre_command=service.pre_command,
         health=_vllm_health(service, nodes, one_server_per_node, identity, port),
         launch=run.layout.launch(job_dir, name, nodes, service),
-        metrics_port=service.port,
+        metrics_port=port,
         claimed_port=port if isinstance(port, PortRef) else None,
         side_ports=side_ports,
     )
@@ -310,7 +310,29 @@ def router_step(
     metrics_port = router_metrics_port(run.config, name)
     port = serving_port(name, service.port, claimed)
     prometheus_port = serving_port(f"{name}_metrics", metrics_port, claimed)
-    argv = [
+    return VllmRouterStep(
+        name=name,
+        service=name,
+        nodes=nodes,
+        env=env,
+        pre_command=service.pre_command,
+        argv=_router_argv(service),
+        launch=run.layout.launch(job_dir, name, nodes, service),
+        metrics_port=prometheus_port,
+        health=HealthCheck("http", check.timeout_seconds, port if claimed else check.port, check.path, (node,)),
+        prefill=_serving_endpoints(prefill),
+        decode=_serving_endpoints(decode),
+        port=port,
+        prometheus_port=prometheus_port,
+        claimed_port=port if isinstance(port, PortRef) else None,
+        side_ports=(prometheus_port,) if isinstance(prometheus_port, PortRef) else (),
+    )
+
+
+def _router_argv(service: VllmPDServiceConfig) -> tuple[str, ...]:
+    """vllm-router's options but its ports (``--port``, ``--prometheus-port``: the step's own
+    fields, printed after these) and its targets (known where it runs)."""
+    return (
         "vllm-router",
         "--vllm-pd-disaggregation",
         "--prefill-policy",
@@ -328,23 +350,6 @@ def router_step(
         # Its metrics on every interface, so the collector beside the driver can scrape them.
         "--prometheus-host",
         "0.0.0.0",
-    ]
-    return VllmRouterStep(
-        name=name,
-        service=name,
-        nodes=nodes,
-        env=env,
-        pre_command=service.pre_command,
-        argv=tuple(argv),
-        launch=run.layout.launch(job_dir, name, nodes, service),
-        metrics_port=metrics_port,
-        health=HealthCheck("http", check.timeout_seconds, port if claimed else check.port, check.path, (node,)),
-        prefill=_serving_endpoints(prefill),
-        decode=_serving_endpoints(decode),
-        port=port,
-        prometheus_port=prometheus_port,
-        claimed_port=port if isinstance(port, PortRef) else None,
-        side_ports=(prometheus_port,) if isinstance(prometheus_port, PortRef) else (),
     )
 
 
