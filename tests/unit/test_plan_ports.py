@@ -27,6 +27,12 @@ def plan_of(data: dict):
         return build_plan(SubmitConfig.model_validate(data), RUN_ID)
 
 
+def rendered(data: dict, *names: str) -> list[str]:
+    """The named files of the benchmark's job directory, as ``data``'s run renders them."""
+    files = render_run(plan_of(data)).files
+    return [files[f"answer-judge/{name}"].content for name in names]
+
+
 def exclusive(job) -> bool:
     return any(option == "exclusive" for component in job.directives for option, _ in component)
 
@@ -168,10 +174,7 @@ def test_a_one_node_prefill_decode_job_claims_its_tiers_router_and_side_channels
 
 
 def test_the_rendered_router_reads_its_claimed_ports_and_its_targets(base) -> None:
-    files = render_run(plan_of(_prefill_decode(base))).files
-    router, decode, job = (
-        files[f"answer-judge/{name}"].content for name in ("steps/policy.sh", "steps/policy-decode.sh", "job.sh")
-    )
+    router, decode, job = rendered(_prefill_decode(base), "steps/policy.sh", "steps/policy-decode.sh", "job.sh")
     assert '--port "${GYM_PORT_POLICY}" --prometheus-port "${GYM_PORT_POLICY_METRICS}"' in router
     assert '(--decode "http://$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_POLICY_DECODE}")' in router
     assert 'export VLLM_NIXL_SIDE_CHANNEL_PORT="${GYM_PORT_POLICY_DECODE_NIXL-}"' in decode
@@ -237,10 +240,7 @@ def test_a_one_node_job_with_telemetry_claims_its_collectors_ports_and_its_drive
 
 
 def test_the_rendered_collector_and_driver_read_the_claimed_ports(base) -> None:
-    files = render_run(plan_of(_with_telemetry(base))).files
-    config, driver, job = (
-        files[f"answer-judge/{name}"].content for name in ("otel/collector.yaml", "steps/driver.sh", "job.sh")
-    )
+    config, driver, job = rendered(_with_telemetry(base), "otel/collector.yaml", "steps/driver.sh", "job.sh")
     assert "endpoint: 0.0.0.0:${env:GYM_PORT_OTEL_GRPC}" in config
     assert "endpoint: 0.0.0.0:${env:GYM_PORT_OTEL_HEALTH}" in config
     assert "needs in its environment: GYM_NODE_0, GYM_JOB_ID" in config and "GYM_PORT_POLICY." in config
