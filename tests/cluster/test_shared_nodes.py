@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import STANDIN_PATH, standin_records
 from test_sweeps import _answered_by, checkpoints, submit_sweep, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -33,6 +34,7 @@ def _swept_on_shared_nodes(
     services: dict | None = None,
     gpus: int = 1,
     otel: dict | None = None,
+    driver_env: dict | None = None,
 ) -> tuple:
     """Stand-in jobs of one node (one GPU unless ``gpus``), one a checkpoint, with exclusive_nodes
     as ``compute`` says (auto unless set): the sweep's record and its jobs once all have ended."""
@@ -40,7 +42,7 @@ def _swept_on_shared_nodes(
         services=services or {"policy": {"type": "vllm", "model": "/placeholder"}},
         pools={"gpu": {"partition": "debug", "nodes": 1, "gpus_per_node": gpus}},
         benchmarks={"math": {"run": {"standin_rollouts": 2, "standin_rollout_seconds": seconds}}},
-        driver={"policy_model": "policy"},
+        driver={"policy_model": "policy", **({"env": {"PATH": STANDIN_PATH, **driver_env}} if driver_env else {})},
         compute=compute,
     )
     if otel is not None:
@@ -185,3 +187,31 @@ def test_two_jobs_with_the_stand_in_collector_on_one_node_each_claim_its_receive
         assert "${env:GYM_NODE_0}:${env:GYM_PORT_POLICY}" in Path(job["job_dir"], "otel", "collector.yaml").read_text()
         listened.append(set(ports.values()))
     assert not listened[0] & listened[1], listened
+
+
+def test_two_jobs_with_a_stand_in_ray_service_on_one_node_each_claim_its_heads_ports(cluster_run, tmp_path) -> None:
+    """Two one-GPU jobs each with a ray service beside the policy, on n1 at once (exclusive_nodes
+    auto): each Ray head — the stand-in, which binds the ports it is given as Ray would — gets the
+    GCS, client server, dashboard and dashboard agent ports its job claimed, and each driver dials
+    its own head; both succeed."""
+    models = checkpoints(tmp_path)[:2]
+    services = {
+        "policy": {"type": "vllm", "model": "/placeholder", "node_pool": "gpu"},
+        "envs": {"type": "ray", "node_pools": ["gpu"]},
+    }
+    compute = {"extra_args": {"nodelist": "n1"}}
+    sweep, jobs = _swept_on_shared_nodes(
+        cluster_run, models, compute, 8, 300, services, driver_env={"RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS"}
+    )
+    assert [state for *_, state in jobs] == ["succeeded", "succeeded"], jobs
+    held = []
+    for record in sweep["records"]:
+        [job] = record["benchmarks"]
+        [head] = [r for r in standin_records(job["job_dir"], "ray") if "--head" in r["argv"]]
+        flags = ("--port", "--ray-client-server-port", "--dashboard-port", "--dashboard-agent-listen-port")
+        ports = [int(next(a for a in head["argv"] if a.startswith(flag + "=")).split("=", 1)[1]) for flag in flags]
+        assert head["host"] == "n1"
+        address = _driver_record(job)["env"]["RAY_ADDRESS"]
+        assert address.startswith("198.18.0.") and address.endswith(f":{ports[0]}")  # its own head
+        held.append(set(ports))
+    assert len(held[0]) == len(held[1]) == 4 and not held[0] & held[1], held

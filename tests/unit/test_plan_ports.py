@@ -255,3 +255,47 @@ def test_a_multi_node_job_with_telemetry_keeps_the_collectors_configured_ports(b
     assert job.ports == () and job.otel.ports == (4317, 4318, 13133) and exclusive(job)
     [endpoint] = [var for var in job.driver.env if var.key == "OTEL_EXPORTER_OTLP_ENDPOINT"]
     assert (endpoint.kind, endpoint.value) == ("lit", "http://localhost:4318")
+
+
+def _with_ray(base: dict, **ray) -> dict:
+    """``base`` with a ray service beside the policy on the one node of pool gpu."""
+    base["services"]["policy"]["node_pool"] = "gpu"
+    base["services"]["envs"] = {"type": "ray", "container": "ray:latest", "node_pools": ["gpu"], **ray}
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 1}}
+    return base
+
+
+def test_a_one_node_ray_head_claims_its_gcs_and_fixed_default_ports_and_the_driver_dials_the_claim(base) -> None:
+    [job] = plan_of(_with_ray(base)).jobs
+    gcs = PortRef("envs", 6379)
+    others = (PortRef("envs_client", 10001), PortRef("envs_dashboard", 8265), PortRef("envs_dashboard_agent", 22365))
+    assert job.ports == (POLICY, gcs, *others, HEAD)
+    [head] = [step for step in job.steps if step.kind == "ray-head"]
+    assert head.ray_port == gcs and not any(arg.startswith("--port") for arg in head.argv)
+    assert [(a.before, a.port) for a in head.ported_args] == [
+        ("--port=", gcs),
+        ("--ray-client-server-port=", others[0]),
+        ("--dashboard-port=", others[1]),
+        ("--dashboard-agent-listen-port=", others[2]),
+    ]
+    assert [a.port for a in job.ray_addresses] == [gcs]
+    assert not exclusive(job)
+    [step, script] = rendered(_with_ray(base), "steps/envs.sh", "job.sh")
+    assert 'ray start --head --port="${GYM_PORT_ENVS}" --ray-client-server-port="${GYM_PORT_ENVS_CLIENT}"' in step
+    assert 'until ray status --address "$my_ip:${GYM_PORT_ENVS}"' in step
+    assert 'GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_ENVS}"' in script
+
+
+@pytest.mark.parametrize(
+    ("ray", "why"),
+    [
+        ({"extra_args": "--dashboard-port=9999"}, "service envs (ray) sets --dashboard-port in its extra_args"),
+        ({"extra_args": "--port 7000"}, "service envs (ray) sets --port in its extra_args"),
+        ({"health_check": {"port": 8265}}, "service envs (ray) is health-checked on port 8265"),
+    ],
+)
+def test_a_ray_head_on_a_port_it_names_keeps_its_job_on_whole_nodes(base, ray: dict, why: str) -> None:
+    [job] = plan_of(_with_ray(base, **ray)).jobs
+    [head] = [step for step in job.steps if step.kind == "ray-head"]
+    assert job.ports == () and head.ray_port == 6379 and head.ported_args == () and exclusive(job)
+    assert job.node_sharing.startswith(f"nodes whole (auto): {why}")

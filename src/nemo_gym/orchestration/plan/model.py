@@ -192,8 +192,10 @@ class VllmRouterStep(StepBase):
 @dataclass(frozen=True, kw_only=True)
 class RayHeadStep(StepBase):
     kind: ClassVar[str] = "ray-head"
-    ray_port: int
+    ray_port: Port  # its GCS port (``argv`` lacks ``--port`` when it is claimed)
     ray_nodes: int  # nodes of the whole Ray cluster (the head and every worker)
+    # Its other fixed-by-default ports, claimed at the job's start, as options after ``argv``.
+    ported_args: tuple[PortedArg, ...] = ()
 
     def what(self) -> str:
         return "Ray head"
@@ -217,7 +219,7 @@ class RayAddress:
 
     service: str
     node: int
-    port: int
+    port: Port
     variable: str
 
 

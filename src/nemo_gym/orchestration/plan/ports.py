@@ -7,18 +7,19 @@ its metrics, and for gym's head server; the plan then carries a ``PortRef`` wher
 number, and every consumer (the server's ``--port``, its health check, the router's targets, the
 driver's ``policy_base_url``, gym's ``head_server.port``) reads the claimed port. The telemetry
 collector claims its OTLP receivers' and health ports too; its config names them, and the ports it
-scrapes, as ``${env:GYM_PORT_<NAME>}``, and the driver's OTLP endpoint reads the claimed one. What
-is not claimed yet keeps its configured port, and the job then keeps its node whole: multi-node
-jobs, Ray and the Ray gateway, shared deployments and warm lanes (several drivers in one job),
-sharded benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint
-from their environment).
+scrapes, as ``${env:GYM_PORT_<NAME>}``, and the driver's OTLP endpoint reads the claimed one. A
+ray service's head claims its GCS port and those Ray binds at fixed defaults (``RAY_PORT_FLAGS``),
+and the driver dials the claimed GCS port. What is not claimed yet keeps its configured port, and
+the job then keeps its node whole: multi-node jobs, vLLM on Ray and the Ray gateway, shared
+deployments and warm lanes (several drivers in one job), sharded benchmarks (the merge's ``gym env
+start``), command benchmarks (which read their endpoint from their environment).
 """
 
 from __future__ import annotations
 
 import shlex
 
-from nemo_gym.orchestration.api import VllmPDServiceConfig, VllmServiceConfig
+from nemo_gym.orchestration.api import RayServiceConfig, VllmPDServiceConfig, VllmServiceConfig
 from nemo_gym.orchestration.plan.inputs import RunInputs
 from nemo_gym.orchestration.plan.model import PortRef
 
@@ -49,7 +50,30 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
     return None
 
 
+# A Ray head's ports that Ray binds at a fixed default unless told (the others it picks free, and
+# its workers take theirs from a range, each checked free): its GCS port is the service's own.
+# Preferred: Ray's defaults, but the dashboard agent's (52365), which lies in the kernel's ephemeral
+# range where ports.py never looks, is claimed from 22365.
+RAY_PORT_FLAGS = (
+    ("client", "--ray-client-server-port", 10001),
+    ("dashboard", "--dashboard-port", 8265),
+    ("dashboard_agent", "--dashboard-agent-listen-port", 22365),
+)
+
+
+def _ray_reason(service: RayServiceConfig) -> str | None:
+    if service.health_check is not None:
+        return f"(ray) is health-checked on port {service.health_check.port}, which Ray binds as configured"
+    words = shlex.split(service.extra_args)
+    for flag in ("--port", *(flag for _, flag, _ in RAY_PORT_FLAGS)):
+        if any(w == flag or w.startswith(flag + "=") for w in words):
+            return f"(ray) sets {flag} in its extra_args"
+    return None
+
+
 def _service_reason(run: RunInputs, service: object) -> str | None:
+    if isinstance(service, RayServiceConfig):
+        return _ray_reason(service)
     if isinstance(service, VllmPDServiceConfig):  # its router; its tiers are asked on their own
         assert service.health_check is not None
         if service.health_check.port != service.port:

@@ -27,6 +27,7 @@ from nemo_gym.orchestration.plan.model import (
     NodeSlice,
     PlainStep,
     Port,
+    PortedArg,
     PortRef,
     RayAddress,
     RayHeadStep,
@@ -38,7 +39,7 @@ from nemo_gym.orchestration.plan.model import (
     VllmRayStep,
     VllmRouterStep,
 )
-from nemo_gym.orchestration.plan.ports import serving_port
+from nemo_gym.orchestration.plan.ports import RAY_PORT_FLAGS, serving_port
 from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT
 
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
@@ -62,9 +63,12 @@ def service_steps(run: RunInputs, job_dir: str, claimed: bool = False) -> tuple[
             steps.append(router_step(run, job_dir, name, service, env, steps, claimed))
         else:
             assert isinstance(service, RayServiceConfig)
-            steps += ray_steps(run.layout, job_dir, name, service, env)
+            ray = ray_steps(run.layout, job_dir, name, service, env, claimed)
+            steps += ray
+            head = ray[0]  # the head first, then its workers
+            assert isinstance(head, RayHeadStep)
             variable = contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name)
-            ray_addresses.append(RayAddress(name, run.layout.driver_node, service.port, variable))
+            ray_addresses.append(RayAddress(name, run.layout.driver_node, head.ray_port, variable))
     return steps, ray_addresses
 
 
@@ -371,8 +375,11 @@ def _serving_endpoints(step: Step) -> tuple[tuple[int, Port], ...]:
 
 
 def ray_steps(
-    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...]
+    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...], claimed: bool = False
 ) -> list[Step]:
+    """A ray service's head on the driver's node, then its workers on each pool's other nodes;
+    ``claimed`` (a job of one node: the head alone): its GCS port and the ports Ray would bind at
+    fixed defaults are claimed when the job starts (``plan.ports.RAY_PORT_FLAGS``)."""
     head = layout.driver_node
     head_pool = next((p for p, s in layout.pools.items() if head in s.indices), None)
     extra = _words(service.extra_args)
@@ -385,18 +392,34 @@ def ray_steps(
         health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, nodes=(head,))
     worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
     head_nodes = NodeSlice(head, 1)
+    gcs = serving_port(name, service.port, claimed)
+    ported = _ray_ported_args(name, gcs) if isinstance(gcs, PortRef) else ()
     steps: list[Step] = [
         RayHeadStep(
             name=name,
             nodes=head_nodes,
-            ray_port=service.port,
+            ray_port=gcs,
             ray_nodes=1 + worker_count,
-            argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
+            argv=tuple(
+                ["ray", "start", "--head", *([] if ported else [f"--port={service.port}"]), *head_flags, *extra]
+            ),
             health=health,
             launch=layout.launch(job_dir, name, head_nodes, service),
+            ported_args=ported,
+            claimed_port=gcs if isinstance(gcs, PortRef) else None,
+            side_ports=tuple(arg.port for arg in ported[1:]),
             **common,
         )
     ]
+    return steps + _ray_workers(layout, job_dir, name, service, head, common)
+
+
+def _ray_workers(
+    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, head: int, common: dict[str, Any]
+) -> list[Step]:
+    """A ray service's workers: one step a pool, on the pool's nodes but the head's."""
+    extra = _words(service.extra_args)
+    steps: list[Step] = []
     for pool in service.node_pools:
         workers = [i for i in layout.pools[pool].indices if i != head]
         if not workers:
@@ -417,6 +440,12 @@ def ray_steps(
             )
         )
     return steps
+
+
+def _ray_ported_args(name: str, gcs: PortRef) -> tuple[PortedArg, ...]:
+    """A claimed Ray head's port options: its GCS port, then each port Ray binds at a fixed default."""
+    others = (PortedArg(f"{flag}=", PortRef(f"{name}_{key}", default)) for key, flag, default in RAY_PORT_FLAGS)
+    return (PortedArg("--port=", gcs), *others)
 
 
 def _ray_resource_flags(service: RayServiceConfig, pool: str | None) -> list[str]:
