@@ -7,10 +7,12 @@ used — the policy's and gym's head server's — differ."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from conftest import STANDIN_PATH, standin_records
+from test_slurm_runs import _ray_minimal_bin
 from test_sweeps import _answered_by, checkpoints, submit_sweep, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -192,7 +194,7 @@ def test_two_jobs_with_the_stand_in_collector_on_one_node_each_claim_its_receive
 def test_two_jobs_with_a_stand_in_ray_service_on_one_node_each_claim_its_heads_ports(cluster_run, tmp_path) -> None:
     """Two one-GPU jobs each with a ray service beside the policy, on n1 at once (exclusive_nodes
     auto): each Ray head — the stand-in, which binds the ports it is given as Ray would — gets the
-    GCS, client server, dashboard and dashboard agent ports its job claimed, and each driver dials
+    GCS, dashboard and dashboard agent ports its job claimed, and each driver dials
     its own head; both succeed."""
     models = checkpoints(tmp_path)[:2]
     services = {
@@ -208,10 +210,47 @@ def test_two_jobs_with_a_stand_in_ray_service_on_one_node_each_claim_its_heads_p
     for record in sweep["records"]:
         [job] = record["benchmarks"]
         [head] = [r for r in standin_records(job["job_dir"], "ray") if "--head" in r["argv"]]
-        flags = ("--port", "--ray-client-server-port", "--dashboard-port", "--dashboard-agent-listen-port")
+        flags = ("--port", "--dashboard-port", "--dashboard-agent-listen-port")
         ports = [int(next(a for a in head["argv"] if a.startswith(flag + "=")).split("=", 1)[1]) for flag in flags]
         assert head["host"] == "n1"
         address = _driver_record(job)["env"]["RAY_ADDRESS"]
         assert address.startswith("198.18.0.") and address.endswith(f":{ports[0]}")  # its own head
         held.append(set(ports))
-    assert len(held[0]) == len(held[1]) == 4 and not held[0] & held[1], held
+    assert len(held[0]) == len(held[1]) == 3 and not held[0] & held[1], held
+
+
+@pytest.mark.parametrize("ray", ["minimal", "default"])
+def test_two_jobs_with_a_real_ray_service_on_one_node_each_run_their_own_head(cluster_run, tmp_path, ray) -> None:
+    """As above with the real Ray: the one a vLLM image carries (no dashboard), and ray[default]
+    (its dashboard too): two Ray heads on n1 at once, each started on the ports its job claimed
+    (GCS, dashboard, dashboard agent), each seen ready on its own GCS port, each driver told its
+    own head; both jobs succeed."""
+    ray_bin = _ray_minimal_bin() if ray == "minimal" else Path(os.environ.get("GYM_RAY_PYTHON", "")).parent
+    path = f"lit:{ray_bin}:{Path(__file__).resolve().parents[1] / 'standins'}:/usr/local/bin:/usr/bin:/bin"
+    env = {"PATH": path, "RAY_USAGE_STATS_ENABLED": "lit:0"}
+    services = {
+        "policy": {"type": "vllm", "model": "/placeholder", "node_pool": "gpu", "env": dict(env)},
+        "envs": {"type": "ray", "node_pools": ["gpu"], "env": dict(env)},
+    }
+    compute = {"extra_args": {"nodelist": "n1"}, "container_runtime": "none", "walltime": "00:10:00"}
+    sweep, jobs = _swept_on_shared_nodes(
+        cluster_run,
+        checkpoints(tmp_path)[:2],
+        compute,
+        8,
+        400,
+        services,
+        driver_env={"RAY_ADDRESS": "runtime:GYM_RAY_ADDRESS_ENVS"},
+    )
+    assert [state for *_, state in jobs] == ["succeeded", "succeeded"], jobs
+    claimed, started = [], []
+    for record in sweep["records"]:
+        [job] = record["benchmarks"]
+        log = Path(job["job_dir"], f"slurm-{job['job_id']}.out").read_text()
+        [line] = [line for line in log.splitlines() if "ports on n1:" in line]
+        ports = dict(word.split("=") for word in line.split("ports on n1:", 1)[1].split())
+        assert _driver_record(job)["env"]["RAY_ADDRESS"].endswith(f":{ports['envs']}")  # its own head
+        claimed.append({int(ports[name]) for name in ("envs", "envs_dashboard", "envs_dashboard_agent")})
+        started.append(_driver_record(job)["time"])
+    assert not claimed[0] & claimed[1], claimed
+    assert abs(started[0] - started[1]) < 16, started  # at the same time: each driver runs 16 s

@@ -268,20 +268,19 @@ def _with_ray(base: dict, **ray) -> dict:
 def test_a_one_node_ray_head_claims_its_gcs_and_fixed_default_ports_and_the_driver_dials_the_claim(base) -> None:
     [job] = plan_of(_with_ray(base)).jobs
     gcs = PortRef("envs", 6379)
-    others = (PortRef("envs_client", 10001), PortRef("envs_dashboard", 8265), PortRef("envs_dashboard_agent", 22365))
+    others = (PortRef("envs_dashboard", 8265), PortRef("envs_dashboard_agent", 22365))
     assert job.ports == (POLICY, gcs, *others, HEAD)
     [head] = [step for step in job.steps if step.kind == "ray-head"]
     assert head.ray_port == gcs and not any(arg.startswith("--port") for arg in head.argv)
     assert [(a.before, a.port) for a in head.ported_args] == [
         ("--port=", gcs),
-        ("--ray-client-server-port=", others[0]),
-        ("--dashboard-port=", others[1]),
-        ("--dashboard-agent-listen-port=", others[2]),
+        ("--dashboard-port=", others[0]),
+        ("--dashboard-agent-listen-port=", others[1]),
     ]
     assert [a.port for a in job.ray_addresses] == [gcs]
     assert not exclusive(job)
     [step, script] = rendered(_with_ray(base), "steps/envs.sh", "job.sh")
-    assert 'ray start --head --port="${GYM_PORT_ENVS}" --ray-client-server-port="${GYM_PORT_ENVS_CLIENT}"' in step
+    assert 'ray start --head --port="${GYM_PORT_ENVS}" --dashboard-port="${GYM_PORT_ENVS_DASHBOARD}"' in step
     assert 'until ray status --address "$my_ip:${GYM_PORT_ENVS}"' in step
     assert 'GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_ENVS}"' in script
 

@@ -53,9 +53,9 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
 # A Ray head's ports that Ray binds at a fixed default unless told (the others it picks free, and
 # its workers take theirs from a range, each checked free): its GCS port is the service's own.
 # Preferred: Ray's defaults, but the dashboard agent's (52365), which lies in the kernel's ephemeral
-# range where ports.py never looks, is claimed from 22365.
+# range where ports.py never looks, is claimed from 22365. The Ray client server's (10001) is not
+# given: a Ray without ray[client] (the minimal Ray a vLLM image carries) refuses the option.
 RAY_PORT_FLAGS = (
-    ("client", "--ray-client-server-port", 10001),
     ("dashboard", "--dashboard-port", 8265),
     ("dashboard_agent", "--dashboard-agent-listen-port", 22365),
 )
