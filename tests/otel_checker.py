@@ -13,10 +13,14 @@ from typing import Any
 
 import yaml
 
+from nemo_gym.orchestration.plan.telemetry import COLLECTOR_PORT_NAMES
+from nemo_gym.orchestration.ports import variable
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 
 OTLP_GRPC_PORT, OTLP_HTTP_PORT, HEALTH_PORT = COLLECTOR_PORTS
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# A port claimed when the job starts, as the config names it: the variable the job exports.
+_CLAIMED_PORT_RE = re.compile(r"\$\{env:GYM_PORT_[A-Z0-9_]+\}")
 _ENV_REF_RE = re.compile(r"\$\{env:(" + _ENV_NAME + r")(?::-[^}]*)?\}")
 _SIGNALS = ("metrics", "traces", "logs")
 
@@ -52,22 +56,20 @@ def _env_problems(doc: Any) -> list[str]:
     return problems
 
 
-def _port_of(endpoint: Any) -> int | None:
+def _port_of(endpoint: Any) -> int | str | None:
+    """An endpoint's port: a number, or the reference to a port claimed at the job's start."""
     if not isinstance(endpoint, str) or ":" not in endpoint:
         return None
-    tail = endpoint.rsplit(":", 1)[1]
-    return int(tail) if tail.isdigit() else None
+    tail = endpoint.rsplit(":", 1)[1] if not endpoint.endswith("}") else endpoint[endpoint.rfind(":${") + 1 :]
+    return int(tail) if tail.isdigit() else tail if _CLAIMED_PORT_RE.fullmatch(tail) else None
 
 
 def _listen_problems(doc: dict[str, Any]) -> list[str]:
     problems = []
-    expected = {
-        "receivers::otlp::protocols::grpc": OTLP_GRPC_PORT,
-        "receivers::otlp::protocols::http": OTLP_HTTP_PORT,
-        "extensions::health_check": HEALTH_PORT,
-    }
-    seen: dict[int, str] = {}
-    for where, port in expected.items():
+    places = ("receivers::otlp::protocols::grpc", "receivers::otlp::protocols::http", "extensions::health_check")
+    claimed = ["${env:" + variable(name) + "}" for name in COLLECTOR_PORT_NAMES]
+    seen: dict[int | str, str] = {}
+    for where, port, claim in zip(places, COLLECTOR_PORTS, claimed):
         node: Any = doc
         for part in where.split("::"):
             node = node.get(part) if isinstance(node, dict) else None
@@ -75,8 +77,10 @@ def _listen_problems(doc: dict[str, Any]) -> list[str]:
             continue
         endpoint = node.get("endpoint") if isinstance(node, dict) else None
         got = _port_of(endpoint)
-        if got != port:
-            problems.append(f"{where}::endpoint: {endpoint!r} must listen on port {port} (rules.COLLECTOR_PORTS)")
+        if got not in (port, claim):
+            problems.append(
+                f"{where}::endpoint: {endpoint!r} must listen on port {port} (rules.COLLECTOR_PORTS), or {claim} (claimed)"
+            )
         elif not str(endpoint).startswith("0.0.0.0:"):
             problems.append(f"{where}::endpoint: {endpoint!r} must bind 0.0.0.0, or other nodes cannot reach it")
         if got is not None and got in seen:
@@ -121,7 +125,10 @@ def _scrape_problems(doc: dict[str, Any]) -> list[str]:
         for static in sc.get("static_configs") or []:
             for target in static.get("targets") or []:
                 host, _, port = str(target).rpartition(":")
-                if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                if port.endswith("}") and ":${" in str(target):  # a port claimed at the job's start
+                    host, port = str(target).rsplit(":${", 1)[0], "${" + str(target).rsplit(":${", 1)[1]
+                numbered = port.isdigit() and 0 < int(port) < 65536
+                if not host or not (numbered or _CLAIMED_PORT_RE.fullmatch(port)):
                     problems.append(f"{where}: target {target!r} is not host:port")
                 elif target in targets:
                     problems.append(f"{where}: target {target!r} is also scraped by job {targets[target]!r}")
@@ -193,8 +200,9 @@ def check_collector_config(yaml_text: str, *, secrets: Iterable[str] = ()) -> li
 
     Checks: every component a pipeline (or service::extensions) names is defined and every
     defined one is used; prometheus feeds only metrics; every ``$`` is ``$$`` or a well-formed
-    ``${env:NAME}``; otlp and health_check listen on 0.0.0.0 at ``rules.COLLECTOR_PORTS``;
-    scrape jobs have unique names, host:port targets scraped once, timeout <= interval;
+    ``${env:NAME}``; otlp and health_check listen on 0.0.0.0 at ``rules.COLLECTOR_PORTS`` or at
+    the ports claimed for them (``${env:GYM_PORT_OTEL_...}``); scrape jobs have unique names,
+    host:port targets (the port a number or a claimed one's reference) scraped once, timeout <= interval;
     Authorization headers are ``Bearer ${env:NAME}``; none of ``secrets`` appears in the text.
     This is no substitute for ``otelcol-contrib validate``: component options are not checked.
     """

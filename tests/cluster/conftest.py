@@ -174,6 +174,17 @@ def cluster_run(slurm, tmp_path: Path):
 
 
 @pytest.fixture
+def router_bin() -> str:
+    """Where the real vllm-router is (the prefill/decode tests put it in front of stand-in tiers)."""
+    path = os.environ.get("GYM_ROUTER_BIN", "")
+    if not Path(path, "vllm-router").exists():
+        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("GYM_ROUTER_BIN is not set (scripts/test sets it: scripts/envs/router-env.sh)")
+        pytest.skip('no real vllm-router (eval "$(scripts/envs/router-env.sh)")')
+    return path
+
+
+@pytest.fixture
 def ssh_env(slurm, tmp_path):
     """(environment, log) for `gym eval` over the loopback sshd, every ssh call it makes recorded in log."""
     config = os.environ.get("GYM_TEST_SSH_CONFIG")

@@ -5,7 +5,6 @@ driver -> router -> both tiers. Beside it, a `command` benchmark and a `gym eval
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,6 @@ curl -sf -H 'content-type: application/json' \\
 echo "it's \\"quoted\\"; 'both' ways" > "$NEMO_GYM_BENCH_DIR/artifacts/said.txt"
 env | grep '^NEMO_GYM_' | sort > "$NEMO_GYM_BENCH_DIR/artifacts/env.txt"
 """
-
-
-@pytest.fixture
-def router_bin() -> str:
-    path = os.environ.get("GYM_ROUTER_BIN", "")
-    if not Path(path, "vllm-router").exists():
-        if os.environ.get("GYM_REQUIRE_CLUSTER") == "1":
-            pytest.fail("GYM_ROUTER_BIN is not set (scripts/test sets it: scripts/envs/router-env.sh)")
-        pytest.skip('no real vllm-router (eval "$(scripts/envs/router-env.sh)")')
-    return path
 
 
 def requests_of(job_dir: str, host: str, port: int) -> list[dict]:

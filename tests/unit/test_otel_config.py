@@ -203,10 +203,13 @@ def test_a_ray_backed_instance_is_scraped_on_its_head_only() -> None:
     assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:8000"]
 
 
-def test_local_quickstart_scrapes_its_port_on_this_machine() -> None:
+def test_local_quickstart_scrapes_its_claimed_port_on_this_machine() -> None:
+    """The local quickstart claims its ports when it starts (two runs on this machine at once):
+    the collector scrapes the policy's claimed port, named by the variable the job exports."""
     text, doc, plan = _render(_example("examples/quickstart.yaml"))
     assert plan.backend == "local"
-    assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:18000"]
+    assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:${env:GYM_PORT_POLICY}"]
+    assert "GYM_PORT_POLICY" in _env_refs(text) and "GYM_PORT_OTEL_HEALTH" in _env_refs(text)
     keys = [a["key"] for a in doc["processors"]["resource"]["attributes"]]
     assert "slurm_job_id" not in keys and "job_id" in keys
     assert "SLURM_JOB_ID" not in _env_refs(text)

@@ -27,6 +27,12 @@ def plan_of(data: dict):
         return build_plan(SubmitConfig.model_validate(data), RUN_ID)
 
 
+def rendered(data: dict, *names: str) -> list[str]:
+    """The named files of the benchmark's job directory, as ``data``'s run renders them."""
+    files = render_run(plan_of(data)).files
+    return [files[f"answer-judge/{name}"].content for name in names]
+
+
 def exclusive(job) -> bool:
     return any(option == "exclusive" for component in job.directives for option, _ in component)
 
@@ -134,3 +140,172 @@ def test_jobs_that_take_their_nodes_alike_are_said_once(capsys, write_config, ba
     out = capsys.readouterr().out.splitlines()
     said = [line for line in out if line.startswith("[dry-run]") and ("nodes whole" in line or "nodes shared" in line)]
     assert len(said) == 1 and said[0].startswith("[dry-run] b0, b1, b2 and 2 more: nodes "), said
+
+
+def _prefill_decode(base: dict, **decode) -> dict:
+    """``base`` with its policy a prefill/decode pair whose tiers share the one node of pool gpu."""
+    base["services"]["policy"] = {
+        "type": "vllm_pd",
+        "container": "vllm/vllm-openai:v0.11.0",
+        "model": "Qwen/Qwen3-8B",
+        "prefill": {"node_pool": "gpu"},
+        "decode": {"node_pool": "gpu", **decode},
+    }
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 4}}
+    return base
+
+
+def test_a_one_node_prefill_decode_job_claims_its_tiers_router_and_side_channels(base) -> None:
+    [job] = plan_of(_prefill_decode(base, number_of_instances=2, tensor_parallel_size=1)).jobs
+    prefill, decode, router = job.steps
+    router_ref, metrics = PortRef("policy", 8000), PortRef("policy_metrics", 29000)
+    assert job.ports == (
+        PortRef("policy-prefill", 8001),
+        PortRef("policy-decode", 8002),
+        router_ref,
+        PortRef("policy-prefill_nixl", 5600),
+        PortRef("policy-decode_nixl", 5601, 2),  # one side-channel port a data-parallel rank
+        metrics,
+        HEAD,
+    )
+    # The router listens and serves its metrics on its claimed ports, and targets the tiers' claimed ones.
+    assert (router.port, router.prometheus_port) == (router_ref, metrics)
+    assert not {"--port", "--prometheus-port"} & set(router.argv)
+    assert router.prefill == ((0, prefill.claimed_port),) and router.decode == ((0, decode.claimed_port),)
+    assert router.health.port == router_ref
+    # Each tier serves, is health-checked (its identity too) and opens its side channel on its claims.
+    for tier, side in ((prefill, "GYM_PORT_POLICY_PREFILL_NIXL"), (decode, "GYM_PORT_POLICY_DECODE_NIXL")):
+        assert tier.health.port == tier.claimed_port and tier.health.identity
+        [channel] = [var for var in tier.env if var.key == "VLLM_NIXL_SIDE_CHANNEL_PORT"]
+        assert (channel.kind, channel.value) == ("runtime", side)
+    # The driver is answered through its own router: the policy's endpoint is the router's claim.
+    [policy_url] = [a for a in job.driver.ported_argv if a.before.startswith("+policy_base_url=")]
+    assert policy_url.port == router_ref
+    assert not exclusive(job) and job.node_sharing.startswith("nodes shared (auto)")
+
+
+def test_the_rendered_router_reads_its_claimed_ports_and_its_targets(base) -> None:
+    router, decode, job = rendered(_prefill_decode(base), "steps/policy.sh", "steps/policy-decode.sh", "job.sh")
+    assert '--port "${GYM_PORT_POLICY}" --prometheus-port "${GYM_PORT_POLICY_METRICS}"' in router
+    assert '(--decode "http://$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_POLICY_DECODE}")' in router
+    assert 'export VLLM_NIXL_SIDE_CHANNEL_PORT="${GYM_PORT_POLICY_DECODE_NIXL-}"' in decode
+    assert "policy-decode_nixl=5601 policy_metrics=29000 gym_head_server=11000 2>" in job
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda p: p.update(health_check={"port": 9100}), "service policy (its router) is health-checked on port 9100"),
+        (lambda p: p["decode"].update(extra_args="--port 9000"), "service policy-decode sets --port in its extra_args"),
+        (
+            lambda p: p["prefill"].update(health_check={"port": 9101}),
+            "service policy-prefill is health-checked on port 9101",
+        ),
+    ],
+)
+def test_a_prefill_decode_server_on_a_fixed_port_keeps_its_job_on_whole_nodes(base, change, why) -> None:
+    _prefill_decode(base)
+    change(base["services"]["policy"])
+    [job] = plan_of(base).jobs
+    assert job.ports == () and exclusive(job)
+    router = job.steps[-1]
+    assert isinstance(router.port, int) and all(isinstance(port, int) for _, port in router.prefill + router.decode)
+    assert job.node_sharing.startswith(f"nodes whole (auto): {why}")
+
+
+def test_a_prefill_decode_pair_across_nodes_keeps_its_configured_ports(base) -> None:
+    _prefill_decode(base)
+    base["compute"]["cluster"]["node_pools"] = {
+        "prefill": {"partition": "p", "nodes": 1, "gpus_per_node": 4},
+        "decode": {"partition": "p", "nodes": 1, "gpus_per_node": 4},
+    }
+    base["services"]["policy"]["prefill"]["node_pool"] = "prefill"
+    base["services"]["policy"]["decode"]["node_pool"] = "decode"
+    [job] = plan_of(base).jobs
+    prefill, decode, router = job.steps
+    assert job.ports == () and exclusive(job)
+    assert (router.port, router.prometheus_port, router.prefill, router.decode) == (
+        8000,
+        29000,
+        ((0, 8001),),
+        ((1, 8002),),
+    )
+    assert ("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", "5601") in [(v.key, v.kind, v.value) for v in decode.env]
+
+
+def _with_telemetry(base: dict) -> dict:
+    base["otel"] = {"endpoint": "https://otel.example.com", "service_name": "evals", "gym_telemetry": False}
+    return base
+
+
+def test_a_one_node_job_with_telemetry_claims_its_collectors_ports_and_its_driver_sends_there(base) -> None:
+    [job] = plan_of(_with_telemetry(base)).jobs
+    grpc, http, health = PortRef("otel_grpc", 4317), PortRef("otel_http", 4318), PortRef("otel_health", 13133)
+    assert job.ports == (POLICY, grpc, http, health, HEAD)
+    assert job.otel.ports == (grpc, http, health)
+    [scraped] = [j for j in job.otel.scrape_jobs if j.port == POLICY]  # its own policy's claimed port
+    assert scraped.targets == ((0, "${env:GYM_NODE_0}:${env:GYM_PORT_POLICY}"),)
+    [endpoint] = [var for var in job.driver.env if var.key == "OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert (endpoint.kind, endpoint.value, endpoint.port) == ("ported", "http://localhost:{port}", http)
+    assert not exclusive(job)
+
+
+def test_the_rendered_collector_and_driver_read_the_claimed_ports(base) -> None:
+    config, driver, job = rendered(_with_telemetry(base), "otel/collector.yaml", "steps/driver.sh", "job.sh")
+    assert "endpoint: 0.0.0.0:${env:GYM_PORT_OTEL_GRPC}" in config
+    assert "endpoint: 0.0.0.0:${env:GYM_PORT_OTEL_HEALTH}" in config
+    assert "needs in its environment: GYM_NODE_0, GYM_JOB_ID" in config and "GYM_PORT_POLICY." in config
+    assert 'export OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:"${GYM_PORT_OTEL_HTTP}"\n' in driver
+    assert 'gym_wait_http otel_collector "http://$(gym_node_name 0):${GYM_PORT_OTEL_HEALTH}/"' in job
+    assert job.index("nemo_gym.orchestration.ports claim") < job.index("gym_wait_http otel_collector")
+
+
+def test_a_multi_node_job_with_telemetry_keeps_the_collectors_configured_ports(base) -> None:
+    _with_telemetry(base)["compute"]["cluster"]["node_pools"] = {"g": {"partition": "p", "nodes": 2}}
+    [job] = plan_of(base).jobs
+    assert job.ports == () and job.otel.ports == (4317, 4318, 13133) and exclusive(job)
+    [endpoint] = [var for var in job.driver.env if var.key == "OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert (endpoint.kind, endpoint.value) == ("lit", "http://localhost:4318")
+
+
+def _with_ray(base: dict, **ray) -> dict:
+    """``base`` with a ray service beside the policy on the one node of pool gpu."""
+    base["services"]["policy"]["node_pool"] = "gpu"
+    base["services"]["envs"] = {"type": "ray", "container": "ray:latest", "node_pools": ["gpu"], **ray}
+    base["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "p", "gpus_per_node": 1}}
+    return base
+
+
+def test_a_one_node_ray_head_claims_its_gcs_and_fixed_default_ports_and_the_driver_dials_the_claim(base) -> None:
+    [job] = plan_of(_with_ray(base)).jobs
+    gcs = PortRef("envs", 6379)
+    others = (PortRef("envs_dashboard", 8265), PortRef("envs_dashboard_agent", 22365))
+    assert job.ports == (POLICY, gcs, *others, HEAD)
+    [head] = [step for step in job.steps if step.kind == "ray-head"]
+    assert head.ray_port == gcs and not any(arg.startswith("--port") for arg in head.argv)
+    assert [(a.before, a.port) for a in head.ported_args] == [
+        ("--port=", gcs),
+        ("--dashboard-port=", others[0]),
+        ("--dashboard-agent-listen-port=", others[1]),
+    ]
+    assert [a.port for a in job.ray_addresses] == [gcs]
+    assert not exclusive(job)
+    [step, script] = rendered(_with_ray(base), "steps/envs.sh", "job.sh")
+    assert 'ray start --head --port="${GYM_PORT_ENVS}" --dashboard-port="${GYM_PORT_ENVS_DASHBOARD}"' in step
+    assert 'until ray status --address "$my_ip:${GYM_PORT_ENVS}"' in step
+    assert 'GYM_RAY_ADDRESS_ENVS="$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_ENVS}"' in script
+
+
+@pytest.mark.parametrize(
+    ("ray", "why"),
+    [
+        ({"extra_args": "--dashboard-port=9999"}, "service envs (ray) sets --dashboard-port in its extra_args"),
+        ({"extra_args": "--port 7000"}, "service envs (ray) sets --port in its extra_args"),
+        ({"health_check": {"port": 8265}}, "service envs (ray) is health-checked on port 8265"),
+    ],
+)
+def test_a_ray_head_on_a_port_it_names_keeps_its_job_on_whole_nodes(base, ray: dict, why: str) -> None:
+    [job] = plan_of(_with_ray(base, **ray)).jobs
+    [head] = [step for step in job.steps if step.kind == "ray-head"]
+    assert job.ports == () and head.ray_port == 6379 and head.ported_args == () and exclusive(job)
+    assert job.node_sharing.startswith(f"nodes whole (auto): {why}")

@@ -33,6 +33,37 @@ def test_a_server_gets_its_preferred_port_else_the_next_free_one(
     assert ports.choose(preferred, bound.__contains__, held) == expected
 
 
+@pytest.mark.parametrize(
+    ("preferred", "count", "bound", "held", "expected"),
+    [
+        (5600, 2, set(), set(), 5600),  # the block free: from the preferred port
+        (5600, 2, {5601}, set(), 5602),  # one port of the block taken: the next whole block
+        (5600, 4, set(), {5603}, 5604),
+        (5600, 1, set(), {5601}, 5600),
+        (32766, 2, set(), set(), 32766),  # the block's last port still below the ephemeral range
+    ],
+)
+def test_a_server_of_several_ranks_gets_a_block_of_consecutive_free_ports(
+    preferred: int, count: int, bound: set[int], held: set[int], expected: int
+) -> None:
+    assert ports.choose(preferred, bound.__contains__, held, count) == expected
+
+
+def test_a_block_never_reaches_into_the_ephemeral_range() -> None:
+    with pytest.raises(ports.NoPort, match="2 free port"):
+        ports.choose(32767, set().__contains__, set(), 2)
+
+
+def test_a_claimed_block_is_reserved_whole_and_released_whole(tmp_path: Path) -> None:
+    first = ports.claim(
+        [("nixl", 5600, 3), ("decode", 5601)], "job-1", os.getpid(), "n1", str(tmp_path), lambda p: False
+    )
+    assert first == {"nixl": 5600, "decode": 5603}
+    second = ports.claim([("nixl", 5600, 2)], "job-2", os.getpid(), "n1", str(tmp_path), lambda p: False)
+    assert second == {"nixl": 5604}
+    assert ports.release("job-1", "n1", str(tmp_path)) == [5600, 5601, 5602, 5603]
+
+
 def test_no_port_is_chosen_in_the_ephemeral_range() -> None:
     with pytest.raises(ports.NoPort, match="32767"):
         ports.choose(32767, {32767}.__contains__, set())
@@ -132,6 +163,8 @@ def test_two_jobs_claiming_at_the_same_moment_on_one_node_never_share_a_port(tmp
 def test_bad_words_are_refused_with_the_word() -> None:
     with pytest.raises(SystemExit, match="'policy'"):
         ports.main(["claim", "--node", "n", "--job", "j", "policy"])
+    with pytest.raises(SystemExit, match="'nixl=5600[+]0'"):
+        ports.main(["claim", "--node", "n", "--job", "j", "nixl=5600+0"])
 
 
 def test_it_parses_as_python_38() -> None:

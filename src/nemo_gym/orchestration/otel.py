@@ -18,8 +18,13 @@ Contract with the job script (what the rendered YAML expects in the collector's 
   collector expands an unset variable to "" silently, so the job checks it is set.
 * ``<job dir>/otel/`` exists before the collector starts (the file exporters write there).
 
-The collector listens on ``rules.COLLECTOR_PORTS`` (OTLP gRPC, OTLP HTTP, health) on all
-interfaces; the config validator reserves them on the driver's node.
+* ``GYM_PORT_<NAME>`` for every port claimed at the job's start that the config names: the
+  collector's own (OTLP gRPC, OTLP HTTP, health) and the metrics ports it scrapes, when the job
+  claims its ports (``plan.ports``); exported by the job's claim before the collector starts.
+
+The collector listens on the plan's ports (``OtelPlan.ports``: ``rules.COLLECTOR_PORTS`` unless
+claimed at the start) on all interfaces; the config validator reserves the configured ones on the
+driver's node.
 """
 
 from __future__ import annotations
@@ -30,12 +35,11 @@ import yaml
 
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.otel_destination import validate_destination
-from nemo_gym.orchestration.plan.model import JobPlan, OtelPlan, ScrapeJob
-from nemo_gym.orchestration.rules import COLLECTOR_PORTS
+from nemo_gym.orchestration.plan.model import JobPlan, OtelPlan, PortRef, ScrapeJob
+from nemo_gym.orchestration.plan.telemetry import port_ref
 
 __all__ = ["collector_env_names", "render_collector_config", "validate_destination"]
 
-OTLP_GRPC_PORT, OTLP_HTTP_PORT, HEALTH_PORT = COLLECTOR_PORTS
 # Resource attribute that keeps the original service.name (the scrape job, or the OTLP sender's
 # own name) before the resource processor sets service.name to otel.service_name.
 SOURCE_ATTRIBUTE = "gym.source"
@@ -97,7 +101,7 @@ def render_collector_config(run_id: str, job: JobPlan) -> str:
     otel = job.otel
     assert otel is not None
     document = {
-        "extensions": {"health_check": {"endpoint": f"0.0.0.0:{HEALTH_PORT}"}},
+        "extensions": {"health_check": {"endpoint": f"0.0.0.0:{port_ref(otel.health_port)}"}},
         "receivers": _receivers(otel),
         "processors": _processors(job),
         "exporters": _exporters(otel),
@@ -125,8 +129,8 @@ def _receivers(otel: OtelPlan) -> dict[str, Any]:
         }
     receivers["otlp"] = {
         "protocols": {
-            "grpc": {"endpoint": f"0.0.0.0:{OTLP_GRPC_PORT}"},
-            "http": {"endpoint": f"0.0.0.0:{OTLP_HTTP_PORT}"},
+            "grpc": {"endpoint": f"0.0.0.0:{port_ref(otel.otlp_grpc_port)}"},
+            "http": {"endpoint": f"0.0.0.0:{port_ref(otel.otlp_http_port)}"},
         }
     }
     return receivers
@@ -177,4 +181,5 @@ def collector_env_names(job: JobPlan) -> list[str]:
     from_env = [a.value for a in job.otel.attributes if a.from_env]
     # The order the checks and docs/telemetry.md have always used: job id, user, token, then the rest.
     ordered = [contract.ENV_JOB_ID, "USER", job.otel.token_env]
-    return names + ordered + [v for v in from_env if v not in ordered]
+    ports = [p.variable for p in (*job.otel.ports, *(j.port for j in job.otel.scrape_jobs)) if isinstance(p, PortRef)]
+    return names + ordered + [v for v in from_env if v not in ordered] + list(dict.fromkeys(ports))

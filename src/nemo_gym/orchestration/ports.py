@@ -12,11 +12,13 @@ directory, so two jobs starting at the same moment never get the same port. A re
 owner has died (its pid gone, or reused by another process) is taken back. The job releases its
 own at its end (``release``).
 
-    ports.py claim --state-dir DIR --node NODE --job JOB [--pid PID] NAME=PREFERRED ...
+    ports.py claim --state-dir DIR --node NODE --job JOB [--pid PID] NAME=PREFERRED[+COUNT] ...
     ports.py release --node NODE --job JOB
 
 ``claim`` writes ``GYM_PORT_<NAME>=<port>`` lines into ``DIR/ports`` (what the job's shell
-reads), and says on stderr why when it cannot. Stdlib only, Python 3.8: it runs on the node,
+reads), and says on stderr why when it cannot. ``+COUNT`` claims that many consecutive ports from
+the one named (a server that listens on its port plus one a rank: NIXL's side channel, one port a
+data-parallel rank); the line names the first. Stdlib only, Python 3.8: it runs on the node,
 shipped with the job (``shipping.Program.PORTS``); its rules are table-tested
 (``tests/unit/test_ports.py``).
 """
@@ -55,14 +57,18 @@ def candidates(preferred: int) -> range:
     return range(preferred, top)
 
 
-def choose(preferred: int, in_use: Callable[[int], bool], held: set[int]) -> int:
-    """The port a server gets: the first of ``candidates(preferred)`` that no one holds (``held``:
-    live reservations and this claim's own choices) and nothing on the node has bound (``in_use``,
-    asked only of the ports not held)."""
-    for port in candidates(preferred):
-        if port not in held and not in_use(port):
+def choose(preferred: int, in_use: Callable[[int], bool], held: set[int], count: int = 1) -> int:
+    """The port a server gets: the first of ``candidates(preferred)`` that, with the ``count - 1``
+    above it, no one holds (``held``: live reservations and this claim's own choices) and nothing on
+    the node has bound (``in_use``, asked only of the ports not held)."""
+    tried = candidates(preferred)
+    for port in tried:
+        block = range(port, port + count)
+        if block[-1] > tried[-1]:
+            break
+        if not any(p in held for p in block) and not any(in_use(p) for p in block):
             return port
-    raise NoPort(f"no free port in {preferred}..{candidates(preferred)[-1]} on this node")
+    raise NoPort(f"no {count} free port(s) in {preferred}..{tried[-1]} on this node")
 
 
 def bound(port: int) -> bool:
@@ -144,23 +150,27 @@ class _Locked:
 
 
 def claim(
-    wanted: list[tuple[str, int]],
+    wanted: list[tuple[str, int]] | list[tuple[str, int, int]],
     job: str,
     pid: int,
     node: str,
     root: str | None = None,
     in_use: Callable[[int], bool] = bound,
 ) -> dict[str, int]:
-    """``wanted``: (name, preferred port) pairs. Reserves one port each, as one step under the
-    node's lock; returns name -> port."""
+    """``wanted``: (name, preferred port[, count]) tuples. Reserves one port each (``count``
+    consecutive ones where given), as one step under the node's lock; returns name -> its (first) port."""
     chosen: dict[str, int] = {}
     with _Locked(root or root_dir(), node) as node_dir:
         held = held_ports(node_dir)
-        for name, preferred in wanted:
-            port = choose(preferred, in_use, held)
-            held.add(port)
+        reserved: list[int] = []
+        for name, preferred, *more in wanted:
+            count = more[0] if more else 1
+            port = choose(preferred, in_use, held, count)
+            block = range(port, port + count)
+            held.update(block)
+            reserved += block
             chosen[name] = port
-        for port in chosen.values():
+        for port in reserved:
             with open(os.path.join(node_dir, str(port)), "w") as fh:
                 fh.write(owner_line(job, pid))
     return chosen
@@ -182,13 +192,15 @@ def variable(name: str) -> str:
     return VARIABLE_PREFIX + "".join(ch if ch.isalnum() else "_" for ch in name.upper())
 
 
-def _wanted(words: list[str]) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
+def _wanted(words: list[str]) -> list[tuple[str, int, int]]:
+    out: list[tuple[str, int, int]] = []
     for word in words:
-        name, _, port = word.partition("=")
-        if not name or not port.isdigit() or not 0 < int(port) < 65536:
-            raise SystemExit(f"ports: {word!r} is not NAME=PORT")
-        out.append((name, int(port)))
+        name, _, spec = word.partition("=")
+        port, _, count = spec.partition("+")
+        count = count or "1"
+        if not name or not port.isdigit() or not 0 < int(port) < 65536 or not count.isdigit() or int(count) < 1:
+            raise SystemExit(f"ports: {word!r} is not NAME=PORT[+COUNT]")
+        out.append((name, int(port), int(count)))
     return out
 
 

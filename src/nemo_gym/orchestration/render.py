@@ -20,7 +20,6 @@ from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, JobPl
 from nemo_gym.orchestration.plan.sharding import MERGE_START_TIMEOUT
 from nemo_gym.orchestration.ports import PORTS_FILE, VARIABLE_PREFIX
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
-from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 from nemo_gym.orchestration.shared_queue import Do, Happened
 from nemo_gym.orchestration.shipping import Program
 from nemo_gym.orchestration.templating import render_template
@@ -183,7 +182,6 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         probe_hosts={step.name: [backend.node_host(n) for n in step.health.nodes] for step in job.steps if step.health},
         otel=otel,
         otel_host=backend.node_host(otel.launch.nodes.start) if otel else "",
-        collector_health_port=COLLECTOR_PORTS[2],
         shared=shared,
         reload=reload,
         exports=job.export is not None or (job is plan.shared and any(b.export for b in (*plan.jobs, *plan.guests))),

@@ -21,6 +21,10 @@ def _export_env(var: EnvVar, host_variable: str | None = None) -> str:
         return f"export {var.key}={_quote_host(var.value, host_variable)}"
     if var.kind == "node-address":
         return f'{var.key}=$(gym_node_ip "$(gym_this_node)")\nexport {var.key}'
+    if var.kind == "ported":
+        assert var.port is not None
+        before, _, after = var.value.partition("{port}")
+        return f"export {var.key}={bash_quote(before) if before else ''}{_port(var.port)}{bash_quote(after) if after else ''}"
     # runtime: read where the step runs; host: carried by the submission's environment.
     return f'export {var.key}="${{{var.value}-}}"'
 

@@ -42,9 +42,9 @@ class SlurmComputeConfig(BaseComputeConfig):
     container_runtime: Literal["pyxis", "apptainer", "none"] = "pyxis"
     # Extension beyond the spec: whether each job asks for its nodes whole (Slurm's ``--exclusive``).
     # Unset (auto): a job of one node whose servers all get their ports when it starts (ports.py:
-    # vLLM's, gym's head server's) shares its node; any other job takes its nodes whole, since some
-    # of its servers bind fixed ports (multi-node jobs, Ray, prefill/decode, the collector: see
-    # plan/ports.py). ``true``/``false`` are honoured as written; a fixed port another job holds
+    # vLLM's, a prefill/decode pair's and its router's, the collector's, gym's head server's)
+    # shares its node; any other job takes its nodes whole, since some of its servers bind fixed
+    # ports (multi-node jobs, Ray: see plan/ports.py). ``true``/``false`` are honoured as written; a fixed port another job holds
     # then fails the step at once, named, instead of serving the wrong model.
     exclusive_nodes: bool | None = None
 

@@ -51,7 +51,7 @@ def driver_plan(
     plan = DriverPlan(
         node=run.layout.driver_node,
         launch=_driver_launch(run.layout, driver, job_dir, shared_driver, shard),
-        env=_driver_env(run, benchmark, job_dir, otel is not None),
+        env=_driver_env(run, benchmark, job_dir, otel),
         prepare_argv=_prepare_argv(bench),
         run_argv=run_argv,
         gym_repo=driver.gym_install.repo if driver.gym_install else None,
@@ -138,14 +138,16 @@ def _driver_launch(
     )
 
 
-def _driver_env(run: RunInputs, benchmark: str, job_dir: str, telemetry: bool) -> tuple[EnvVar, ...]:
+def _driver_env(run: RunInputs, benchmark: str, job_dir: str, otel: OtelPlan | None) -> tuple[EnvVar, ...]:
     """The driver's env in ``DriverPlan.env``'s order, each part winning over those before it."""
     driver = run.config.driver
     env = run.env("driver", driver)
-    if telemetry:
+    if otel is not None:
         own = {var.key for var in env}
-        told_by_otel = driver_telemetry_env(run.config.otel, run.run_id, benchmark, run.compute_name)
-        env = tuple(EnvVar(k, "lit", v) for k, v in told_by_otel.items() if k not in own) + env
+        told_by_otel = driver_telemetry_env(
+            run.config.otel, run.run_id, benchmark, run.compute_name, otel.otlp_http_port
+        )
+        env = tuple(var for var in told_by_otel if var.key not in own) + env
     bench = driver.benchmarks[benchmark]
     if bench.command is not None:
         told = command_env(job_dir, bench.run)

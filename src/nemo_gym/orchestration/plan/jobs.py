@@ -8,7 +8,7 @@ from nemo_gym.orchestration.backends.slurm_rules import walltime_seconds
 from nemo_gym.orchestration.plan.driver import driver_plan, head_server_port
 from nemo_gym.orchestration.plan.exports import export_plan
 from nemo_gym.orchestration.plan.inputs import RunInputs
-from nemo_gym.orchestration.plan.model import JobPlan, PortRef, ResumePlan, ShardPlan, Step
+from nemo_gym.orchestration.plan.model import JobPlan, OtelPlan, PortRef, ResumePlan, ShardPlan, Step
 from nemo_gym.orchestration.plan.ports import HEAD_SERVER, fixed_ports_reason, whole_nodes
 from nemo_gym.orchestration.plan.services import runs_ray, service_steps, service_url
 from nemo_gym.orchestration.plan.telemetry import otel_plan
@@ -36,8 +36,8 @@ def job_plan(
     fixed = fixed_ports_reason(run, shared_driver)
     compute, node_sharing = job_compute(run, fixed)
     steps, ray_addresses = service_steps(run, job_dir, claimed=fixed is None)
-    otel = otel_plan(run, benchmark, job_dir, steps) if config.otel.enabled else None
-    ports = _claimed_ports(run, benchmark, steps) if fixed is None else ()
+    otel = otel_plan(run, benchmark, job_dir, steps, claimed=fixed is None) if config.otel.enabled else None
+    ports = _claimed_ports(run, benchmark, steps, otel) if fixed is None else ()
     claimed = {ref.name: ref for ref in ports}
     driver, shard = driver_plan(run, benchmark, job_dir, otel, shared_driver, shard, claimed)
     unit = benchmark if shard is None else contract.shard_unit(benchmark, shard.index)
@@ -64,10 +64,13 @@ def job_plan(
     )
 
 
-def _claimed_ports(run: RunInputs, benchmark: str, steps: list[Step]) -> tuple[PortRef, ...]:
-    """Every port the job claims at its start: its vLLM servers', and gym's head server's."""
+def _claimed_ports(run: RunInputs, benchmark: str, steps: list[Step], otel: OtelPlan | None) -> tuple[PortRef, ...]:
+    """Every port the job claims at its start: its servers' (each step's serving port, then its
+    others: a tier's side channel, a router's metrics), its collector's, and gym's head server's."""
     head = PortRef(HEAD_SERVER, head_server_port(run.config.driver.benchmarks[benchmark]))
-    return tuple(step.claimed_port for step in steps if step.claimed_port is not None) + (head,)
+    served = [step.claimed_port for step in steps if step.claimed_port is not None]
+    collector = [port for port in otel.ports if isinstance(port, PortRef)] if otel is not None else []
+    return (*served, *(ref for step in steps for ref in step.side_ports), *collector, head)
 
 
 def job_compute(run: RunInputs, fixed_ports: str | None) -> tuple[ComputeConfig, str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from nemo_gym.orchestration import contract, ports
+from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 
 COLLECTOR_STEP = "otel_collector"
 DRIVER_STEP = "driver"
@@ -41,8 +42,11 @@ class EnvVar:
     the process runs on (known only there)."""
 
     key: str
-    kind: Literal["lit", "runtime", "host", "node-address"]
-    value: str  # literal value | variable to read on the node | carrier variable name | ""
+    kind: Literal["lit", "runtime", "host", "node-address", "ported"]
+    # literal value | variable to read on the node | carrier variable name | "" | a literal around
+    # one ``{port}``, where ``port``'s claimed port goes (an endpoint on a port claimed at the start)
+    value: str
+    port: PortRef | None = None
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,16 @@ class PortRef:
 
     name: str
     preferred: int
+    count: int = 1  # consecutive ports from the one claimed (a server that listens on one a rank)
 
     @property
     def variable(self) -> str:
         return ports.variable(self.name)
+
+    @property
+    def word(self) -> str:
+        """How ``ports.py claim`` is asked for it: ``NAME=PREFERRED[+COUNT]``."""
+        return f"{self.name}={self.preferred}" + (f"+{self.count}" if self.count > 1 else "")
 
 
 Port = int | PortRef  # a configured port, or one claimed at the job's start
@@ -119,10 +129,12 @@ class StepBase:
     argv: tuple[str, ...]  # what the step's first node runs (every node, for a plain step)
     launch: Launch
     health: HealthCheck | None = None
-    metrics_port: int | None = None  # where its Prometheus /metrics is served, for the collector
+    metrics_port: Port | None = None  # where its Prometheus /metrics is served, for the collector
     # Its serving port, claimed when the job starts: ``argv`` lacks ``--port``, which the step puts
     # back where it was (after ``vllm serve MODEL``) with the claimed port.
     claimed_port: PortRef | None = None
+    # Its other ports claimed when the job starts (a tier's NIXL side channel, a router's metrics).
+    side_ports: tuple[PortRef, ...] = ()
 
     def describe(self) -> str:
         return f"service {self.service}, step {self.name}: {self.what()}, nodes {self.nodes.start}..{self.nodes.last}"
@@ -179,8 +191,10 @@ class VllmRouterStep(StepBase):
     URL per serving node of each tier, whose addresses the job knows only when it runs."""
 
     kind: ClassVar[str] = "vllm-router"
-    prefill: tuple[tuple[int, int], ...]  # (node, port) of each prefill server
-    decode: tuple[tuple[int, int], ...]
+    prefill: tuple[tuple[int, Port], ...]  # (node, port) of each prefill server
+    decode: tuple[tuple[int, Port], ...]
+    port: Port  # where it serves (``argv`` lacks ``--port``): configured, or claimed at the job's start
+    prometheus_port: Port  # where it serves its metrics (``argv`` lacks ``--prometheus-port``)
 
     def what(self) -> str:
         return f"vllm-router in front of {len(self.prefill)} prefill and {len(self.decode)} decode server(s)"
@@ -189,8 +203,10 @@ class VllmRouterStep(StepBase):
 @dataclass(frozen=True, kw_only=True)
 class RayHeadStep(StepBase):
     kind: ClassVar[str] = "ray-head"
-    ray_port: int
+    ray_port: Port  # its GCS port (``argv`` lacks ``--port`` when it is claimed)
     ray_nodes: int  # nodes of the whole Ray cluster (the head and every worker)
+    # Its other fixed-by-default ports, claimed at the job's start, as options after ``argv``.
+    ported_args: tuple[PortedArg, ...] = ()
 
     def what(self) -> str:
         return "Ray head"
@@ -214,7 +230,7 @@ class RayAddress:
 
     service: str
     node: int
-    port: int
+    port: Port
     variable: str
 
 
@@ -283,7 +299,7 @@ class ScrapeJob:
     """One prometheus scrape job: ``targets`` are (node index, ``host:port``) pairs."""
 
     name: str
-    port: int
+    port: Port
     targets: tuple[tuple[int, str], ...]
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -312,6 +328,14 @@ class OtelPlan:
     scrape_jobs: tuple[ScrapeJob, ...]
     attributes: tuple[Attribute, ...]  # set on everything the collector exports
     out_dir: str
+    # Where it listens (OTLP gRPC, OTLP HTTP, health): its configured ports, or claimed at the start.
+    otlp_grpc_port: Port = COLLECTOR_PORTS[0]
+    otlp_http_port: Port = COLLECTOR_PORTS[1]
+    health_port: Port = COLLECTOR_PORTS[2]
+
+    @property
+    def ports(self) -> tuple[Port, ...]:
+        return (self.otlp_grpc_port, self.otlp_http_port, self.health_port)
 
 
 @dataclass(frozen=True)

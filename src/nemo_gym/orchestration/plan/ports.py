@@ -1,21 +1,25 @@
 """Which of a job's servers get their port when the job starts (``ports.py`` on its node), and
 whether the job takes its nodes whole (``compute.exclusive_nodes``, auto by default).
 
-A job of one node claims a port for each vLLM server it starts and for gym's head server; the
-plan then carries a ``PortRef`` where it carried the number, and every consumer (the server's
-``--port``, its health check, the driver's ``policy_base_url``, gym's ``head_server.port``) reads
-the claimed port. What this slice does not claim yet keeps its configured port, and the job then
-keeps its node whole: multi-node jobs, Ray and the Ray gateway, prefill/decode and its router, the
-telemetry collector, shared deployments and warm lanes (several drivers in one job), sharded
-benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint from
-their environment).
+A job of one node claims a port for each vLLM server it starts (a prefill/decode tier's too, and
+its NIXL side channel: a block, one port a rank), for a prefill/decode service's vllm-router and
+its metrics, and for gym's head server; the plan then carries a ``PortRef`` where it carried the
+number, and every consumer (the server's ``--port``, its health check, the router's targets, the
+driver's ``policy_base_url``, gym's ``head_server.port``) reads the claimed port. The telemetry
+collector claims its OTLP receivers' and health ports too; its config names them, and the ports it
+scrapes, as ``${env:GYM_PORT_<NAME>}``, and the driver's OTLP endpoint reads the claimed one. A
+ray service's head claims its GCS port and those Ray binds at fixed defaults (``RAY_PORT_FLAGS``),
+and the driver dials the claimed GCS port. What is not claimed yet keeps its configured port, and
+the job then keeps its node whole: multi-node jobs, vLLM on Ray and the Ray gateway, shared
+deployments and warm lanes (several drivers in one job), sharded benchmarks (the merge's ``gym env
+start``), command benchmarks (which read their endpoint from their environment).
 """
 
 from __future__ import annotations
 
 import shlex
 
-from nemo_gym.orchestration.api import VllmPDTierConfig, VllmServiceConfig
+from nemo_gym.orchestration.api import RayServiceConfig, VllmPDServiceConfig, VllmServiceConfig
 from nemo_gym.orchestration.plan.inputs import RunInputs
 from nemo_gym.orchestration.plan.model import PortRef
 
@@ -31,8 +35,6 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
         return f"the {run.backend.name} backend gives each job a network of its own"
     if run.layout.node_count > 1:
         return f"it needs {run.layout.node_count} nodes, and multi-node jobs keep their configured ports"
-    if config.otel.enabled:
-        return "its telemetry collector binds fixed ports"
     if shared_driver or config.job.deployment != "per_benchmark":
         return f"job.deployment: {config.job.deployment} keeps its configured ports"
     if any(config.shards_of(name) > 1 for name in config.driver.benchmarks):
@@ -48,8 +50,36 @@ def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
     return None
 
 
+# A Ray head's ports that Ray binds at a fixed default unless told (the others it picks free, and
+# its workers take theirs from a range, each checked free): its GCS port is the service's own.
+# Preferred: Ray's defaults, but the dashboard agent's (52365), which lies in the kernel's ephemeral
+# range where ports.py never looks, is claimed from 22365. The Ray client server's (10001) is not
+# given: a Ray without ray[client] (the minimal Ray a vLLM image carries) refuses the option.
+RAY_PORT_FLAGS = (
+    ("dashboard", "--dashboard-port", 8265),
+    ("dashboard_agent", "--dashboard-agent-listen-port", 22365),
+)
+
+
+def _ray_reason(service: RayServiceConfig) -> str | None:
+    if service.health_check is not None:
+        return f"(ray) is health-checked on port {service.health_check.port}, which Ray binds as configured"
+    words = shlex.split(service.extra_args)
+    for flag in ("--port", *(flag for _, flag, _ in RAY_PORT_FLAGS)):
+        if any(w == flag or w.startswith(flag + "=") for w in words):
+            return f"(ray) sets {flag} in its extra_args"
+    return None
+
+
 def _service_reason(run: RunInputs, service: object) -> str | None:
-    if not isinstance(service, VllmServiceConfig) or isinstance(service, VllmPDTierConfig):
+    if isinstance(service, RayServiceConfig):
+        return _ray_reason(service)
+    if isinstance(service, VllmPDServiceConfig):  # its router; its tiers are asked on their own
+        assert service.health_check is not None
+        if service.health_check.port != service.port:
+            return f"(its router) is health-checked on port {service.health_check.port}, not its serving port"
+        return None
+    if not isinstance(service, VllmServiceConfig):
         return f"({getattr(service, 'type', '?')}) binds fixed ports"
     if service.use_ray_serve:
         return "runs on Ray, whose ports are fixed"

@@ -27,6 +27,7 @@ from nemo_gym.orchestration.plan.model import (
     NodeSlice,
     PlainStep,
     Port,
+    PortedArg,
     PortRef,
     RayAddress,
     RayHeadStep,
@@ -38,7 +39,7 @@ from nemo_gym.orchestration.plan.model import (
     VllmRayStep,
     VllmRouterStep,
 )
-from nemo_gym.orchestration.plan.ports import serving_port
+from nemo_gym.orchestration.plan.ports import RAY_PORT_FLAGS, serving_port
 from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT
 
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
@@ -50,7 +51,8 @@ DEFAULT_READY_TIMEOUT = 600
 
 def service_steps(run: RunInputs, job_dir: str, claimed: bool = False) -> tuple[list[Step], list[RayAddress]]:
     """Every deployed service's steps in declaration order, and where each ray service's head is.
-    ``claimed``: each vLLM server's port is claimed on the job's node when it starts (``plan.ports``)."""
+    ``claimed``: each server's ports are claimed on the job's node when it starts (``plan.ports``):
+    each vLLM server's, a prefill/decode tier's NIXL side channel, a router's and its metrics'."""
     steps: list[Step] = []
     ray_addresses: list[RayAddress] = []
     for name, service in run.config.deployed_services.items():
@@ -58,12 +60,15 @@ def service_steps(run: RunInputs, job_dir: str, claimed: bool = False) -> tuple[
         if isinstance(service, VllmServiceConfig):
             steps.append(vllm_step(run, job_dir, name, service, env, claimed))
         elif isinstance(service, VllmPDServiceConfig):
-            steps.append(router_step(run, job_dir, name, service, env, steps))
+            steps.append(router_step(run, job_dir, name, service, env, steps, claimed))
         else:
             assert isinstance(service, RayServiceConfig)
-            steps += ray_steps(run.layout, job_dir, name, service, env)
+            ray = ray_steps(run.layout, job_dir, name, service, env, claimed)
+            steps += ray
+            head = ray[0]  # the head first, then its workers
+            assert isinstance(head, RayHeadStep)
             variable = contract.RAY_ADDRESS_ENV_PREFIX + shell_var(name)
-            ray_addresses.append(RayAddress(name, run.layout.driver_node, service.port, variable))
+            ray_addresses.append(RayAddress(name, run.layout.driver_node, head.ray_port, variable))
     return steps, ray_addresses
 
 
@@ -92,8 +97,10 @@ def vllm_step(
     if isinstance(port, PortRef):
         base = _drop_flags(base, ("--port",))  # step.sh puts the claimed one back, after the model
     n = service.number_of_instances
+    side_ports: tuple[PortRef, ...] = ()
     if isinstance(service, VllmPDTierConfig):
-        env = _nixl_env(service) + env  # the tier's own env still wins
+        side_ports = _side_channel(name, service) if claimed else ()
+        env = _nixl_env(service, side_ports) + env  # the tier's own env still wins
     common: dict[str, Any] = dict(
         name=name,
         service=name,
@@ -102,8 +109,9 @@ def vllm_step(
         pre_command=service.pre_command,
         health=_vllm_health(service, nodes, one_server_per_node, identity, port),
         launch=run.layout.launch(job_dir, name, nodes, service),
-        metrics_port=service.port,
+        metrics_port=port,
         claimed_port=port if isinstance(port, PortRef) else None,
+        side_ports=side_ports,
     )
     if one_server_per_node:
         # Independent servers, one a node; the router lists each (validation holds n to 1).
@@ -171,12 +179,23 @@ def _data_parallel_step(service: VllmServiceConfig, base: list[str], nodes: Node
     )
 
 
-def _nixl_env(tier: VllmPDTierConfig) -> tuple[EnvVar, ...]:
-    """NIXL's side channel listens on the node's own address, known only there."""
-    return (
-        EnvVar("VLLM_NIXL_SIDE_CHANNEL_HOST", "node-address", ""),
-        EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", str(tier.nixl_side_channel_port)),
+def _nixl_env(tier: VllmPDTierConfig, claimed: tuple[PortRef, ...] = ()) -> tuple[EnvVar, ...]:
+    """NIXL's side channel listens on the node's own address, known only there, and on the port
+    claimed for it when the job started (``claimed``), else the tier's configured one."""
+    port = (
+        EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "runtime", claimed[0].variable)
+        if claimed
+        else EnvVar("VLLM_NIXL_SIDE_CHANNEL_PORT", "lit", str(tier.nixl_side_channel_port))
     )
+    return (EnvVar("VLLM_NIXL_SIDE_CHANNEL_HOST", "node-address", ""), port)
+
+
+def _side_channel(name: str, tier: VllmPDTierConfig) -> tuple[PortRef, ...]:
+    """The ports a tier's NIXL side channel is claimed on one node: vLLM listens on the one given
+    plus one a rank (a data-parallel rank's, or each tensor-parallel worker's in older vLLMs), so the
+    block covers every instance's workers."""
+    count = tier.number_of_instances * tier.tensor_parallel_size
+    return (PortRef(f"{name}_nixl", tier.nixl_side_channel_port, count),)
 
 
 def _vllm_argv(service: VllmServiceConfig, identity: str | None = None) -> list[str]:
@@ -276,9 +295,16 @@ _HEAD_ONLY_RAY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard", 
 
 
 def router_step(
-    run: RunInputs, job_dir: str, name: str, service: VllmPDServiceConfig, env: tuple[EnvVar, ...], steps: list[Step]
+    run: RunInputs,
+    job_dir: str,
+    name: str,
+    service: VllmPDServiceConfig,
+    env: tuple[EnvVar, ...],
+    steps: list[Step],
+    claimed: bool = False,
 ) -> Step:
-    """vllm-router on the driver's node, in front of the tiers planned just before it."""
+    """vllm-router on the driver's node, in front of the tiers planned just before it; ``claimed``:
+    its port and its metrics' are claimed when the job starts (its health check asks the former)."""
     tiers = {step.name: step for step in steps}
     prefill, decode = (tiers[tier] for tier in service.tiers(name))
     node = run.layout.driver_node
@@ -286,7 +312,31 @@ def router_step(
     assert service.health_check is not None and service.health_check.port is not None
     check = service.health_check
     metrics_port = router_metrics_port(run.config, name)
-    argv = [
+    port = serving_port(name, service.port, claimed)
+    prometheus_port = serving_port(f"{name}_metrics", metrics_port, claimed)
+    return VllmRouterStep(
+        name=name,
+        service=name,
+        nodes=nodes,
+        env=env,
+        pre_command=service.pre_command,
+        argv=_router_argv(service),
+        launch=run.layout.launch(job_dir, name, nodes, service),
+        metrics_port=prometheus_port,
+        health=HealthCheck("http", check.timeout_seconds, port if claimed else check.port, check.path, (node,)),
+        prefill=_serving_endpoints(prefill),
+        decode=_serving_endpoints(decode),
+        port=port,
+        prometheus_port=prometheus_port,
+        claimed_port=port if isinstance(port, PortRef) else None,
+        side_ports=(prometheus_port,) if isinstance(prometheus_port, PortRef) else (),
+    )
+
+
+def _router_argv(service: VllmPDServiceConfig) -> tuple[str, ...]:
+    """vllm-router's options but its ports (``--port``, ``--prometheus-port``: the step's own
+    fields, printed after these) and its targets (known where it runs)."""
+    return (
         "vllm-router",
         "--vllm-pd-disaggregation",
         "--prefill-policy",
@@ -295,8 +345,6 @@ def router_step(
         service.decode_policy,
         "--host",
         "0.0.0.0",
-        "--port",
-        str(service.port),
         "--intra-node-data-parallel-size",
         str(service.intra_node_data_parallel_size),
         "--request-timeout-secs",
@@ -306,21 +354,6 @@ def router_step(
         # Its metrics on every interface, so the collector beside the driver can scrape them.
         "--prometheus-host",
         "0.0.0.0",
-        "--prometheus-port",
-        str(metrics_port),
-    ]
-    return VllmRouterStep(
-        name=name,
-        service=name,
-        nodes=nodes,
-        env=env,
-        pre_command=service.pre_command,
-        argv=tuple(argv),
-        launch=run.layout.launch(job_dir, name, nodes, service),
-        metrics_port=metrics_port,
-        health=HealthCheck("http", check.timeout_seconds, check.port, check.path, (node,)),
-        prefill=_serving_endpoints(prefill),
-        decode=_serving_endpoints(decode),
     )
 
 
@@ -331,9 +364,10 @@ def router_metrics_port(config: SubmitConfig, name: str) -> int:
     return ROUTER_METRICS_PORT + routers.index(name)
 
 
-def _serving_endpoints(step: Step) -> tuple[tuple[int, int], ...]:
-    """(node, port) of each server a tier's step runs: every node of one server a node, else its head."""
-    assert step.health is not None and isinstance(step.health.port, int)  # a tier's ports are fixed (plan.ports)
+def _serving_endpoints(step: Step) -> tuple[tuple[int, Port], ...]:
+    """(node, port) of each server a tier's step runs: every node of one server a node, else its
+    head; its port the claimed one where the job claims it (one node: ``plan.ports``)."""
+    assert step.health is not None and step.health.port is not None
     return tuple((node, step.health.port) for node in step.health.nodes)
 
 
@@ -341,8 +375,11 @@ def _serving_endpoints(step: Step) -> tuple[tuple[int, int], ...]:
 
 
 def ray_steps(
-    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...]
+    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, env: tuple[EnvVar, ...], claimed: bool = False
 ) -> list[Step]:
+    """A ray service's head on the driver's node, then its workers on each pool's other nodes;
+    ``claimed`` (a job of one node: the head alone): its GCS port and the ports Ray would bind at
+    fixed defaults are claimed when the job starts (``plan.ports.RAY_PORT_FLAGS``)."""
     head = layout.driver_node
     head_pool = next((p for p, s in layout.pools.items() if head in s.indices), None)
     extra = _words(service.extra_args)
@@ -355,18 +392,34 @@ def ray_steps(
         health = HealthCheck("ready-marker", DEFAULT_READY_TIMEOUT, nodes=(head,))
     worker_count = sum(len([i for i in layout.pools[p].indices if i != head]) for p in service.node_pools)
     head_nodes = NodeSlice(head, 1)
+    gcs = serving_port(name, service.port, claimed)
+    ported = _ray_ported_args(name, gcs) if isinstance(gcs, PortRef) else ()
     steps: list[Step] = [
         RayHeadStep(
             name=name,
             nodes=head_nodes,
-            ray_port=service.port,
+            ray_port=gcs,
             ray_nodes=1 + worker_count,
-            argv=tuple(["ray", "start", "--head", f"--port={service.port}", *head_flags, *extra]),
+            argv=tuple(
+                ["ray", "start", "--head", *([] if ported else [f"--port={service.port}"]), *head_flags, *extra]
+            ),
             health=health,
             launch=layout.launch(job_dir, name, head_nodes, service),
+            ported_args=ported,
+            claimed_port=gcs if isinstance(gcs, PortRef) else None,
+            side_ports=tuple(arg.port for arg in ported[1:]),
             **common,
         )
     ]
+    return steps + _ray_workers(layout, job_dir, name, service, head, common)
+
+
+def _ray_workers(
+    layout: Layout, job_dir: str, name: str, service: RayServiceConfig, head: int, common: dict[str, Any]
+) -> list[Step]:
+    """A ray service's workers: one step a pool, on the pool's nodes but the head's."""
+    extra = _words(service.extra_args)
+    steps: list[Step] = []
     for pool in service.node_pools:
         workers = [i for i in layout.pools[pool].indices if i != head]
         if not workers:
@@ -387,6 +440,12 @@ def ray_steps(
             )
         )
     return steps
+
+
+def _ray_ported_args(name: str, gcs: PortRef) -> tuple[PortedArg, ...]:
+    """A claimed Ray head's port options: its GCS port, then each port Ray binds at a fixed default."""
+    others = (PortedArg(f"{flag}=", PortRef(f"{name}_{key}", default)) for key, flag, default in RAY_PORT_FLAGS)
+    return (PortedArg("--port=", gcs), *others)
 
 
 def _ray_resource_flags(service: RayServiceConfig, pool: str | None) -> list[str]:

@@ -1,5 +1,6 @@
-"""The OpenTelemetry collector beside the driver: where it runs, what it scrapes, the attributes
-it sets; and the OTLP env that points the driver (and NeMo Gym's own telemetry) at it."""
+"""The OpenTelemetry collector beside the driver: where it runs, where it listens (its configured
+ports, or claimed when the job starts), what it scrapes, the attributes it sets; and the OTLP env
+that points the driver (and NeMo Gym's own telemetry) at it."""
 
 from __future__ import annotations
 
@@ -9,20 +10,27 @@ from nemo_gym.orchestration.plan.inputs import RunInputs
 from nemo_gym.orchestration.plan.model import (
     COLLECTOR_STEP,
     Attribute,
+    EnvVar,
     Launch,
     NodeSlice,
     OtelPlan,
     PlainStep,
+    Port,
+    PortRef,
     ScrapeJob,
     Step,
 )
+from nemo_gym.orchestration.plan.ports import serving_port
+from nemo_gym.orchestration.rules import COLLECTOR_PORTS
 
-# OTLP ports of the collector beside the driver (see rules.COLLECTOR_PORTS).
-OTLP_HTTP_PORT = 4318
 DRIVER_SERVICE_NAME = "gym-driver"
+# The collector's ports among the job's claimed ones, in COLLECTOR_PORTS' order.
+COLLECTOR_PORT_NAMES = ("otel_grpc", "otel_http", "otel_health")
 
 
-def otel_plan(run: RunInputs, benchmark: str, job_dir: str, steps: list[Step]) -> OtelPlan:
+def otel_plan(run: RunInputs, benchmark: str, job_dir: str, steps: list[Step], claimed: bool = False) -> OtelPlan:
+    """``claimed``: the collector's own ports are claimed on its node when the job starts, and the
+    steps' metrics ports it scrapes may be (``plan.ports``)."""
     otel = run.config.otel
     assert otel.endpoint is not None and otel.service_name is not None  # validate_destination ran
     layout = run.layout
@@ -41,7 +49,13 @@ def otel_plan(run: RunInputs, benchmark: str, job_dir: str, steps: list[Step]) -
         scrape_jobs=tuple(_scrape_jobs(otel, layout.node_count, steps)),
         attributes=_otel_attributes(run, benchmark),
         out_dir=f"{job_dir}/{contract.OTEL_DIR}",
+        **dict(zip(("otlp_grpc_port", "otlp_http_port", "health_port"), collector_ports(claimed))),
     )
+
+
+def collector_ports(claimed: bool) -> tuple[Port, ...]:
+    """Where the collector listens: OTLP gRPC, OTLP HTTP, health."""
+    return tuple(serving_port(name, port, claimed) for name, port in zip(COLLECTOR_PORT_NAMES, COLLECTOR_PORTS))
 
 
 def _scrape_jobs(otel: OtelConfig, node_count: int, steps: list[Step]) -> list[ScrapeJob]:
@@ -55,7 +69,7 @@ def _scrape_jobs(otel: OtelConfig, node_count: int, steps: list[Step]) -> list[S
             ScrapeJob(
                 name=f"{otel.component}/{step.service}",
                 port=port,
-                targets=tuple((i, f"{node_ref(i)}:{port}") for i in metrics_nodes(step)),
+                targets=tuple((i, f"{node_ref(i)}:{port_ref(port)}") for i in metrics_nodes(step)),
                 labels=(("gym_component", otel.component), ("gym_service", step.service)),
             )
         )
@@ -89,6 +103,12 @@ def node_ref(index: int) -> str:
     return "${env:" + contract.NODE_ADDRESS_ENV_PREFIX + str(index) + "}"
 
 
+def port_ref(port: Port) -> str:
+    """How the collector's config names a port: the number, or (claimed at the job's start) an env
+    reference to the variable the job exports before it starts the collector."""
+    return "${env:" + port.variable + "}" if isinstance(port, PortRef) else str(port)
+
+
 def metrics_nodes(step: Step) -> tuple[int, ...]:
     """The nodes where a model step's HTTP server (and so its /metrics) listens.
 
@@ -102,21 +122,37 @@ def metrics_nodes(step: Step) -> tuple[int, ...]:
     return (step.nodes.start,)
 
 
-def driver_telemetry_env(otel: OtelConfig, run_id: str, benchmark: str, compute_name: str) -> dict[str, str]:
-    """The driver's OTLP env, and NeMo Gym's own telemetry's when ``otel.gym_telemetry``."""
+def driver_telemetry_env(
+    otel: OtelConfig, run_id: str, benchmark: str, compute_name: str, http_port: Port = COLLECTOR_PORTS[1]
+) -> tuple[EnvVar, ...]:
+    """The driver's OTLP env, and NeMo Gym's own telemetry's when ``otel.gym_telemetry``; the
+    collector's OTLP/HTTP port is ``http_port`` (claimed at the job's start: read there)."""
     telemetry = driver_otel_env(run_id, benchmark, compute_name)
     if otel.gym_telemetry:
         telemetry.update(gym_telemetry_env(otel, run_id))
-    return telemetry
+    return tuple(
+        _on_collector(k, v, http_port) if k in ON_COLLECTOR_PORT else EnvVar(k, "lit", v) for k, v in telemetry.items()
+    )
+
+
+# The driver's variables that name the collector's OTLP/HTTP port (``{port}`` in their values).
+ON_COLLECTOR_PORT = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
+
+
+def _on_collector(key: str, value: str, port: Port) -> EnvVar:
+    if isinstance(port, PortRef):
+        return EnvVar(key, "ported", value, port)
+    return EnvVar(key, "lit", value.replace("{port}", str(port)))
 
 
 def driver_otel_env(run_id: str, benchmark: str, compute_name: str) -> dict[str, str]:
-    """OTLP env for the driver: send to the collector beside it (same node) over HTTP."""
+    """OTLP env for the driver: send to the collector beside it (same node) over HTTP, on its
+    OTLP/HTTP port (``{port}``: the number, or the port claimed at the job's start)."""
     from urllib.parse import quote
 
     attributes = {"run_id": run_id, "benchmark": benchmark, "cluster": compute_name}
     return {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://localhost:{OTLP_HTTP_PORT}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:{port}",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_SERVICE_NAME": DRIVER_SERVICE_NAME,
         # W3C-baggage style: values percent-encoded so ',' and '=' cannot break the list.
@@ -133,5 +169,5 @@ def gym_telemetry_env(otel: OtelConfig, run_id: str) -> dict[str, str]:
         "NEMO_GYM_OTEL_RUN_ID": run_id,
         "NEMO_GYM_OTEL_SPAN_GROUPS": otel.gym_span_groups,
         "NEMO_GYM_OTEL_LOGS_ENABLED": "1" if otel.gym_logs else "0",
-        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": f"http://localhost:{OTLP_HTTP_PORT}/v1/logs",
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://localhost:{port}/v1/logs",
     }

@@ -16,4 +16,4 @@ set -u
 router_targets=()
 router_targets+=(--prefill "http://$(gym_node_ip "$(gym_node_name 0)"):8001")
 router_targets+=(--decode "http://$(gym_node_ip "$(gym_node_name 1)"):8002")
-gym_step_run vllm-router --vllm-pd-disaggregation --prefill-policy cache_aware --decode-policy cache_aware --host 0.0.0.0 --port 8000 --intra-node-data-parallel-size 1 --request-timeout-secs 86400 --log-level error --prometheus-host 0.0.0.0 --prometheus-port 29000 "${router_targets[@]}"
+gym_step_run vllm-router --vllm-pd-disaggregation --prefill-policy cache_aware --decode-policy cache_aware --host 0.0.0.0 --intra-node-data-parallel-size 1 --request-timeout-secs 86400 --log-level error --prometheus-host 0.0.0.0 --port 8000 --prometheus-port 29000 "${router_targets[@]}"
