@@ -468,7 +468,8 @@ class TestTwoReplicas:
         assert _alive(survivor["pid"]), "the other replica's engine did not keep serving"
         [new] = [r for r in _engines(ray_head) if r["pid"] not in before]
         assert _alive(new["pid"]) and new["ray_worker_node"] == new["ray_node"]
-        assert failed <= 3, (answered, failed)
+        # Only what reached the dead replica before its end was seen: a few, not the survivor's share.
+        assert failed <= 5, (answered, failed)
         after = [gateway.ask() for _ in range(20)]
         assert None not in after and len(set(after)) == 2, after
         assert gateway.status()["recoveries_s"], gateway.status()

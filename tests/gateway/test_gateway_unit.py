@@ -3,8 +3,10 @@ rule, CLI), without Ray."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -195,3 +197,55 @@ def test_recovery_bound_defaults_to_the_startup_timeout():
     base = ["--address", "h:6379", "--port", "8000", "--instances", "2", "--startup-timeout", "900"]
     assert entry.parse_args([*base, "--", "vllm", "serve", "m"]).recovery_timeout == 900
     assert entry.parse_args([*base, "--recovery-timeout", "60", "--", "vllm"]).recovery_timeout == 60
+
+
+def _group_alive(pgid: int) -> list[str]:
+    """Live (not zombie) members of a process group."""
+    out = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+    return [s for s in out if not s.startswith("Z")]
+
+
+def test_an_engine_s_leftovers_die_with_it_and_with_its_replica(tmp_path):
+    """vLLM's EngineCore and workers outlive their API server: the engine's whole group goes,
+    whether the engine exited (kill_group) or its replica died without running any code (the
+    reaper, watching the replica's pid: here a process killed with SIGKILL)."""
+    import signal
+    import time
+
+    from nemo_gym.orchestration.gateway.replica import Engine
+
+    exited = Engine([], "h:1", str(tmp_path), None)
+    exited.argv = ["sh", "-c", "sleep 1000 & exit 7"]
+    pgid = exited.start()
+    assert exited.proc is not None and exited.proc.wait(10) == 7
+    assert _group_alive(pgid)  # its child lives on
+    exited.kill_group()
+    time.sleep(0.3)
+    assert not _group_alive(pgid) and exited.reaper is not None and exited.reaper.poll() is not None
+
+    # A replica (this program, its own session) starts a stubborn engine and is killed outright.
+    replica = (
+        "import sys, time; sys.path[:0] = sys.argv[1:2]\n"
+        "from nemo_gym.orchestration.gateway.replica import Engine\n"
+        "e = Engine([], 'h:1', '.', None)\n"
+        "e.argv = ['bash', '-c', 'trap \"\" TERM; sleep 1000 & sleep 1000 & wait']\n"
+        "print(e.start(), flush=True)\n"
+        "time.sleep(1000)\n"
+    )
+    src = str(Path(sys.modules[Engine.__module__].__file__).parents[3])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", replica, src], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        pgid = int(proc.stdout.readline())
+        assert len(_group_alive(pgid)) == 3
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 20
+        while _group_alive(pgid):
+            assert time.monotonic() < deadline, "the engine's group outlived its replica by 20 s"
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -114,12 +114,18 @@ class EngineReplica:
         """An engine that exits takes its replica with it at once: Serve's routers stop sending it
         requests and its controller starts a replacement, without waiting for three failed
         health checks (a wedged engine, alive but not answering, is left to those)."""
-        while (rc := self.engine.poll()) is None:
-            await asyncio.sleep(0.5)
+        while self.engine.poll() is None:
+            await asyncio.sleep(0.2)
+        self._end()
+
+    def _end(self) -> None:
+        """The engine has exited: its leftovers killed, and this replica's process ended."""
+        rc = self.engine.poll()
         print(
             f"replica {self.name}: engine pid {self.engine.pid} exited with status {rc}; replica ends{self.engine.tail()}",
             flush=True,
         )
+        self.engine.kill_group()  # its EngineCore and workers, which outlive it
         os._exit(1)
 
     async def _healthy(self) -> bool:
@@ -158,6 +164,8 @@ class EngineReplica:
                 skip_auto_headers=_NO_AUTO_HEADERS,
             )
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            if self.engine.poll() is not None:
+                self._end()  # this request is lost; the next ones go to the other replicas
             message = f"replica {self.name}: engine unreachable: {exc}"
             return JSONResponse({"error": {"message": message, "code": 502}}, status_code=502)
         response = StreamingResponse(_relay(upstream), status_code=upstream.status)

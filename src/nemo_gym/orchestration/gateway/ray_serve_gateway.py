@@ -26,8 +26,10 @@ application by):
   node and vLLM's own placement.
 * A replica's constructor starts the engine and returns once its ``/health`` answers (a replica
   that is still loading takes no requests); Serve's health check calls the engine's ``/health``
-  every ``--poll-interval`` seconds, and three failures in a row (or an engine that exited) make
-  Serve replace the replica, engine and all, while the others keep serving.
+  every ``--poll-interval`` seconds, and three failures in a row (or an engine that exited, which
+  ends its replica at once) make Serve replace the replica, engine and all, while the others keep
+  serving. However a replica ends, its engine's whole process group ends with it (``replica``'s
+  reaper): vLLM's EngineCore and workers would outlive their API server otherwise.
 * This process watches ``serve.status()``: ready when every replica runs; it exits 3 when the
   service stays short of replicas for longer than ``--recovery-timeout`` (default: the start-up
   timeout) or Serve gives up replacing them, and 4 when the replicas never all came up in

@@ -58,14 +58,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Stops an engine's whole process group ($1) when the replica that started it ($3) is gone,
+# however it went (Ray's SIGKILL included, when no code of the replica runs): vLLM's EngineCore
+# and workers outlive their API server otherwise. SIGTERM to the group, SIGKILL after $2 seconds.
+# It watches the replica's pid (a zombie counts as gone) rather than rely on PR_SET_PDEATHSIG,
+# which follows the thread that started it; SIGUSR1 stands it down.
+_GROUP_REAPER = """
+trap 'exit 0' USR1
+alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${st#Z}" = "$st" ]; }
+while alive "$3"; do sleep 1; done
+kill -TERM -- "-$1" 2>/dev/null
+for _ in $(seq "$2"); do kill -0 -- "-$1" 2>/dev/null || exit 0; sleep 1; done
+kill -KILL -- "-$1" 2>/dev/null
+"""
+
+
 class Engine:
-    """One `vllm serve` process on this node, in a process group of its own."""
+    """One `vllm serve` process on this node, in a process group of its own, and its reaper."""
 
     def __init__(self, argv: list[str], address: str, cwd: str, log_path: str | None) -> None:
         self.port = free_port()
         self.argv = replica_argv(argv, self.port)
         self.address, self.cwd, self.log_path = address, cwd, log_path
         self.proc: subprocess.Popen | None = None
+        self.reaper: subprocess.Popen | None = None
 
     @property
     def pid(self) -> int:
@@ -92,24 +108,52 @@ class Engine:
         )
         if out:
             out.close()
+        self.reaper = subprocess.Popen(
+            ["bash", "-c", _GROUP_REAPER, "gym-engine-reaper", str(self.proc.pid), "10", str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # out of reach of whatever kills the replica's group with it
+        )
         return self.proc.pid
 
     def poll(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
     def stop(self, timeout: float) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        """SIGTERM to the engine's group, SIGKILL after ``timeout``; whatever of the group is left
+        when the engine has exited (its EngineCore, workers) is killed too."""
+        if self.proc is None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
             try:
-                os.killpg(self.proc.pid, sig)
+                os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:
-                return self.proc.wait(wait)
+                rc = self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                continue
-        return self.proc.poll()
+                pass
+        self.kill_group()
+        if rc is None:
+            try:
+                rc = self.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                rc = self.proc.poll()
+        return rc
+
+    def kill_group(self) -> None:
+        """SIGKILL to every process left in the engine's group, and its reaper stood down."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.reaper is not None and self.reaper.poll() is None:
+            self.reaper.send_signal(signal.SIGUSR1)  # stands down
+            try:
+                self.reaper.wait(5)
+            except subprocess.TimeoutExpired:
+                self.reaper.kill()
 
     def tail(self, lines: int = 20) -> str:
         """The end of its log, for the error that says why it did not start."""
