@@ -100,7 +100,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--connect-timeout", type=float, default=30, help="engine connect timeout (no read limit)")
     p.add_argument("--poll-interval", type=float, default=2, help="seconds between health checks and status looks")
     p.add_argument("--max-ongoing-requests", type=int, default=1024, help="requests Serve sends one replica at once")
-    p.add_argument("--stop-timeout", type=float, default=30, help="seconds an engine gets to stop on SIGTERM")
+    p.add_argument("--stop-timeout", type=float, default=5, help="seconds an engine gets to stop on SIGTERM")
     p.add_argument("--log-dir", default=None, help="write replica-<id>.log and status.json here")
     p.add_argument("--why-file", default=None, help="write the one-line reason of a failure here")
     args = p.parse_args(own)

@@ -60,7 +60,7 @@ def free_port() -> int:
 
 # Stops an engine's whole process group ($1) when the replica that started it ($3) is gone,
 # however it went (Ray's SIGKILL included, when no code of the replica runs): vLLM's EngineCore
-# and workers outlive their API server otherwise. SIGTERM to the group, SIGKILL after $2 seconds.
+# and workers outlive their API server otherwise. SIGTERM to the group, SIGKILL after $2 seconds (3).
 # It watches the replica's pid (a zombie counts as gone) rather than rely on PR_SET_PDEATHSIG,
 # which follows the thread that started it; SIGUSR1 stands it down.
 _GROUP_REAPER = """
@@ -109,7 +109,7 @@ class Engine:
         if out:
             out.close()
         self.reaper = subprocess.Popen(
-            ["bash", "-c", _GROUP_REAPER, "gym-engine-reaper", str(self.proc.pid), "10", str(os.getpid())],
+            ["bash", "-c", _GROUP_REAPER, "gym-engine-reaper", str(self.proc.pid), "3", str(os.getpid())],
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # out of reach of whatever kills the replica's group with it
         )
