@@ -350,7 +350,7 @@ def test_gym_install_from_a_local_repository(cluster_run, tmp_path) -> None:
     assert "/gym-install-" in driver["cwd"]  # ran from the fresh clone
 
 
-RAY_ENV = Path(os.environ.get("GYM_ENVS_DIR", Path.home() / ".cache" / "gym-orchestration" / "envs")) / "ray"
+RAY_ENV = Path(os.environ.get("GYM_ENVS_DIR", Path.home() / ".cache" / "gym-orchestration" / "envs")) / "ray-serve"
 
 
 def test_ray_gateway_serves_replicas_across_nodes_with_real_ray(cluster_run) -> None:

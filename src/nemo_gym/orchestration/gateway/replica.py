@@ -1,8 +1,9 @@
-"""One replica's `vllm serve`: its command line and environment, and the Ray actor that starts and
-stops the process on the node Ray put it on.
+"""One replica's `vllm serve` engine: its command line and environment, and the process started,
+probed and stopped from inside the Serve replica that owns it.
 
-This module runs inside Ray's worker processes, which cannot import this package: the gateway
-sends it to them by value (``register_pickle_by_value``), so it imports nothing of ours.
+This module runs inside Ray's worker processes (Serve's replicas), which cannot import this
+package: the gateway sends it to them by value (``register_pickle_by_value``), with the module
+that imports it (``proxy``); it imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -51,34 +52,52 @@ def replica_env(environ: dict[str, str], address: str) -> dict[str, str]:
     return env
 
 
-# -- the replica actor (wrapped with ray.remote at run time) ----------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
 
 
-class VllmReplica:
-    """Supervises one `vllm serve` process on the node Ray put this actor on."""
+# Stops an engine's whole process group ($1) when the replica that started it ($3) is gone,
+# however it went (Ray's SIGKILL included, when no code of the replica runs): vLLM's EngineCore
+# and workers outlive their API server otherwise. SIGTERM to the group, SIGKILL after $2 seconds (3).
+# It watches the replica's pid (a zombie counts as gone) rather than rely on PR_SET_PDEATHSIG,
+# which follows the thread that started it; SIGUSR1 stands it down.
+_GROUP_REAPER = """
+trap 'exit 0' USR1
+alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${st#Z}" = "$st" ]; }
+while alive "$3"; do sleep 1; done
+kill -TERM -- "-$1" 2>/dev/null
+for _ in $(seq "$2"); do kill -0 -- "-$1" 2>/dev/null || exit 0; sleep 1; done
+kill -KILL -- "-$1" 2>/dev/null
+"""
 
-    def __init__(self, index: int, argv: list[str], address: str, cwd: str, log_path: str | None) -> None:
-        self.index, self.argv, self.address, self.cwd, self.log_path = index, argv, address, cwd, log_path
+
+class Engine:
+    """One `vllm serve` process on this node, in a process group of its own, and its reaper."""
+
+    def __init__(self, argv: list[str], address: str, cwd: str, log_path: str | None) -> None:
+        self.port = free_port()
+        self.argv = replica_argv(argv, self.port)
+        self.address, self.cwd, self.log_path = address, cwd, log_path
         self.proc: subprocess.Popen | None = None
+        self.reaper: subprocess.Popen | None = None
 
-    def node(self) -> dict[str, str]:
-        import ray
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else 0
 
-        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address()}
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> dict[str, Any]:
-        import ray
-
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        argv = replica_argv(self.argv, port)
+    def start(self) -> int:
         out = None
         if self.log_path:
             os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
-            out = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - the replica process writes it for its life
+            out = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - the engine writes it for its life
         self.proc = subprocess.Popen(
-            argv,
+            self.argv,
             env=replica_env(dict(os.environ), self.address),
             cwd=self.cwd if os.path.isdir(self.cwd) else None,
             stdin=subprocess.DEVNULL,
@@ -89,31 +108,68 @@ class VllmReplica:
         )
         if out:
             out.close()
-        ip = ray.util.get_node_ip_address()
-        print(f"replica {self.index}: pid {self.proc.pid} on {ip}:{port}: {' '.join(argv)}", flush=True)
-        return {"ip": ip, "port": port, "pid": self.proc.pid, "argv": argv}
+        self.reaper = subprocess.Popen(
+            ["bash", "-c", _GROUP_REAPER, "gym-engine-reaper", str(self.proc.pid), "3", str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # out of reach of whatever kills the replica's group with it
+        )
+        return self.proc.pid
 
     def poll(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
     def stop(self, timeout: float) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        """SIGTERM to the engine's group, SIGKILL after ``timeout``; whatever of the group is left
+        when the engine has exited (its EngineCore, workers) is killed too."""
+        if self.proc is None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
             try:
-                os.killpg(self.proc.pid, sig)
+                os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:
-                return self.proc.wait(wait)
+                rc = self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                continue
-        return self.proc.poll()
+                pass
+        self.kill_group()
+        if rc is None:
+            try:
+                rc = self.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                rc = self.proc.poll()
+        return rc
+
+    def kill_group(self) -> None:
+        """SIGKILL to every process left in the engine's group, and its reaper stood down."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.reaper is not None and self.reaper.poll() is None:
+            self.reaper.send_signal(signal.SIGUSR1)  # stands down
+            try:
+                self.reaper.wait(5)
+            except subprocess.TimeoutExpired:
+                self.reaper.kill()
+
+    def tail(self, lines: int = 20) -> str:
+        """The end of its log, for the error that says why it did not start."""
+        path = self.log_path
+        if not path or not os.path.exists(path):
+            return ""
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 8192))
+            text = fh.read().decode(errors="replace").splitlines()[-lines:]
+        return "\n  last lines of its log:\n  " + "\n  ".join(text)
 
 
 def _parent_death_signal() -> Any:
-    """A preexec_fn that makes the child get SIGTERM when the actor process dies (e.g. when Ray
-    kills it because the gateway exited). libc is loaded here, before the fork, not in the child."""
+    """A preexec_fn that makes the child get SIGTERM when the thread that started it dies (the
+    replica's user-code loop thread, which lives as long as the replica's actor: Ray killing the
+    replica stops its engine). libc is loaded here, before the fork, not in the child."""
     try:
         import ctypes
 

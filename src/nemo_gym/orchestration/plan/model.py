@@ -173,7 +173,7 @@ class VllmRayStep(StepBase):
 
 @dataclass(frozen=True, kw_only=True)
 class VllmGatewayStep(StepBase):
-    """Several vLLM replicas on a Ray cluster behind our gateway (``steps/ray_serve_gateway.py``)."""
+    """Several vLLM replicas on a Ray cluster: one Ray Serve application run by our gateway (``gateway/ray_serve_gateway.py``)."""
 
     kind: ClassVar[str] = "vllm-gateway"
     ray_port: int

@@ -147,7 +147,7 @@ def _vllm_health(
 
 
 def _gateway_step(service: VllmServiceConfig, base: list[str], gpus: list[int], common: dict[str, Any]) -> Step:
-    """Our gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
+    """Our Ray Serve gateway on a Ray cluster across the service's nodes: N replicas, one endpoint; each
     replica gets its own port from the gateway."""
     footprint = service.tensor_parallel_size * service.pipeline_parallel_size
     return VllmGatewayStep(
