@@ -37,11 +37,11 @@ def checkpoint(root: Path, step: int, accuracy: float, torn: bool = False) -> st
     return str(path)
 
 
-def lane_config(cluster_run, **job) -> dict:
+def lane_config(cluster_run, compute: dict | None = None, **job) -> dict:
     # Each driver winds down for 4 s after its last row, as gym does: the lane loads the next
     # weights meanwhile, never before the last row.
     run = {"standin_rollouts": 4, "standin_rollout_seconds": 0.5, "standin_wind_down_seconds": 4}
-    config = sweep_config(cluster_run, {"math": {"run": run}})
+    config = sweep_config(cluster_run, {"math": {"run": run}}, **({"compute": compute} if compute else {}))
     config["services"]["policy"].update(served_model_name="policy", port=PORT)
     config["job"].update(deployment="reload", **job)
     return config
@@ -63,9 +63,10 @@ def wait_final(cluster_run, sweep_id: str, runs: int, timeout: float = 240) -> d
 def test_ten_checkpoints_in_two_warm_lanes_each_answered_by_its_own_weights(cluster_run, tmp_path) -> None:
     root = tmp_path / "ckpt"
     models = [checkpoint(root, step * 100, step / 10, torn=step == 5) for step in range(10)]
-    sweep = submit_sweep(
-        cluster_run, lane_config(cluster_run, max_concurrent=2), "services.policy.model=" + ",".join(models)
-    )
+    # Both lanes on one node at once (exclusive_nodes auto: a lane's job shares its node): each
+    # claims its server's port and each of its drivers a head server of its own.
+    config = lane_config(cluster_run, {"extra_args": {"nodelist": "n1"}}, max_concurrent=2)
+    sweep = submit_sweep(cluster_run, config, "services.policy.model=" + ",".join(models))
     records = sweep["records"]
     allocations = {b["job_id"] for r in records for b in r["benchmarks"]}
     assert len(allocations) == 2, allocations  # two lanes, one allocation each (10 runs)
@@ -96,6 +97,22 @@ def test_ten_checkpoints_in_two_warm_lanes_each_answered_by_its_own_weights(clus
         assert len(rows) == 4 and {row["standin_weights"] for row in rows} == {model}, rows
     _every_request_answered_by_its_runs_weights(records)
     _next_weights_loaded_while_the_last_driver_wound_down(records)
+    _the_lanes_shared_n1_on_ports_of_their_own(records, allocations)
+
+
+def _the_lanes_shared_n1_on_ports_of_their_own(records: list[dict], allocations: set[str]) -> None:
+    """Both lanes ran on n1; when they ran at the same time (as they do unless n1 was busy), their
+    servers were on different ports (the ports each lane's job claimed, as it wrote them)."""
+    fields = [job_fields(job) for job in allocations]
+    assert {f.get("NodeList") for f in fields} == {"n1"}, fields
+    served = []
+    for lane_dir in {
+        Path(r["benchmarks"][0]["job_dir"]).parent for r in records if r["deployment_host"] == r["gym_job_id"]
+    }:
+        [ports] = Path(lane_dir, contract.SHARED_DEPLOYMENT_DIR, contract.MARKERS_DIR).glob("*/ports")
+        served.append(ports.read_text())
+    overlapped = max(f["StartTime"] for f in fields) < min(f["EndTime"] for f in fields)
+    assert len(served) == 2 and (not overlapped or served[0] != served[1]), (served, fields)
 
 
 def test_a_run_cancelled_before_its_turn_is_skipped_and_its_weights_never_loaded(cluster_run, tmp_path) -> None:
@@ -161,7 +178,7 @@ def _another_process_cannot_reload(records: list[dict]) -> None:
     """A process on a lane's node that is not the job (no token) is refused the reload endpoint."""
     host = next(r for r in records if r["benchmarks"][0]["job_dir"].split("/")[-2] == r["gym_job_id"])
     body = json.dumps({"method": "reload_weights", "kwargs": {"weights_path": "/tmp"}})
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded machine starts jobs slowly
     while True:
         assert time.monotonic() < deadline, "the lane never ran"
         node = job_fields(host["benchmarks"][0]["job_id"]).get("NodeList", "")

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 
+from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.api import SubmitConfig
 from nemo_gym.orchestration.plan.building import build_plan
 from nemo_gym.orchestration.plan.model import PortRef
@@ -83,7 +84,6 @@ def test_a_head_server_port_set_in_the_run_config_is_the_preferred_one(base) -> 
             lambda c: c["compute"]["cluster"].update(node_pools={"g": {"partition": "p", "nodes": 2}}),
             "it needs 2 nodes",
         ),
-        (lambda c: c["job"].update(deployment="shared"), "job.deployment: shared"),
         (lambda c: c["driver"]["benchmarks"]["answer-judge"].update(shards=2), "a sharded benchmark's merge"),
         (lambda c: c["services"]["policy"].update(extra_args="--port 9000"), "sets --port in its extra_args"),
         (lambda c: c["services"]["policy"].update(health_check={"port": 9001}), "health-checked on port 9001"),
@@ -98,6 +98,36 @@ def test_a_job_with_a_server_on_a_fixed_port_takes_its_nodes_whole_and_says_why(
     assert all(step.claimed_port is None and isinstance(step.health.port, int) for step in job.steps)
     assert exclusive(job)
     assert job.node_sharing.startswith("nodes whole (auto): ") and why in job.node_sharing
+
+
+def test_a_shared_deployment_claims_its_services_at_the_start_and_each_driver_its_head_server(base) -> None:
+    base["job"]["deployment"] = "shared"
+    base["driver"]["benchmarks"] = {"a": {}, "b": {}}
+    plan = plan_of(base)
+    [job] = plan.submitted_jobs
+    assert job is plan.shared and not exclusive(job)
+    assert job.ports == (POLICY,) and job.driver_ports == (HEAD,)
+    assert job.node_sharing.startswith("nodes shared (auto)")
+    for bench in plan.jobs:  # each driver reads the service's claimed port and its own head server's
+        assert [(a.before, a.port) for a in bench.driver.ported_argv] == [
+            ("+head_server.port=", HEAD),
+            ('+policy_base_url="http://localhost:', POLICY),
+        ]
+
+
+def test_the_rendered_shared_job_claims_a_head_server_port_as_each_driver_starts(base) -> None:
+    base["job"]["deployment"] = "shared"
+    base["driver"]["benchmarks"] = {"a": {}, "b": {}}
+    files = render_run(plan_of(base)).files
+    job = files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
+    claims = [line for line in job.splitlines() if "nemo_gym.orchestration.ports claim" in line]
+    assert len(claims) == 2 and claims[0].endswith('policy=8000 2>"$(gym_state_dir)/ports-why"; then')
+    # Owned by the driver's launching shell: given back when that driver ends, not the job.
+    assert '--pid "$BASHPID" gym_head_server=11000' in claims[1]
+    launch = job[job.index("gym_launch_driver() {") :]
+    assert launch.splitlines()[1].strip() == 'gym_claim_driver_ports "$1" || return 1'
+    assert "nemo_gym.orchestration.ports release" in job
+    assert f"{contract.SHARED_DEPLOYMENT_DIR}/steps/py/nemo_gym/orchestration/ports.py" in files
 
 
 @pytest.mark.parametrize("value", [True, False])

@@ -77,6 +77,16 @@ def test_only_the_host_s_policy_server_opens_its_reload_endpoint_and_only_to_its
     assert "GYM_WEIGHTS=( /ckpt/step-0 /ckpt/step-100 )" in script
 
 
+def test_a_lane_shares_its_node_and_reloads_its_server_on_the_port_it_claimed(config_file) -> None:
+    runs = prepared(config_file, checkpoints(0, 100)).runs
+    host = next(run for run in runs if run.plan.reload is not None)
+    job = host.plan.shared
+    assert host.plan.reload.port == job.steps[0].claimed_port and job.steps[0].claimed_port in job.ports
+    assert job.node_sharing.startswith("nodes shared (auto)")
+    script = host.staged.files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
+    assert '--url "http://$(gym_node_name 0):${GYM_PORT_POLICY}"' in script
+
+
 def test_a_lane_is_told_in_the_dry_run(config_file) -> None:
     notes = prepared(config_file, checkpoints(*STEPS), "+job.max_concurrent=2").notes
     assert any("5 checkpoint run(s) in 2 warm lane(s)" in note for note in notes), notes

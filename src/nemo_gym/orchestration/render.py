@@ -140,7 +140,7 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
         files.update(_shipped(Program.SHARED_QUEUE))
     if job is plan.shared and plan.reload is not None:
         files.update(_shipped(Program.WEIGHTS))
-    if job.ports:
+    if job.ports or job.driver_ports:
         files.update(_shipped(Program.PORTS))
     gateway_run = shipping.launch_words(Program.GATEWAY, isolated=False)
     for step in job.steps:
@@ -167,6 +167,7 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
             "drivers": drivers,
             "at_once": plan.benchmarks_at_once,
             "decider": shipping.launch_words(Program.SHARED_QUEUE),
+            "driver_ports": job.driver_ports,
             "do": Do,
             "happened": Happened,
         }

@@ -72,7 +72,7 @@ def _shared_job(run: RunInputs, run_dir: str) -> JobPlan:
     """job.deployment: shared — the one job that starts the services and runs every benchmark's driver."""
     first = next(iter(run.config.driver.benchmarks))
     shared_dir = contract.job_dir(run_dir, contract.SHARED_DEPLOYMENT_DIR)
-    compute, _ = job_compute(run, fixed_ports_reason(run, shared_driver=False))
+    compute, _ = job_compute(run, fixed_ports_reason(run))
     return replace(
         job_plan(run, first, shared_dir, _local_job_id(run.run_id, 1), shared_driver=False),
         benchmark=contract.SHARED_DEPLOYMENT_DIR,

@@ -33,12 +33,15 @@ def job_plan(
 ) -> JobPlan:
     config = run.config
     layout = run.layout
-    fixed = fixed_ports_reason(run, shared_driver)
+    fixed = fixed_ports_reason(run)
     compute, node_sharing = job_compute(run, fixed)
     steps, ray_addresses = service_steps(run, job_dir, claimed=fixed is None)
     otel = otel_plan(run, benchmark, job_dir, steps, claimed=fixed is None) if config.otel.enabled else None
-    ports = _claimed_ports(run, benchmark, steps, otel) if fixed is None else ()
-    claimed = {ref.name: ref for ref in ports}
+    ports = _claimed_ports(run, steps, otel) if fixed is None else ()
+    head = (PortRef(HEAD_SERVER, head_server_port(config.driver.benchmarks[benchmark])),) if fixed is None else ()
+    claimed = {ref.name: ref for ref in (*ports, *head)}
+    # Several drivers in one job (a shared deployment, a warm lane) each claim their own as they start.
+    per_driver = config.job.deployment in ("shared", "reload")
     driver, shard = driver_plan(run, benchmark, job_dir, otel, shared_driver, shard, claimed)
     unit = benchmark if shard is None else contract.shard_unit(benchmark, shard.index)
     return JobPlan(
@@ -59,18 +62,18 @@ def job_plan(
         export=export_plan(run, benchmark, shared_driver),
         shard=shard,
         max_concurrent=config.job.max_concurrent,
-        ports=ports,
+        ports=ports if per_driver else (*ports, *head),
+        driver_ports=head if per_driver else (),
         node_sharing=node_sharing,
     )
 
 
-def _claimed_ports(run: RunInputs, benchmark: str, steps: list[Step], otel: OtelPlan | None) -> tuple[PortRef, ...]:
-    """Every port the job claims at its start: its servers' (each step's serving port, then its
-    others: a tier's side channel, a router's metrics), its collector's, and gym's head server's."""
-    head = PortRef(HEAD_SERVER, head_server_port(run.config.driver.benchmarks[benchmark]))
+def _claimed_ports(run: RunInputs, steps: list[Step], otel: OtelPlan | None) -> tuple[PortRef, ...]:
+    """The services' ports the job claims at its start: its servers' (each step's serving port, then
+    its others: a tier's side channel, a router's metrics), then its collector's."""
     served = [step.claimed_port for step in steps if step.claimed_port is not None]
     collector = [port for port in otel.ports if isinstance(port, PortRef)] if otel is not None else []
-    return (*served, *(ref for step in steps for ref in step.side_ports), *collector, head)
+    return (*served, *(ref for step in steps for ref in step.side_ports), *collector)
 
 
 def job_compute(run: RunInputs, fixed_ports: str | None) -> tuple[ComputeConfig, str]:

@@ -139,5 +139,6 @@ def _guarded(job: JobPlan, host: RunPlan, turns: tuple[WeightsTurn, ...]) -> tup
     )
     guarded = replace(step, env=step.env + env, argv=step.argv + ("--middleware", GUARD))
     steps = tuple(guarded if s is step else s for s in job.steps)
-    reload = ReloadPlan(service=name, node=step.nodes.start, port=int(service["port"]), turns=turns)
+    port = step.claimed_port if step.claimed_port is not None else int(service["port"])
+    reload = ReloadPlan(service=name, node=step.nodes.start, port=port, turns=turns)
     return replace(job, steps=steps), reload

@@ -395,6 +395,9 @@ class JobPlan:
     max_concurrent: int | None = None
     # The ports the job claims on its node when it starts (ports.py), and released at its end.
     ports: tuple[PortRef, ...] = ()
+    # A shared deployment's: the ports each driver claims as it starts (gym's head server), given
+    # back when it ends; its drivers start and end at their own times.
+    driver_ports: tuple[PortRef, ...] = ()
     # Whether it takes its nodes whole or shares them, and why (the dry run says it).
     node_sharing: str = ""
 
@@ -427,7 +430,7 @@ class ReloadPlan:
 
     service: str  # the policy service, one plain vLLM server
     node: int  # where it runs, in the job's allocation
-    port: int
+    port: Port  # its serving port: the configured one, or claimed as the job starts
     turns: tuple[WeightsTurn, ...]  # in the order they are served: the host's own run first
 
 

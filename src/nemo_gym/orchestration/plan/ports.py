@@ -10,9 +10,14 @@ collector claims its OTLP receivers' and health ports too; its config names them
 scrapes, as ``${env:GYM_PORT_<NAME>}``, and the driver's OTLP endpoint reads the claimed one. A
 ray service's head claims its GCS port and those Ray binds at fixed defaults (``RAY_PORT_FLAGS``),
 and the driver dials the claimed GCS port. What is not claimed yet keeps its configured port, and
-the job then keeps its node whole: multi-node jobs, vLLM on Ray and the Ray gateway, shared
-deployments and warm lanes (several drivers in one job), sharded benchmarks (the merge's ``gym env
-start``), command benchmarks (which read their endpoint from their environment).
+the job then keeps its node whole: multi-node jobs, vLLM on Ray and the Ray gateway, sharded
+benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint from their
+environment).
+
+A shared deployment's job (``job.deployment: shared``, and a warm lane's, ``reload``) runs several
+drivers, each starting and ending at its own time: its services' and collector's ports are claimed
+as the job starts, and each driver's gym head server as that driver starts (owned by the shell
+that launched it, so given back when it ends: ``SHARED_DRIVER_PORTS``).
 """
 
 from __future__ import annotations
@@ -28,15 +33,13 @@ HEAD_SERVER = "gym_head_server"
 HEAD_SERVER_PORT = 11000  # gym 0.7.0's default head_server.port
 
 
-def fixed_ports_reason(run: RunInputs, shared_driver: bool) -> str | None:
+def fixed_ports_reason(run: RunInputs) -> str | None:
     """Why a job of this run keeps its servers' configured ports; None when it claims them all."""
     config = run.config
     if not run.backend.claims_ports:
         return f"the {run.backend.name} backend gives each job a network of its own"
     if run.layout.node_count > 1:
         return f"it needs {run.layout.node_count} nodes, and multi-node jobs keep their configured ports"
-    if shared_driver or config.job.deployment != "per_benchmark":
-        return f"job.deployment: {config.job.deployment} keeps its configured ports"
     if any(config.shards_of(name) > 1 for name in config.driver.benchmarks):
         return "a sharded benchmark's merge starts gym's servers on their configured ports"
     if any(bench.command is not None for bench in config.driver.benchmarks.values()):

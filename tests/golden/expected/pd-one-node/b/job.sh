@@ -139,6 +139,14 @@ trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT
 gym_phase starting "launching services"
 
+# Reads ports.py's answer ($1) as data, never runs it: a name of ours and a number, each line.
+gym_read_ports() {
+    local gym_name gym_port
+    while IFS='=' read -r gym_name gym_port; do
+        [[ $gym_name =~ ^GYM_PORT_[A-Z0-9_]+$ && $gym_port =~ ^[0-9]{1,5}$ ]] && export "$gym_name=$gym_port"
+    done <"$1"
+}
+
 # nodes shared (auto): it needs one node, and its servers' ports are claimed when it starts.
 # Each server's port is claimed on this node now (ports.py): the preferred one when it is free and
 # no other live job holds it, else the next free one; every consumer reads it from $GYM_PORT_<NAME>,
@@ -150,10 +158,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 elif ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports claim --state-dir "$(gym_state_dir)" --node "$(gym_this_node)" --job "$GYM_JOB_ID" --pid $$ policy-prefill=8001 policy-decode=8002 policy=8000 policy-prefill_nixl=5600 policy-decode_nixl=5601+2 policy_metrics=29000 gym_head_server=11000 2>"$(gym_state_dir)/ports-why"; then
     gym_finish 1 "no ports for its servers on node $(gym_this_node): $(tail -n 1 "$(gym_state_dir)/ports-why" | head -c 300 | tr -cd '[:print:]')" startup-failed
 fi
-# Read as data, never run: a name of ours and a number, each line.
-while IFS='=' read -r gym_name gym_port; do
-    [[ $gym_name =~ ^GYM_PORT_[A-Z0-9_]+$ && $gym_port =~ ^[0-9]{1,5}$ ]] && export "$gym_name=$gym_port"
-done <"$(gym_state_dir)/ports"
+gym_read_ports "$(gym_state_dir)/ports"
 gym_log "ports on $(gym_this_node): policy-prefill=${GYM_PORT_POLICY_PREFILL} policy-decode=${GYM_PORT_POLICY_DECODE} policy=${GYM_PORT_POLICY} policy-prefill_nixl=${GYM_PORT_POLICY_PREFILL_NIXL} policy-decode_nixl=${GYM_PORT_POLICY_DECODE_NIXL} policy_metrics=${GYM_PORT_POLICY_METRICS} gym_head_server=${GYM_PORT_GYM_HEAD_SERVER}"
 
 # Where each model service answers, wherever it runs: for the driver, a command, the other services.

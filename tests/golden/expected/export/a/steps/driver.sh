@@ -15,9 +15,10 @@ run_cmd=(
     +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/a/artifacts/rollouts.jsonl
     --model-type
     openai_model
-    '+policy_base_url="http://localhost:8000/v1"'
     '+policy_model_name="ckpt"'
     '+policy_api_key="dummy"'
+    +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"
+    '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"'
 )
 # Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
 if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then

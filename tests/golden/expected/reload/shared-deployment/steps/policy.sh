@@ -8,7 +8,8 @@ export VLLM_SERVER_DEV_MODE=1
 export GYM_RELOAD_TOKEN_FILE=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/.gym/reload.token
 export PYTHONPATH=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/py
 if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    gym_port_free 8000 || exit 1
+    gym_port_free "${GYM_PORT_POLICY}" || exit 1
 fi
 
-gym_step_run vllm serve /ckpt/step-100 --port 8000 --tensor-parallel-size 1 --served-model-name policy gym-job-20260101T000000Z-000000-shared-deployment-policy --middleware nemo_gym.orchestration.reload_guard.ReloadGuard
+# Its port was claimed on this node when the job started (ports.py).
+gym_step_run vllm serve /ckpt/step-100 --port "${GYM_PORT_POLICY}" --tensor-parallel-size 1 --served-model-name policy gym-job-20260101T000000Z-000000-shared-deployment-policy --middleware nemo_gym.orchestration.reload_guard.ReloadGuard
