@@ -10,19 +10,16 @@ from pathlib import Path
 import pytest
 
 from nemo_gym.orchestration.verbs.watch.checkpoints import (
-    Checkpoint,
     Found,
-    Phase,
     Resubmit,
     RunView,
     Submit,
     Update,
-    WatchState,
     last_change,
     next_steps,
     scan,
-    step_of,
 )
+from nemo_gym.orchestration.watch_state import Checkpoint, CheckpointPhase, WatchState, step_of
 
 
 @pytest.mark.parametrize(
@@ -53,7 +50,7 @@ def state(*checkpoints: Checkpoint, max_pending: int | None = None, max_attempts
     )
 
 
-def ckpt(step: int, phase: Phase = Phase.WAITING, **kw) -> Checkpoint:
+def ckpt(step: int, phase: CheckpointPhase = CheckpointPhase.WAITING, **kw) -> Checkpoint:
     return Checkpoint(path=f"/ckpts/step_{step}", step=step, phase=phase, **kw)
 
 
@@ -77,7 +74,7 @@ def test_new_checkpoints_are_seen_and_the_ready_ones_submitted_in_step_order() -
 
 
 def test_never_more_pending_than_max_pending() -> None:
-    running = ckpt(1000, Phase.RUNNING, run_id="r1", attempts=1)
+    running = ckpt(1000, CheckpointPhase.RUNNING, run_id="r1", attempts=1)
     actions = next_steps(
         state(running, ckpt(2000), ckpt(3000), max_pending=2),
         [found(1000), found(2000), found(3000)],
@@ -89,7 +86,7 @@ def test_never_more_pending_than_max_pending() -> None:
 
 def test_a_run_that_ended_frees_its_slot_in_the_same_look() -> None:
     actions = next_steps(
-        state(ckpt(1000, Phase.RUNNING, run_id="r1", attempts=1), ckpt(2000), max_pending=1),
+        state(ckpt(1000, CheckpointPhase.RUNNING, run_id="r1", attempts=1), ckpt(2000), max_pending=1),
         [found(1000), found(2000)],
         {"r1": RunView(True, True, False, "succeeded")},
         {"r1"},
@@ -99,27 +96,27 @@ def test_a_run_that_ended_frees_its_slot_in_the_same_look() -> None:
 
 def test_an_infrastructure_failure_is_resubmitted_up_to_the_budget_then_stays_failed() -> None:
     failing = RunView(True, False, False, "service policy died", retry=True)
-    first = ckpt(1000, Phase.RUNNING, run_id="r1", attempts=1)
+    first = ckpt(1000, CheckpointPhase.RUNNING, run_id="r1", attempts=1)
     assert kinds(next_steps(state(first), [found(1000)], {"r1": failing}, {"r1"})) == [
         ("Update", 1000, "failed"),
         ("Resubmit", 1000, ""),
     ]
-    last = ckpt(1000, Phase.RUNNING, run_id="r1", attempts=3)
+    last = ckpt(1000, CheckpointPhase.RUNNING, run_id="r1", attempts=3)
     assert kinds(next_steps(state(last), [found(1000)], {"r1": failing}, {"r1"})) == [("Update", 1000, "failed")]
 
 
 def test_a_failure_a_rerun_would_repeat_is_never_resubmitted() -> None:
     repeats = RunView(True, False, False, "driver failed with exit status 1", retry=False)
     actions = next_steps(
-        state(ckpt(1000, Phase.QUEUED, run_id="r1", attempts=1)), [found(1000)], {"r1": repeats}, set()
+        state(ckpt(1000, CheckpointPhase.QUEUED, run_id="r1", attempts=1)), [found(1000)], {"r1": repeats}, set()
     )
     assert kinds(actions) == [("Update", 1000, "failed")]
 
 
 def test_a_retry_waits_for_a_slot_and_is_not_forgotten() -> None:
     """A failed checkpoint to retry, with no slot free now, is resubmitted at a later look."""
-    failed = ckpt(1000, Phase.FAILED, run_id="r1", attempts=1, retry=True)
-    busy = ckpt(2000, Phase.RUNNING, run_id="r2", attempts=1)
+    failed = ckpt(1000, CheckpointPhase.FAILED, run_id="r1", attempts=1, retry=True)
+    busy = ckpt(2000, CheckpointPhase.RUNNING, run_id="r2", attempts=1)
     view = {"r2": RunView(False, False, True, "driver")}
     assert next_steps(state(failed, busy, max_pending=1), [found(1000), found(2000)], view, {"r1", "r2"}) == []
     view = {"r2": RunView(True, True, False, "succeeded")}
@@ -128,22 +125,24 @@ def test_a_retry_waits_for_a_slot_and_is_not_forgotten() -> None:
 
 
 def test_a_checkpoint_deleted_before_its_turn_is_skipped_and_one_that_ran_is_kept() -> None:
-    actions = next_steps(state(ckpt(1000), ckpt(2000, Phase.DONE, run_id="r2", attempts=1)), [], {}, {"r2"})
+    actions = next_steps(state(ckpt(1000), ckpt(2000, CheckpointPhase.DONE, run_id="r2", attempts=1)), [], {}, {"r2"})
     assert kinds(actions) == [("Update", 1000, "skipped")]
     assert actions[0].detail == "deleted before its turn"
 
 
 def test_a_watcher_stopped_mid_submit_never_submits_that_checkpoint_again() -> None:
-    recorded = ckpt(1000, Phase.SUBMITTING, run_id="r1", attempts=1)
+    recorded = ckpt(1000, CheckpointPhase.SUBMITTING, run_id="r1", attempts=1)
     assert kinds(next_steps(state(recorded), [found(1000)], {}, {"r1"})) == [("Update", 1000, "queued")]
-    lost = ckpt(1000, Phase.SUBMITTING, run_id="r1", attempts=1)
+    lost = ckpt(1000, CheckpointPhase.SUBMITTING, run_id="r1", attempts=1)
     actions = next_steps(state(lost), [found(1000)], {}, set())
     assert kinds(actions) == [("Update", 1000, "unknown")]
     assert "not submitted again" in actions[0].detail
 
 
 def test_a_run_the_probe_could_not_tell_keeps_its_phase() -> None:
-    assert next_steps(state(ckpt(1000, Phase.QUEUED, run_id="r1", attempts=1)), [found(1000)], {}, {"r1"}) == []
+    assert (
+        next_steps(state(ckpt(1000, CheckpointPhase.QUEUED, run_id="r1", attempts=1)), [found(1000)], {}, {"r1"}) == []
+    )
 
 
 def test_ready_by_marker_or_after_settling(tmp_path: Path) -> None:
@@ -173,5 +172,5 @@ def test_the_state_reads_back_bounded() -> None:
 
 def test_submits_and_resubmits_are_their_own_kinds() -> None:
     assert isinstance(next_steps(state(), [found(1)], {}, set())[-1], Submit)
-    failed = ckpt(1, Phase.FAILED, run_id="r", attempts=1, retry=True)
+    failed = ckpt(1, CheckpointPhase.FAILED, run_id="r", attempts=1, retry=True)
     assert isinstance(next_steps(state(failed), [found(1)], {}, set())[-1], Resubmit)

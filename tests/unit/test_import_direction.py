@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "words",  # shared vocabulary, pure rules and node-side code: no I/O of the submit path
         (
             "", "contract", "chain", "facts", "untrusted", "runid", "shellquote", "display", "yamlio", "usage", "stats",
-            "estimate", "rollouts", "rollout_projection", "samples", "shards", "resume", "verbs.watch.checkpoints",
+            "estimate", "rollouts", "rollout_projection", "samples", "shards", "resume", "watch_state",
             "feeding", "verbs.resubmit.recovery", "shipping", "verbs.plan.sample_size", "rules", "errors", "gym_eval_keys", "exporters", "exporters.*",
             "gateway", "gateway.*", "backends.slurm_node", "backends.slurm_host", "weights", "reload_guard", "shared_queue", "ports", "backends.*_rules", "backends.slurm_limits",
             "backends",  # the registry alone: backends by name, each imported when first asked for

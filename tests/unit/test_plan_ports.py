@@ -84,7 +84,10 @@ def test_a_head_server_port_set_in_the_run_config_is_the_preferred_one(base) -> 
             lambda c: c["compute"]["cluster"].update(node_pools={"g": {"partition": "p", "nodes": 2}}),
             "it needs 2 nodes",
         ),
-        (lambda c: c["driver"]["benchmarks"]["answer-judge"].update(shards=2), "a sharded benchmark's merge"),
+        (
+            lambda c: c["driver"]["benchmarks"].update({"answer-judge": {"command": "python eval.py"}}),
+            "a command benchmark",
+        ),
         (lambda c: c["services"]["policy"].update(extra_args="--port 9000"), "sets --port in its extra_args"),
         (lambda c: c["services"]["policy"].update(health_check={"port": 9001}), "health-checked on port 9001"),
         (lambda c: c["driver"].update(policy_model=None), "no driver.policy_model"),
@@ -128,6 +131,18 @@ def test_the_rendered_shared_job_claims_a_head_server_port_as_each_driver_starts
     assert launch.splitlines()[1].strip() == 'gym_claim_driver_ports "$1" || return 1'
     assert "nemo_gym.orchestration.ports release" in job
     assert f"{contract.SHARED_DEPLOYMENT_DIR}/steps/py/nemo_gym/orchestration/ports.py" in files
+
+
+def test_a_shard_merges_on_its_own_job_s_claimed_ports(base) -> None:
+    base["driver"]["benchmarks"]["answer-judge"].update(shards=2)
+    jobs = plan_of(base).jobs
+    assert [job.ports for job in jobs] == [(POLICY, HEAD)] * 2 and not any(exclusive(job) for job in jobs)
+    files = render_run(plan_of(base)).files
+    driver = files["answer-judge/shards/1/steps/driver.sh"].content
+    ported = ' +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}" \'+policy_base_url="http://localhost:\'"${GYM_PORT_POLICY}"\'/v1"\')'
+    for command in ("env_cmd=(gym env start ", "aggregate_cmd=(gym eval aggregate "):
+        [line] = [line for line in driver.splitlines() if line.startswith(command)]
+        assert line.endswith(ported) and line.count("policy_base_url") == 1 and line.count("head_server") == 1
 
 
 @pytest.mark.parametrize("value", [True, False])

@@ -12,7 +12,7 @@ import yaml
 from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.library import WatchSettings, select, watch_checkpoints
 from nemo_gym.orchestration.record import all_sweeps, indexed_run, load_sweep_record
-from nemo_gym.orchestration.verbs.watch.checkpoints import Phase
+from nemo_gym.orchestration.watch_state import CheckpointPhase
 
 HOST = "login.fake"
 
@@ -73,9 +73,9 @@ def test_each_ready_checkpoint_is_one_run_of_one_sweep_in_step_order(config_file
     events: list = []
     sweep = look(conn, config_file, checkpoints, events)
     assert [(c.step, c.phase) for c in sweep.watch.checkpoints] == [
-        (1000, Phase.QUEUED),
-        (2000, Phase.QUEUED),
-        (3000, Phase.WAITING),
+        (1000, CheckpointPhase.QUEUED),
+        (2000, CheckpointPhase.QUEUED),
+        (3000, CheckpointPhase.WAITING),
     ]
     records = [indexed_run(r.run_id) for r in sweep.runs]
     assert [r.sweep_values for r in records] == [
@@ -109,7 +109,10 @@ def test_a_watcher_started_again_goes_on_where_it_was_and_submits_nothing_twice(
     checkpoint(checkpoints, "step_200")
     events: list = []
     later = look(conn, config_file, checkpoints, events)
-    assert [(c.step, c.phase) for c in later.watch.checkpoints] == [(100, Phase.DONE), (200, Phase.QUEUED)]
+    assert [(c.step, c.phase) for c in later.watch.checkpoints] == [
+        (100, CheckpointPhase.DONE),
+        (200, CheckpointPhase.QUEUED),
+    ]
     assert len(cluster.calls("sbatch")) == 2 and [r.run_id for r in later.runs][0] == first.runs[0].run_id
 
 
@@ -117,10 +120,18 @@ def test_never_more_than_max_pending_of_its_runs_queued_or_running(config_file, 
     for step in (1, 2, 3):
         checkpoint(checkpoints, f"iter-{step}")
     sweep = look(conn, config_file, checkpoints, max_pending=2)
-    assert [c.phase for c in sweep.watch.checkpoints] == [Phase.QUEUED, Phase.QUEUED, Phase.WAITING]
+    assert [c.phase for c in sweep.watch.checkpoints] == [
+        CheckpointPhase.QUEUED,
+        CheckpointPhase.QUEUED,
+        CheckpointPhase.WAITING,
+    ]
     finish(indexed_run(sweep.runs[0].run_id), cluster)
     sweep = look(conn, config_file, checkpoints, max_pending=2)
-    assert [c.phase for c in sweep.watch.checkpoints] == [Phase.DONE, Phase.QUEUED, Phase.QUEUED]
+    assert [c.phase for c in sweep.watch.checkpoints] == [
+        CheckpointPhase.DONE,
+        CheckpointPhase.QUEUED,
+        CheckpointPhase.QUEUED,
+    ]
 
 
 def test_a_checkpoint_gone_before_its_turn_is_skipped_and_said(config_file, checkpoints, conn, cluster) -> None:
@@ -131,7 +142,7 @@ def test_a_checkpoint_gone_before_its_turn_is_skipped_and_said(config_file, chec
     events: list = []
     sweep = look(conn, config_file, checkpoints, events)
     [cp] = sweep.watch.checkpoints
-    assert (cp.phase, cp.detail) == (Phase.SKIPPED, "deleted before its turn")
+    assert (cp.phase, cp.detail) == (CheckpointPhase.SKIPPED, "deleted before its turn")
     assert [e.text for e in events] == ["skipped: deleted before its turn"]
     assert not cluster.calls("sbatch")
 
@@ -150,7 +161,7 @@ def test_a_failure_a_rerun_would_repeat_is_recorded_failed_and_never_resubmitted
         cluster.set_state(job.job_id, "FAILED")
     sweep = look(conn, config_file, checkpoints)
     [cp] = sweep.watch.checkpoints
-    assert (cp.phase, cp.retry, cp.attempts) == (Phase.FAILED, False, 1)
+    assert (cp.phase, cp.retry, cp.attempts) == (CheckpointPhase.FAILED, False, 1)
     assert len(cluster.calls("sbatch")) == 1
 
 
@@ -205,7 +216,9 @@ def test_a_look_over_many_seen_checkpoints_writes_the_record_once(config_file, c
     real = watching.write_sweep_index
     monkeypatch.setattr(watching, "write_sweep_index", lambda sweep: writes.append(1) or real(sweep))
     sweep = look(conn, config_file, checkpoints)
-    assert len(sweep.watch.checkpoints) == 300 and all(c.phase == Phase.WAITING for c in sweep.watch.checkpoints)
+    assert len(sweep.watch.checkpoints) == 300 and all(
+        c.phase == CheckpointPhase.WAITING for c in sweep.watch.checkpoints
+    )
     assert len(writes) <= 2  # the new sweep, then the look's one write
     assert len(all_sweeps()[0].watch.checkpoints) == 300  # and written
 

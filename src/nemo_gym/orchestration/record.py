@@ -35,7 +35,7 @@ from nemo_gym.orchestration.estimate import Spent
 from nemo_gym.orchestration.rules import BENCHMARK_NAME_RE
 from nemo_gym.orchestration.runid import RUN_ID_RE, SWEEP_ID_RE, checked_id
 from nemo_gym.orchestration.untrusted import Unreadable
-from nemo_gym.orchestration.verbs.watch.checkpoints import WatchState
+from nemo_gym.orchestration.watch_state import WatchState
 
 SCHEMA_VERSION = 2
 # A record that uses nothing newer than version 1 says 1, so that an older version still reads it;

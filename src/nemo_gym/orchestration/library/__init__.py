@@ -83,8 +83,8 @@ if TYPE_CHECKING:
         submit,
     )
     from nemo_gym.orchestration.verbs.view.use_case import Viewer, check_binding, environment_token, serve, write_static
-    from nemo_gym.orchestration.verbs.watch.checkpoints import ready_file_problem
     from nemo_gym.orchestration.verbs.watch.use_case import WatchEvent, WatchSettings, watch_checkpoints
+    from nemo_gym.orchestration.watch_state import ready_file_problem
 
 # Where each name lives (``module:name`` when it is known there by another name).
 _HOMES = {

@@ -3,6 +3,7 @@ what it runs (gym eval prepare and run, or the benchmark's own command)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from nemo_gym.orchestration import contract
@@ -47,6 +48,13 @@ def driver_plan(
     rollouts = f"{job_dir}/{contract.ROLLOUTS_FILE}"
     run_argv, continue_argv, shard = _gym_run(driver, bench, job_dir, rollouts, shard)
     run_argv, ported = _ported(driver, run_argv, claimed or {})
+    if shard is not None and ported:
+        # The merge's gym servers and aggregate run in this job too, after its gym eval run: on its ports.
+        shard = replace(
+            shard,
+            env_start_argv=_without_ported(shard.env_start_argv, ported),
+            aggregate_argv=_without_ported(shard.aggregate_argv, ported),
+        )
     gym_telemetry = otel is not None and run.config.otel.gym_telemetry
     plan = DriverPlan(
         node=run.layout.driver_node,
@@ -86,8 +94,13 @@ def _ported(
     policy = claimed.get(driver.policy_model or "")
     if policy is not None:
         ported.append(PortedArg(f'{POLICY_URL_OVERRIDE}"http://{driver.policy_host}:', policy, '/v1"'))
+    return _without_ported(run_argv, ported), tuple(ported)
+
+
+def _without_ported(argv: tuple[str, ...], ported: list[PortedArg] | tuple[PortedArg, ...]) -> tuple[str, ...]:
+    """``argv`` without the words that ``ported`` says again with a claimed port."""
     dropped = tuple(p.before.split("=", 1)[0] + "=" for p in ported)
-    return tuple(arg for arg in run_argv if not arg.startswith(dropped)), tuple(ported)
+    return tuple(arg for arg in argv if not arg.startswith(dropped))
 
 
 def head_server_port(bench: BenchmarkRunConfig) -> int:

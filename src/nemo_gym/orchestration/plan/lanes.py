@@ -21,7 +21,7 @@ from nemo_gym.orchestration.plan.model import EnvVar, JobPlan, PlainStep, Reload
 from nemo_gym.orchestration.plan.services import SERVED_NAME_FLAG
 from nemo_gym.orchestration.plan.sharing import counted_by_host, deployment_key
 from nemo_gym.orchestration.reload_guard import TOKEN_ENV
-from nemo_gym.orchestration.verbs.watch.checkpoints import step_of
+from nemo_gym.orchestration.watch_state import step_of
 
 GUARD = "nemo_gym.orchestration.reload_guard.ReloadGuard"  # what vLLM's --middleware imports
 

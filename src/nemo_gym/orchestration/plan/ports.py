@@ -10,9 +10,10 @@ collector claims its OTLP receivers' and health ports too; its config names them
 scrapes, as ``${env:GYM_PORT_<NAME>}``, and the driver's OTLP endpoint reads the claimed one. A
 ray service's head claims its GCS port and those Ray binds at fixed defaults (``RAY_PORT_FLAGS``),
 and the driver dials the claimed GCS port. What is not claimed yet keeps its configured port, and
-the job then keeps its node whole: multi-node jobs, vLLM on Ray and the Ray gateway, sharded
-benchmarks (the merge's ``gym env start``), command benchmarks (which read their endpoint from their
-environment).
+the job then keeps its node whole: multi-node jobs, vLLM on Ray and the Ray gateway, command
+benchmarks (an opaque script, which may start gym's servers on their fixed ports). A shard's merge
+(``gym env start``, ``gym eval aggregate``) runs in the merging shard's job after its ``gym eval
+run``, on that job's claimed ports.
 
 A shared deployment's job (``job.deployment: shared``, and a warm lane's, ``reload``) runs several
 drivers, each starting and ending at its own time: its services' and collector's ports are claimed
@@ -40,10 +41,8 @@ def fixed_ports_reason(run: RunInputs) -> str | None:
         return f"the {run.backend.name} backend gives each job a network of its own"
     if run.layout.node_count > 1:
         return f"it needs {run.layout.node_count} nodes, and multi-node jobs keep their configured ports"
-    if any(config.shards_of(name) > 1 for name in config.driver.benchmarks):
-        return "a sharded benchmark's merge starts gym's servers on their configured ports"
     if any(bench.command is not None for bench in config.driver.benchmarks.values()):
-        return "a command benchmark reads its endpoint from its environment, as configured"
+        return "a command benchmark runs its own script, which may bind fixed ports (gym's head server's)"
     if config.services and config.driver.policy_model is None:
         return "the driver's endpoint is written in its run config (no driver.policy_model)"
     for name, service in config.deployed_services.items():

@@ -16,7 +16,7 @@ from nemo_gym.orchestration import contract, untrusted
 from nemo_gym.orchestration.record import machine_of, now_utc
 from nemo_gym.orchestration.results import BenchmarkResult, RunResults
 from nemo_gym.orchestration.rules import TAG_RE, TAGS_MAX
-from nemo_gym.orchestration.verbs.watch.checkpoints import step_of
+from nemo_gym.orchestration.watch_state import step_of
 from nemo_gym.orchestration.yamlio import load_yaml
 
 WEIGHTS_FINGERPRINT_KEY = "weights.fingerprint"  # weights.py's provenance key for the loaded weights

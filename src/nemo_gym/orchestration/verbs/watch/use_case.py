@@ -36,16 +36,14 @@ from nemo_gym.orchestration.record import (
 from nemo_gym.orchestration.verbs.resubmit.use_case import RunResubmit, resubmit
 from nemo_gym.orchestration.verbs.submit.use_case import prepare, submit
 from nemo_gym.orchestration.verbs.watch.checkpoints import (
-    Checkpoint,
-    Phase,
     Resubmit,
     RunView,
     Submit,
     Update,
-    WatchState,
     next_steps,
     scan,
 )
+from nemo_gym.orchestration.watch_state import Checkpoint, CheckpointPhase, WatchState
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class WatchEvent:
 
     step: int
     path: str
-    phase: Phase
+    phase: CheckpointPhase
     text: str
 
     def line(self) -> str:
@@ -287,28 +285,28 @@ class _Watcher:
             combination = replace(combination, values=((state.key, cp.path),))
             prepared = prepare(Composition([combination], self.sweep.sweep_id, state.config))
         except UserError as exc:
-            self._set(cp, phase=Phase.FAILED, detail=f"not submitted: {exc.problems[0]}", retry=False)
-            self._say(cp, Phase.FAILED, f"not submitted: {'; '.join(exc.problems)}")
+            self._set(cp, phase=CheckpointPhase.FAILED, detail=f"not submitted: {exc.problems[0]}", retry=False)
+            self._say(cp, CheckpointPhase.FAILED, f"not submitted: {'; '.join(exc.problems)}")
             return
         run_id = prepared.runs[0].plan.run_id
         # Recorded before it is queued: a watcher stopped from here on never submits it again.
-        self._set(cp, phase=Phase.SUBMITTING, run_id=run_id, attempts=1, detail="submitting")
+        self._set(cp, phase=CheckpointPhase.SUBMITTING, run_id=run_id, attempts=1, detail="submitting")
         try:
             submission = submit(prepared, connect=self.connect, joining=self.sweep)
         except UserError as exc:
-            self._set(cp, phase=Phase.FAILED, detail=f"not submitted: {exc.problems[0]}", retry=False)
-            self._say(cp, Phase.FAILED, f"not submitted: {'; '.join(exc.problems)}")
+            self._set(cp, phase=CheckpointPhase.FAILED, detail=f"not submitted: {exc.problems[0]}", retry=False)
+            self._say(cp, CheckpointPhase.FAILED, f"not submitted: {'; '.join(exc.problems)}")
             return
         [record] = submission.records
         refused = [b for b in record.units if not b.queued]
         if refused or submission.interrupted:
             why = submission.interrupted or "; ".join(f"{b.benchmark}: {b.error}" for b in refused)
-            self._set(cp, phase=Phase.FAILED, detail=why, retry=False, sweep=submission.sweep)
-            self._say(cp, Phase.FAILED, f"run {run_id} was not queued whole: {why}")
+            self._set(cp, phase=CheckpointPhase.FAILED, detail=why, retry=False, sweep=submission.sweep)
+            self._say(cp, CheckpointPhase.FAILED, f"run {run_id} was not queued whole: {why}")
             return
-        self._set(cp, phase=Phase.QUEUED, detail="queued", sweep=submission.sweep)
+        self._set(cp, phase=CheckpointPhase.QUEUED, detail="queued", sweep=submission.sweep)
         jobs = ", ".join(f"{b.benchmark} -> {b.job_id}" for b in record.units if b.job_id) or "its lanes"
-        self._say(cp, Phase.QUEUED, f"submitted as run {run_id} ({jobs})")
+        self._say(cp, CheckpointPhase.QUEUED, f"submitted as run {run_id} ({jobs})")
 
     def _resubmit(self, cp: Checkpoint) -> None:
         record = indexed_run(cp.run_id or "")
@@ -319,16 +317,18 @@ class _Watcher:
             [run] = resubmit([record], max_attempts=_state(self.sweep).max_attempts, connect=self.connect)
         except UserError as exc:
             self._set(cp, retry=False, detail=f"not resubmitted: {exc.problems[0]}")
-            self._say(cp, Phase.FAILED, f"not resubmitted: {'; '.join(exc.problems)}")
+            self._say(cp, CheckpointPhase.FAILED, f"not resubmitted: {'; '.join(exc.problems)}")
             return
         if run.queued:
-            self._set(cp, phase=Phase.QUEUED, attempts=cp.attempts + 1, retry=False, detail="resubmitted")
+            self._set(cp, phase=CheckpointPhase.QUEUED, attempts=cp.attempts + 1, retry=False, detail="resubmitted")
             jobs = ", ".join(f"{b.benchmark} -> {b.job_id}" for b in run.queued)
-            self._say(cp, Phase.QUEUED, f"resubmitted run {cp.run_id} (attempt {cp.attempts + 1}: {jobs})")
+            self._say(cp, CheckpointPhase.QUEUED, f"resubmitted run {cp.run_id} (attempt {cp.attempts + 1}: {jobs})")
         else:
             self._set(cp, retry=False)
             self._say(
-                cp, Phase.FAILED, f"not resubmitted: {'; '.join(b.refused or b.plan.text for b in run.benchmarks)}"
+                cp,
+                CheckpointPhase.FAILED,
+                f"not resubmitted: {'; '.join(b.refused or b.plan.text for b in run.benchmarks)}",
             )
 
     # -- the record --------------------------------------------------------------------------------
@@ -341,7 +341,7 @@ class _Watcher:
             self._base = sweep
         self._checkpoints[cp.path] = self._checkpoints.get(cp.path, cp).model_copy(update=changes)
         self._unwritten = True
-        if changes.get("phase") not in (None, Phase.WAITING) or "run_id" in changes or sweep is not None:
+        if changes.get("phase") not in (None, CheckpointPhase.WAITING) or "run_id" in changes or sweep is not None:
             self.flush()
 
     def flush(self) -> None:
@@ -359,13 +359,13 @@ class _Watcher:
         write_sweep_index(self.sweep)
         self._unwritten = False
 
-    def _say(self, cp: Checkpoint, phase: Phase, text: str) -> None:
+    def _say(self, cp: Checkpoint, phase: CheckpointPhase, text: str) -> None:
         self.on_event(WatchEvent(cp.step, cp.path, phase, text))
 
     @staticmethod
     def _update_text(update: Update) -> str:
-        if update.phase == Phase.WAITING:
+        if update.phase == CheckpointPhase.WAITING:
             return "seen"
-        if update.phase == Phase.FAILED and update.retry:
+        if update.phase == CheckpointPhase.FAILED and update.retry:
             return f"failed: {update.detail}; to be resubmitted"
         return f"{update.phase}: {update.detail}" if update.detail else str(update.phase)

@@ -7,7 +7,6 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
-#SBATCH --exclusive
 # gym orchestration: benchmark math of run gym-job-20260101T000000Z-000000, slurm backend, container runtime pyxis.
 # Services start first, are health-checked, then the driver runs while every service is watched:
 # a service that dies fails the job at once, with its name, exit status and the end of its log.
@@ -118,6 +117,8 @@ gym_finish() {
     [ "$rc" -eq 0 ] || [ -z "$cause" ] || printf '%s\n' "$cause" >"$(gym_state_dir)/cause"
     gym_stop_collector
     gym_stop_steps
+    # Its servers have stopped: their ports go back to the node.
+    python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports release --node "$(gym_this_node)" --job "$GYM_JOB_ID" 2>/dev/null || :
     [ -z "${GYM_HEARTBEAT_PID:-}" ] || kill "$GYM_HEARTBEAT_PID" 2>/dev/null
     case "$cause" in
         "" | driver-failed | driver-killed | service-died)
@@ -152,8 +153,30 @@ trap gym_on_term TERM
 trap 'gym_finish 130 "interrupted" signal' INT
 gym_phase starting "launching services"
 
+# Reads ports.py's answer ($1) as data, never runs it: a name of ours and a number, each line.
+gym_read_ports() {
+    local gym_name gym_port
+    while IFS='=' read -r gym_name gym_port; do
+        [[ $gym_name =~ ^GYM_PORT_[A-Z0-9_]+$ && $gym_port =~ ^[0-9]{1,5}$ ]] && export "$gym_name=$gym_port"
+    done <"$1"
+}
+
+# nodes shared (auto): it needs one node, and its servers' ports are claimed when it starts.
+# Each server's port is claimed on this node now (ports.py): the preferred one when it is free and
+# no other live job holds it, else the next free one; every consumer reads it from $GYM_PORT_<NAME>,
+# and the job gives them back when it ends. A node without python3 keeps the configured ports (a
+# port another job holds then fails its step, named).
+if ! command -v python3 >/dev/null 2>&1; then
+    gym_log "WARNING: no python3 on node $(gym_this_node): its servers keep their configured ports"
+    printf '%s\n' GYM_PORT_POLICY=8000 GYM_PORT_GYM_HEAD_SERVER=11000 >"$(gym_state_dir)/ports"
+elif ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports claim --state-dir "$(gym_state_dir)" --node "$(gym_this_node)" --job "$GYM_JOB_ID" --pid $$ policy=8000 gym_head_server=11000 2>"$(gym_state_dir)/ports-why"; then
+    gym_finish 1 "no ports for its servers on node $(gym_this_node): $(tail -n 1 "$(gym_state_dir)/ports-why" | head -c 300 | tr -cd '[:print:]')" startup-failed
+fi
+gym_read_ports "$(gym_state_dir)/ports"
+gym_log "ports on $(gym_this_node): policy=${GYM_PORT_POLICY} gym_head_server=${GYM_PORT_GYM_HEAD_SERVER}"
+
 # Where each model service answers, wherever it runs: for the driver, a command, the other services.
-GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):8000/v1"
+GYM_SERVICE_URL_POLICY="http://$(gym_node_ip "$(gym_node_name 0)"):${GYM_PORT_POLICY}/v1"
 export GYM_SERVICE_URL_POLICY
 
 # service policy, step policy: one process, nodes 0..0
@@ -161,7 +184,7 @@ srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_l
 GYM_STEP_PID[policy]=$!
 gym_event "launched policy"
 
-gym_wait_http policy "http://$(gym_node_name 0):8000/health" 60 gym-job-20260101T000000Z-000000-math-policy || gym_finish 1 "service policy did not start" startup-failed
+gym_wait_http policy "http://$(gym_node_name 0):${GYM_PORT_POLICY}/health" 60 gym-job-20260101T000000Z-000000-math-policy || gym_finish 1 "service policy did not start" startup-failed
 
 # Driver: gym eval run, watched together with the services.
 gym_phase running "driver"

@@ -27,7 +27,6 @@ if mkdir -p /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1/.
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
-#SBATCH --exclusive
 #SBATCH --output=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/1/.gym/array-%A_%a.out
 # gym orchestration: a job array of 3 jobs; task N runs the job on line N+1 of its manifest.
 set -u

@@ -16,9 +16,10 @@ run_cmd=(
     --model-type
     openai_model
     '+split="benchmark"'
-    '+policy_base_url="http://localhost:8000/v1"'
     '+policy_model_name="ckpt"'
     '+policy_api_key="dummy"'
+    +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"
+    '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"'
 )
 # Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
 if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then

@@ -5,7 +5,8 @@ set -uo pipefail
 source "$GYM_JOB_DIR/steps/lib.sh"
 gym_step_begin policy 0 1
 if [ "$GYM_STEP_RANK" -eq 0 ]; then
-    gym_port_free 8000 || exit 1
+    gym_port_free "${GYM_PORT_POLICY}" || exit 1
 fi
 
-gym_step_run vllm serve /models/step-1000 --port 8000 --tensor-parallel-size 1 --served-model-name ckpt gym-job-20260101T000000Z-000000-1-policy
+# Its port was claimed on this node when the job started (ports.py).
+gym_step_run vllm serve /models/step-1000 --port "${GYM_PORT_POLICY}" --tensor-parallel-size 1 --served-model-name ckpt gym-job-20260101T000000Z-000000-1-policy

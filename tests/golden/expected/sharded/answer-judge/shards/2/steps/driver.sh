@@ -26,11 +26,12 @@ run_cmd=(
     '+config_paths=["benchmarks/answer-judge/config.yaml"]'
     '+split="benchmark"'
     +num_repeats=4
-    '+policy_base_url="http://localhost:8000/v1"'
     '+policy_model_name="ckpt"'
     '+policy_api_key="dummy"'
     +reuse_existing_data_preparation=true
     +disable_aggregation=true
+    +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}"
+    '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"'
 )
 # Resubmitted (gym eval resubmit): keep every row on disk, generate only the pairs they lack.
 if [ -e "$GYM_JOB_DIR/.gym/continue" ]; then
@@ -46,8 +47,8 @@ gym_step_run "${run_cmd[@]}" || exit
 # the union of the shards' rollouts into the benchmark's own artifacts (gym eval aggregate). A
 # shard that finds the lock held leaves it to the holder, which looks again before letting go.
 python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.shards finished /lustre/runs/gym-job-20260101T000000Z-000000/answer-judge 2 "$GYM_JOB_ID" || exit 1
-env_cmd=(gym env start --model-type openai_model '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"')
-aggregate_cmd=(gym eval aggregate '+config_paths=[responses_api_models/openai_model/configs/openai_model.yaml]' '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_base_url="http://localhost:8000/v1"' '+policy_model_name="ckpt"' '+policy_api_key="dummy"' '+input_glob=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/artifacts/rollouts.jsonl' +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl)
+env_cmd=(gym env start --model-type openai_model '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_model_name="ckpt"' '+policy_api_key="dummy"' +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}" '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"')
+aggregate_cmd=(gym eval aggregate '+config_paths=[responses_api_models/openai_model/configs/openai_model.yaml]' '+config_paths=["benchmarks/answer-judge/config.yaml"]' '+split="benchmark"' +num_repeats=4 '+policy_model_name="ckpt"' '+policy_api_key="dummy"' '+input_glob=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/shards/*/artifacts/rollouts.jsonl' +output_jsonl_fpath=/lustre/runs/gym-job-20260101T000000Z-000000/answer-judge/artifacts/rollouts.jsonl +head_server.port="${GYM_PORT_GYM_HEAD_SERVER}" '+policy_base_url="http://localhost:'"${GYM_PORT_POLICY}"'/v1"')
 gym_merge_env_pid=''
 gym_stop_merge_servers() {
     local i
