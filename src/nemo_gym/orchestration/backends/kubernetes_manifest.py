@@ -10,7 +10,6 @@ import json
 import math
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from nemo_gym.orchestration import contract
 from nemo_gym.orchestration.backends.kubernetes_rules import label_value, object_name
 
 if TYPE_CHECKING:
@@ -236,12 +234,6 @@ def _driver_container(job: JobPlan, settings: Settings, output_path: str) -> dic
     }
 
 
-def _split_on_id(path: str) -> str:
-    """A path holding ``$GYM_JOB_ID``, as one bash word that expands only the id."""
-    before, _, after = path.partition("$GYM_JOB_ID")
-    return f'{shlex.quote(before)}"$GYM_JOB_ID"{shlex.quote(after) if after else ""}'
-
-
 def sidecar_command(launch: Launch) -> str:
     """What a sidecar runs (``templates/backend-kubernetes-sidecar.sh.j2``): the step's script, its
     output in its log and on the container's stdout; a second start after a death leaves the exit
@@ -252,10 +244,8 @@ def sidecar_command(launch: Launch) -> str:
 
 
 def job_command(job: JobPlan) -> str:
-    """What the driver container runs: the job script, its output in the job's log and on stdout."""
-    return "; ".join(
-        [
-            f"exec > >(trap '' TERM; exec tee -a {_split_on_id(contract.job_log('$GYM_JOB_ID'))}) 2>&1",
-            f"exec bash {shlex.quote(f'{job.job_dir}/{contract.JOB_SCRIPT}')}",
-        ]
-    )
+    """What the driver container runs (``templates/backend-kubernetes-job.sh.j2``): the job script,
+    its output in the job's log and on stdout."""
+    from nemo_gym.orchestration.templating import render_template
+
+    return render_template("backend-kubernetes-job.sh.j2", job=job).rstrip("\n")
