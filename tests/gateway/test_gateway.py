@@ -7,6 +7,7 @@ one); skipped otherwise. Every process started here is ended by its id in the fi
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import http.client
 import json
@@ -18,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -128,7 +130,7 @@ def ray_head():
     token = Path(tmp) / "auth_token"
     token.write_text(os.urandom(24).hex())
     token.chmod(0o600)
-    port, dashboard = _free_port(), _free_port()
+    port, dashboard, metrics = _free_port(), _free_port(), _free_port()
     env = {
         **os.environ,
         "RAY_AUTH_MODE": "token",
@@ -153,6 +155,7 @@ def ray_head():
             f"--dashboard-port={dashboard}",
             f"--dashboard-agent-listen-port={_free_port()}",
             f"--ray-client-server-port={_free_port()}",
+            f"--metrics-export-port={metrics}",  # as the gateway's step starts its Ray (step.sh)
             f"--temp-dir={tmp}/ray",
             "--disable-usage-stats",
         ],
@@ -173,6 +176,7 @@ def ray_head():
             "python": python,
             "address": address,
             "dashboard": f"http://127.0.0.1:{dashboard}",
+            "metrics": f"http://127.0.0.1:{metrics}/metrics",
             "env": env,
             "dir": Path(tmp),
             "gateway": _stage_gateway(tmp),
@@ -350,6 +354,21 @@ class TestTwoReplicas:
         print(out.stdout)
         assert "gym-gateway:" in out.stdout and "status: RUNNING" in out.stdout
         assert "RUNNING: 2" in out.stdout
+
+    def test_ray_exports_serve_s_metrics_where_the_collector_scrapes(self, gateway, ray_head):
+        """The port the collector scrapes on each node (``--metrics-export-port``) carries Ray
+        Serve's own metrics for the application, once it has served (Ray exports them every few s)."""
+        for _ in range(5):
+            assert gateway.ask() is not None
+        deadline, text = time.monotonic() + 90, ""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                text = urllib.request.urlopen(ray_head["metrics"], timeout=10).read().decode()
+            if "ray_serve_deployment_request_counter" in text and 'application="gym-gateway"' in text:
+                return
+            time.sleep(3)
+        served = sorted({line.split("{")[0] for line in text.splitlines() if line.startswith("ray_serve")})
+        raise AssertionError(f"no request counter of gym-gateway's in Ray's metrics; ray_serve metrics: {served}")
 
     def test_requests_are_spread_over_both_replicas(self, gateway):
         seen = [gateway.ask() for _ in range(20)]

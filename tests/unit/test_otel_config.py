@@ -203,6 +203,20 @@ def test_a_ray_backed_instance_is_scraped_on_its_head_only() -> None:
     assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:8000"]
 
 
+def test_the_ray_gateway_is_scraped_with_ray_s_metrics_on_every_node_of_its_cluster() -> None:
+    """Ray Serve's own metrics (its requests, latencies, replicas) come from Ray's metrics export
+    port on each node of the gateway's cluster, where its step starts Ray."""
+    _, doc, plan = _render(_example("tests/golden/configs/gateway.yaml"))
+    [step] = plan.jobs[0].steps
+    assert step.kind == "vllm-gateway"
+    port = step.ray_metrics_port
+    labels = {"gym_component": "gym-vllm", "gym_service": "policy", "gym_source": "ray"}
+    assert _scrapes(doc)["gym-vllm/policy/ray"] == [
+        (f"${{env:GYM_NODE_{i}}}:{port}", {**labels, "gym_node": str(i)}) for i in (0, 1)
+    ]
+    assert [t for t, _ in _scrapes(doc)["gym-vllm/policy"]] == ["${env:GYM_NODE_0}:8000"]  # the gateway's own
+
+
 def test_local_quickstart_scrapes_its_claimed_port_on_this_machine() -> None:
     """The local quickstart claims its ports when it starts (two runs on this machine at once):
     the collector scrapes the policy's claimed port, named by the variable the job exports."""

@@ -177,6 +177,7 @@ class VllmGatewayStep(StepBase):
 
     kind: ClassVar[str] = "vllm-gateway"
     ray_port: int
+    ray_metrics_port: int  # each node's Ray metrics (Serve's among them), which the collector scrapes
     instances: int
     gpus_per_instance: int  # 0: unknown (the pools do not say how many GPUs they have)
     port: int  # where the gateway serves

@@ -45,6 +45,10 @@ from nemo_gym.orchestration.rules import ROUTER_METRICS_PORT
 # A Ray cluster that only carries one vLLM instance across nodes; kept off 6379 so it never meets
 # a ray service's own head on the same node.
 VLLM_RAY_PORT = 6390
+# Where each node of the Ray gateway's cluster exports Ray's metrics, Serve's among them
+# (ray_serve_*: requests, latencies, replicas), for the collector to scrape: Ray's documented
+# example port (left to itself Ray picks one at random, which nothing could scrape).
+RAY_METRICS_EXPORT_PORT = 8080
 # Ray services and ray-backed vLLM heads have no HTTP probe: their step writes a ready marker.
 DEFAULT_READY_TIMEOUT = 600
 
@@ -153,6 +157,7 @@ def _gateway_step(service: VllmServiceConfig, base: list[str], gpus: list[int], 
     return VllmGatewayStep(
         argv=tuple(_drop_flags(base, ("--port",))),
         ray_port=VLLM_RAY_PORT,
+        ray_metrics_port=RAY_METRICS_EXPORT_PORT,
         instances=service.number_of_instances,
         port=service.port,
         gpus_per_instance=footprint if gpus else 0,

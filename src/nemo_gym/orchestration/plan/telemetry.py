@@ -19,6 +19,7 @@ from nemo_gym.orchestration.plan.model import (
     PortRef,
     ScrapeJob,
     Step,
+    VllmGatewayStep,
 )
 from nemo_gym.orchestration.plan.ports import serving_port
 from nemo_gym.orchestration.rules import COLLECTOR_PORTS
@@ -73,11 +74,25 @@ def _scrape_jobs(otel: OtelConfig, node_count: int, steps: list[Step]) -> list[S
                 labels=(("gym_component", otel.component), ("gym_service", step.service)),
             )
         )
+        if isinstance(step, VllmGatewayStep):
+            jobs.append(_ray_metrics(otel, step))
     every_node = range(node_count)
     for name, port in (("dcgm", otel.gpu_metrics_port), ("node", otel.node_metrics_port)):
         if port is not None:
             jobs.append(ScrapeJob(name, port, tuple((i, f"{node_ref(i)}:{port}") for i in every_node)))
     return jobs
+
+
+def _ray_metrics(otel: OtelConfig, step: VllmGatewayStep) -> ScrapeJob:
+    """The Ray gateway's cluster: Ray's metrics on each of its nodes, Ray Serve's among them (its
+    requests, latencies and replicas, which Ray users look at), beside the replicas' own."""
+    port = step.ray_metrics_port
+    return ScrapeJob(
+        name=f"{otel.component}/{step.service}/ray",
+        port=port,
+        targets=tuple((i, f"{node_ref(i)}:{port}") for i in step.nodes.indices),
+        labels=(("gym_component", otel.component), ("gym_service", step.service), ("gym_source", "ray")),
+    )
 
 
 def _otel_attributes(run: RunInputs, benchmark: str) -> tuple[Attribute, ...]:
