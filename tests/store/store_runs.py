@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.chain import chain_record
+from nemo_gym.orchestration.verbs.resubmit.recovery import Remedy
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "data" / "quickstart-run"
 REAL_BENCHMARK = "answer-judge"
@@ -26,9 +28,12 @@ def run_directory(
     training_step: int | None = None,
     tags: list[str] | None = None,
     provenance: str | None = None,
+    resubmitted: bool = False,
 ) -> Path:
     """Run number ``number`` (its id and submit time follow from it) under ``where``, its benchmarks
-    the keys of ``rewards``, each task's reward the list's."""
+    the keys of ``rewards``, each task's reward the list's. ``resubmitted``: each benchmark's first
+    job failed (its service died half-way) and ``gym eval resubmit`` queued a second, which ended
+    it as the real job did, its records as resubmit and the local runner write them."""
     run_id = f"gym-job-20261201T{number // 3600:02d}{number // 60 % 60:02d}{number % 60:02d}Z-{number:06x}"
     run_dir = where / run_id
     shutil.copytree(REAL_RUN, run_dir)
@@ -42,6 +47,8 @@ def run_directory(
         job_id = f"local-{number:06x}-{k}"
         # The real job's own records (its state, its events: its wall time), under this job's id.
         (run_dir / benchmark / ".gym" / REAL_JOB).rename(run_dir / benchmark / ".gym" / job_id)
+        if resubmitted:
+            _resubmitted(run_dir / benchmark, job_id, rows=len(scores) // 2)
         if provenance is not None:
             (run_dir / benchmark / contract.PROVENANCE_FILE).write_text(provenance)
         jobs.append({"benchmark": benchmark, "job_dir": str(run_dir / benchmark), "job_id": job_id})
@@ -56,6 +63,24 @@ def run_directory(
         job = {"training_step": training_step, "tags": tags or []}
         (run_dir / contract.RESOLVED_CONFIG_FILE).write_text(json.dumps({"job": job}))  # JSON is YAML
     return run_dir
+
+
+def _resubmitted(job_dir: Path, first: str, rows: int) -> None:
+    """The job ``first`` failed with ``rows`` rows written; its second attempt (the local backend's
+    id ``first.2``) holds the real job's records and ended it."""
+    gym = job_dir / ".gym"
+    second = f"{first}.2"
+    (gym / first).rename(gym / second)
+    state = (gym / second / contract.STATE_FILE).read_text().replace("attempt=1", "attempt=2")
+    (gym / second / contract.STATE_FILE).write_text(state)
+    (gym / first).mkdir()
+    (gym / first / contract.STATE_FILE).write_text(
+        "phase=failed\ndetail=service policy died while the driver ran\ntime=2026-11-30T21:40:00Z\nattempt=1\n"
+    )
+    (gym / first / "cause").write_text(f"{contract.Cause.SERVICE_DIED}\n")
+    record = chain_record(contract.RECORD_RESUBMIT, second, first, 2, Remedy.REQUEUE.value, rows)
+    with (job_dir / contract.CHAIN_FILE).open("a") as chain:
+        chain.write(record)
 
 
 def _set_rewards(rollouts: Path, scores: list[float]) -> None:

@@ -169,6 +169,24 @@ def test_an_entry_keeps_what_the_run_says_and_its_per_task_scores(store_url, tmp
     assert entry.inputs_digest and entry.results_fingerprint
 
 
+def test_a_resubmitted_run_is_stored_at_the_attempt_that_ended_it(store_url, tmp_path, capsys) -> None:
+    """Its first job failed half-way; the one gym eval resubmit queued ended it: one entry, attempt
+    2, succeeded and whole, as gym eval status tells it."""
+    run_dir = run_directory(
+        tmp_path / "runs", 9, {"answer-judge": scoring(7)}, model=f"{CKPT}/step-10", resubmitted=True
+    )
+    from nemo_gym.orchestration import library
+    from nemo_gym.orchestration.record import run_in_directory
+
+    [status] = library.status([run_in_directory(str(run_dir))])[0].jobs
+    assert (status.state, status.resubmits) == ("succeeded", 1), status
+    assert cli(capsys, "import", str(run_dir), "--results-url", store_url)[0] == 0
+    store = open_store(store_url)
+    [entry] = store.entries()
+    store.close()
+    assert (entry.attempt, entry.state, entry.complete, entry.value) == (2, "succeeded", True, pytest.approx(7 / 12))
+
+
 def test_importing_again_doubles_nothing_and_a_changed_run_replaces_its_entry(store_url, tmp_path, capsys) -> None:
     [run_dir] = [run_directory(tmp_path / "runs", 1, {"answer-judge": scoring(2)}, model=f"{CKPT}/step-10")]
     cli(capsys, "import", str(run_dir), "--results-url", store_url)

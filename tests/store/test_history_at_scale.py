@@ -1,7 +1,7 @@
 """The history of one training run at the scale users keep it: 120 real-shaped run directories (a
 watch, then three sweeps, of 40 checkpoints x 30 benchmarks) imported by two shells at once into
-the real PostgreSQL server. One benchmark drops 0.05 at one checkpoint and stays
-down; ``gym eval history`` flags that drop and nothing else among the 1,170 pairs it tests, and
+the real PostgreSQL server, four of them ended by a resubmit. One benchmark drops 0.05 at one
+checkpoint and stays down; ``gym eval history`` flags that drop and nothing else among the 1,170 pairs it tests, and
 names the best checkpoints.
 
 The simulation (seeded): every checkpoint has an ability per benchmark, rising slowly with its
@@ -33,6 +33,9 @@ SWEEPS = ("gym-sweep-20261201T000000Z-5eeb01", "gym-sweep-20261201T000000Z-5eeb0
 # Who evaluated which checkpoints, in the order they were submitted: the watch as each checkpoint
 # appeared, then a sweep of the first half, one of the second, and one of all 40 again.
 EVALUATIONS = [(WATCH, range(40)), (SWEEPS[0], range(20)), (SWEEPS[1], range(20, 40)), (SWEEPS[2], range(40))]
+# Runs whose first jobs failed half-way and which gym eval resubmit ended (by their number, 1-based):
+# three of the watch's, one of the last sweep's (the planted checkpoint's: its cell is this attempt's).
+RESUBMITTED = {6, 18, 32, 80 + 1 + PLANTED_AT}
 
 
 def step(checkpoint: int) -> int:
@@ -62,7 +65,10 @@ def training_run(where: Path) -> list[Path]:
         for checkpoint in checkpoints:
             scores = evaluated(rng, difficulty, checkpoint)
             model = f"{CKPT}/step-{step(checkpoint)}"
-            runs.append(run_directory(where, len(runs) + 1, scores, model=model, sweep_id=sweep_id))
+            number = len(runs) + 1
+            runs.append(
+                run_directory(where, number, scores, model=model, sweep_id=sweep_id, resubmitted=number in RESUBMITTED)
+            )
     return runs
 
 
@@ -88,8 +94,10 @@ def test_120_runs_of_one_training_run_flag_the_planted_drop_and_nothing_else(sto
         keys = conn.execute(
             text("SELECT count(*) FROM (SELECT DISTINCT run_id, benchmark, attempt FROM entries) k")
         ).scalar()
+        second = conn.execute(text("SELECT DISTINCT run_id FROM entries WHERE attempt = 2")).scalars().all()
     store.close()
     assert rows == keys == 120 * 30
+    assert sorted(second) == sorted(Path(runs[n - 1]).name for n in RESUBMITTED)  # at the attempt that ended them
 
     assert main(["eval", "history", "--results-url", store_url, "--model-prefix", CKPT]) == 0
     lines = capsys.readouterr().out.splitlines()
