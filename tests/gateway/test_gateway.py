@@ -112,6 +112,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().split(") ")[-1].split()[1])
+
+
 def _stage_gateway(job_dir: str) -> list[str]:
     """The gateway's program staged into the job directory as a job ships it; its launch words."""
     for rel, text in shipping.staged(shipping.Program.GATEWAY).items():
@@ -523,6 +528,35 @@ def test_an_engine_that_never_starts_fails_the_gateway(ray_head):
         assert "exited with status 3 while starting" in gw.text()
     finally:
         gw.stop()
+
+
+def test_no_engine_process_outlives_the_gateway_however_its_replicas_end(ray_head):
+    """Each engine's whole process group ends with its replica, its EngineCore-like child too: when
+    Ray ends the replica's worker (TERM: it kills its direct children on the way out, the engine's
+    server among them) and when the gateway stops the application."""
+    model = ray_head["dir"] / "core-model"
+    model.mkdir(exist_ok=True)
+    started = len(_engines(ray_head))
+    gw = Gateway(ray_head, [ray_head["python"], str(STREAMING_VLLM), "serve", str(model)])
+    try:
+        gw.wait_ready()
+        engines = _engines(ray_head)[started:]
+        assert len(engines) == 2 and all(_alive(e["engine_core_pid"]) for e in engines)
+        # Ray ends one replica's worker (as when it stops a replica, or its head, under a job that
+        # ends): the worker kills its direct children on the way out, the engine's server among them.
+        first = engines[0]
+        os.kill(_parent_of(first["pid"]), signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(first["pid"]) or _alive(first["engine_core_pid"]):
+            assert time.monotonic() < deadline, "the engine's EngineCore outlived its replica"
+            time.sleep(0.5)
+    finally:
+        gw.stop()
+    pids = [pid for e in engines for pid in (e["pid"], e["engine_core_pid"])]
+    deadline = time.monotonic() + 30
+    while [pid for pid in pids if _alive(pid)]:
+        assert time.monotonic() < deadline, f"outlived the gateway: {[pid for pid in pids if _alive(pid)]}"
+        time.sleep(0.5)
 
 
 def test_stock_standin_without_gpu_reservation(ray_head):

@@ -8,6 +8,7 @@ that imports it (``proxy``); it imports nothing of ours.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -73,6 +74,34 @@ kill -KILL -- "-$1" 2>/dev/null
 """
 
 
+REAPER_NAME = "gym-engine-reaper"
+# Started by a bash that exits at once, in a session of its own: the reaper is no child of the
+# replica's worker, which Ray kills with its direct children (its engine's API server among them)
+# when it ends a replica, leaving the engine's other processes (vLLM's EngineCore and workers)
+# orphaned; the reaper outlives that and stops the engine's whole group.
+_SPAWN = 'setsid bash -c "$0" "$@" </dev/null >/dev/null 2>&1 & echo "$!"'
+
+
+def _detached_reaper(group: int, replica: int) -> int | None:
+    """Starts the reaper of the engine's process group ``group``, which waits for ``replica`` to
+    end; its pid, or None when it could not be started (the replica's own stop still ends the group)."""
+    argv = ["bash", "-c", _SPAWN, _GROUP_REAPER, REAPER_NAME, str(group), "3", str(replica)]
+    try:
+        said = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return int(said.strip()) if said.strip().isdigit() else None
+
+
+def _is_reaper(pid: int) -> bool:
+    """Whether ``pid`` is still the reaper started (not a pid reused since)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return REAPER_NAME.encode() in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
 class Engine:
     """One `vllm serve` process on this node, in a process group of its own, and its reaper."""
 
@@ -81,7 +110,7 @@ class Engine:
         self.argv = replica_argv(argv, self.port)
         self.address, self.cwd, self.log_path = address, cwd, log_path
         self.proc: subprocess.Popen | None = None
-        self.reaper: subprocess.Popen | None = None
+        self.reaper: int | None = None  # its reaper's pid
 
     @property
     def pid(self) -> int:
@@ -108,11 +137,7 @@ class Engine:
         )
         if out:
             out.close()
-        self.reaper = subprocess.Popen(
-            ["bash", "-c", _GROUP_REAPER, "gym-engine-reaper", str(self.proc.pid), "3", str(os.getpid())],
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # out of reach of whatever kills the replica's group with it
-        )
+        self.reaper = _detached_reaper(self.proc.pid, os.getpid())
         return self.proc.pid
 
     def poll(self) -> int | None:
@@ -148,12 +173,9 @@ class Engine:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        if self.reaper is not None and self.reaper.poll() is None:
-            self.reaper.send_signal(signal.SIGUSR1)  # stands down
-            try:
-                self.reaper.wait(5)
-            except subprocess.TimeoutExpired:
-                self.reaper.kill()
+        if self.reaper is not None and _is_reaper(self.reaper):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.reaper, signal.SIGUSR1)  # stands down
 
     def tail(self, lines: int = 20) -> str:
         """The end of its log, for the error that says why it did not start."""
