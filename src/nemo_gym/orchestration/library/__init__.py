@@ -157,7 +157,7 @@ _HOMES = {
     "plan_samples": "nemo_gym.orchestration.verbs.plan.use_case",
     "prepare": "nemo_gym.orchestration.verbs.submit.use_case",
     "read_policy": "nemo_gym.orchestration.verbs.gate.use_case",
-    "ready_file_problem": "nemo_gym.orchestration.verbs.watch.checkpoints",
+    "ready_file_problem": "nemo_gym.orchestration.watch_state",
     "report": "nemo_gym.orchestration.library.observing",
     "resolved_config": "nemo_gym.orchestration.library.composing",
     "resolved_yaml": "nemo_gym.orchestration.library.composing",

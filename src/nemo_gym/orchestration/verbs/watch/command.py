@@ -10,7 +10,7 @@ import time
 from nemo_gym.orchestration.cli.common import number_in
 from nemo_gym.orchestration.display import terminal
 
-WEEK = 7 * 24 * 3600.0  # checkpoints.MAX_SETTLE_SECONDS: the longest wait either option takes
+WEEK = 7 * 24 * 3600.0  # watch_state.MAX_SETTLE_SECONDS: the longest wait either option takes
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
