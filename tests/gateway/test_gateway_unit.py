@@ -205,6 +205,15 @@ def _group_alive(pgid: int) -> list[str]:
     return [s for s in out if not s.startswith("Z")]
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_an_engine_s_leftovers_die_with_it_and_with_its_replica(tmp_path):
     """vLLM's EngineCore and workers outlive their API server: the engine's whole group goes,
     whether the engine exited (kill_group) or its replica died without running any code (the
@@ -219,9 +228,13 @@ def test_an_engine_s_leftovers_die_with_it_and_with_its_replica(tmp_path):
     pgid = exited.start()
     assert exited.proc is not None and exited.proc.wait(10) == 7
     assert _group_alive(pgid)  # its child lives on
+    assert exited.reaper is not None and _running(exited.reaper)  # detached: no child of this process
     exited.kill_group()
     time.sleep(0.3)
-    assert not _group_alive(pgid) and exited.reaper is not None and exited.reaper.poll() is not None
+    deadline = time.monotonic() + 5
+    while _running(exited.reaper) and time.monotonic() < deadline:  # stood down
+        time.sleep(0.1)
+    assert not _group_alive(pgid) and not _running(exited.reaper)
 
     # A replica (this program, its own session) starts a stubborn engine and is killed outright.
     replica = (
