@@ -18,7 +18,7 @@ run``, on that job's claimed ports.
 A shared deployment's job (``job.deployment: shared``, and a warm lane's, ``reload``) runs several
 drivers, each starting and ending at its own time: its services' and collector's ports are claimed
 as the job starts, and each driver's gym head server as that driver starts (owned by the shell
-that launched it, so given back when it ends: ``SHARED_DRIVER_PORTS``).
+that launched it, so given back when it ends: ``JobPlan.driver_ports``).
 """
 
 from __future__ import annotations

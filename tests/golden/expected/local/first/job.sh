@@ -101,6 +101,10 @@ gym_read_ports() {
         [[ $gym_name =~ ^GYM_PORT_[A-Z0-9_]+$ && $gym_port =~ ^[0-9]{1,5}$ ]] && export "$gym_name=$gym_port"
     done <"$1"
 }
+# Why ports.py found none ($1: its stderr), as one short printable line.
+gym_ports_why() {
+    tail -n 1 "$1" | head -c 300 | tr -cd '[:print:]'
+}
 
 # Each server's port is claimed on this node now (ports.py): the preferred one when it is free and
 # no other live job holds it, else the next free one; every consumer reads it from $GYM_PORT_<NAME>,
@@ -110,7 +114,7 @@ if ! command -v python3 >/dev/null 2>&1; then
     gym_log "WARNING: no python3 on node $(gym_this_node): its servers keep their configured ports"
     printf '%s\n' GYM_PORT_POLICY=18000 GYM_PORT_GYM_HEAD_SERVER=11000 >"$(gym_state_dir)/ports"
 elif ! python3 -E -s "$GYM_JOB_DIR"/steps/py/gym_run.py nemo_gym.orchestration.ports claim --state-dir "$(gym_state_dir)" --node "$(gym_this_node)" --job "$GYM_JOB_ID" --pid $$ policy=18000 gym_head_server=11000 2>"$(gym_state_dir)/ports-why"; then
-    gym_finish 1 "no ports for its servers on node $(gym_this_node): $(tail -n 1 "$(gym_state_dir)/ports-why" | head -c 300 | tr -cd '[:print:]')" startup-failed
+    gym_finish 1 "no ports for its servers on node $(gym_this_node): $(gym_ports_why "$(gym_state_dir)/ports-why")" startup-failed
 fi
 gym_read_ports "$(gym_state_dir)/ports"
 gym_log "ports on $(gym_this_node): policy=${GYM_PORT_POLICY} gym_head_server=${GYM_PORT_GYM_HEAD_SERVER}"
