@@ -28,6 +28,15 @@ _BASE: dict[str, Any] = {
 }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for scripts/test's two workers (``--dist loadgroup``; without it the marks are
+    inert): every test that uses the local Slurm cluster on one worker, in collection order, because
+    they share one cluster that some of them preempt, take down or restart; every other test on the other."""
+    for item in items:
+        group = "cluster" if "slurm" in getattr(item, "fixturenames", ()) else "host"
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def _no_results_store(monkeypatch: pytest.MonkeyPatch) -> None:
     """Status and results feed the results store by themselves: a test not about the store writes
