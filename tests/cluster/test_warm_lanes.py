@@ -7,13 +7,13 @@ alone, named; and another process on the lane's node cannot reload the server.""
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO, job_fields
+from standin_checkpoints import checkpoint
 from test_sweeps import submit_sweep, sweep_config
 
 from nemo_gym.orchestration import contract
@@ -21,20 +21,6 @@ from nemo_gym.orchestration import contract
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 PORT = 18123
-CONFIG = {"architectures": ["StandinForCausalLM"], "model_type": "standin", "hidden_size": 8, "vocab_size": 32}
-
-
-def checkpoint(root: Path, step: int, accuracy: float, torn: bool = False) -> str:
-    """A stand-in checkpoint with the files a reload checks: config.json and one safetensors file
-    (whole, or ``torn``: its header says more bytes than the file holds)."""
-    path = root / f"step-{step}"
-    path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps(CONFIG))
-    (path / "standin-accuracy").write_text(f"{accuracy}\n")
-    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
-    body = b"\0" * (0 if torn else 8)
-    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + body)
-    return str(path)
 
 
 def lane_config(cluster_run, compute: dict | None = None, **job) -> dict:
@@ -226,3 +212,36 @@ def _next_weights_loaded_while_the_last_driver_wound_down(records: list[dict]) -
             elif word == "reload":
                 ended_after = [e for e in seen[i:] if e[0] == "driver-end" and e[1] == started[-1]]
                 assert ended_after, f"reload {rest} waited for {started[-1]}'s driver to end: {seen}"
+
+
+def test_a_checkpoint_that_breaks_the_server_fails_alone_and_the_lane_starts_its_server_again(
+    cluster_run, tmp_path
+) -> None:
+    """A 4-checkpoint lane whose second checkpoint fails the reload half-way (the stand-in then
+    holds weights nobody can name): that run fails, named; the lane stops its server and starts it
+    again, and the last two runs succeed, each answered by its own weights, never by the unknown ones."""
+    models = [checkpoint(tmp_path / "ckpt", step, step / 1000) for step in (100, 200, 300, 400)]
+    (Path(models[1]) / "standin-corrupt").write_text("")
+    sweep = submit_sweep(
+        cluster_run, lane_config(cluster_run, max_concurrent=1), "services.policy.model=" + ",".join(models)
+    )
+    records = sweep["records"]
+    assert len({b["job_id"] for r in records for b in r["benchmarks"]}) == 1  # one lane
+    jobs = wait_final(cluster_run, sweep["sweep_id"], 4)
+    states = [jobs[r["gym_job_id"]]["state"] for r in records]
+    assert states == ["succeeded", "failed", "succeeded", "succeeded"], jobs
+    broken = jobs[records[1]["gym_job_id"]]["detail"]
+    assert "weights were not loaded" in broken and "step-200" in broken, broken
+    for record in (records[0], records[2], records[3]):
+        [bench] = record["benchmarks"]
+        assert _provenance(bench["job_dir"])["weights"] == record["model"]
+        rows = [json.loads(line) for line in Path(bench["job_dir"], contract.ROLLOUTS_FILE).read_text().splitlines()]
+        assert {row["standin_weights"] for row in rows} == {record["model"]}, rows
+    lane_dir = Path(records[0]["benchmarks"][0]["job_dir"]).parent / contract.SHARED_DEPLOYMENT_DIR
+    assert len(list(Path(lane_dir, "standin").glob("vllm-*.json"))) == 2  # started, and once again
+    [events] = list(Path(lane_dir, contract.MARKERS_DIR).glob("*/events"))
+    seen = [line.split(" ")[1] for line in events.read_text().splitlines()]
+    assert seen.count("restart") == 1 and seen.count("launched") >= 2, seen
+    asked = [json.loads(line) for log in Path(lane_dir, "standin").glob("requests-*.jsonl") for line in log.open()]
+    # Nothing was asked of the unknown weights but the reload's own answer: the next run waited for the new server.
+    assert not [a for a in asked if a["weights"] is None and a["path"] != "/collective_rpc"], asked

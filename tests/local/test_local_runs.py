@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from standin_checkpoints import checkpoint
 
 STANDINS = Path(__file__).resolve().parents[1] / "standins"
 PATH = f"lit:{STANDINS}:/usr/local/bin:/usr/bin:/bin"
@@ -540,3 +541,52 @@ def test_two_runs_submitted_one_after_the_other_take_turns_and_each_is_answered_
         run_id = Path(job["job_dir"]).parent.name
         served = [m["id"] for m in driver["policy_models"]["data"]]
         assert served == [name, f"{run_id}-bench-policy"]
+
+
+def test_a_local_lane_whose_reload_breaks_the_server_starts_it_again_and_goes_on(tmp_path) -> None:
+    """A warm lane of three checkpoints on this machine, the middle one failing the reload
+    half-way (the stand-in then holds weights nobody can name): that run fails, named; the lane's
+    server is stopped and started again on the same port, and the last run is answered by its own
+    weights."""
+    models = [checkpoint(tmp_path / "ckpt", step, step / 1000) for step in (100, 200, 300)]
+    (Path(models[1]) / "standin-corrupt").write_text("")
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "services": {
+                    "policy": {
+                        "type": "vllm",
+                        "model": "/p",
+                        "served_model_name": "policy",
+                        "container": "unused",
+                        "env": {"PATH": PATH},
+                    }
+                },
+                "compute": {"here": {"type": "local"}},
+                "driver": {"policy_model": "policy", "benchmarks": {"math": {}}, "env": {"PATH": PATH}},
+                "job": {"output_path": str(tmp_path / "runs"), "deployment": "reload"},
+                "otel": {"enabled": False},
+            }
+        )
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
+    proc = subprocess.run(
+        [*cli, "submit", "-c", str(path), "-m", "services.policy.model=" + ",".join(models), "--json"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    sweep = json.loads(proc.stdout)
+    jobs = [r["benchmarks"][0] for r in sweep["records"]]
+    assert [wait_state(job, 120)["phase"] for job in jobs] == ["succeeded", "failed", "succeeded"]
+    assert "weights were not loaded" in wait_state(jobs[1])["detail"]
+    lane = Path(jobs[0]["job_dir"]).parent / "shared-deployment"
+    starts = [json.loads(p.read_text()) for p in lane.glob("standin/vllm-*.json")]
+    assert len(starts) == 2 and len({s["argv"][s["argv"].index("--port") + 1] for s in starts}) == 1, starts
+    [driver] = [json.loads(p.read_text()) for p in Path(jobs[2]["job_dir"], "standin").glob("gym-run-*.json")]
+    assert driver["policy_models"]["data"][0]["standin_weights"] == models[2]
+    assert (
+        "starting the deployment again for the runs after it (1 of 2)"
+        in Path(lane, f"slurm-{jobs[0]['job_id']}.out").read_text()
+    )

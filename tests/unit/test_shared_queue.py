@@ -77,7 +77,16 @@ PLAIN = {
     ),
 }
 
-LANE = {"a": 0, "b": 0, "c": 1, "d": 2}  # run 0 has a and b, run 1 c, run 2 d
+LANE = {"a": 0, "b": 0, "c": 1, "d": 2}
+
+
+def restarting(n: int) -> tuple[str, ...]:
+    return ("log", f"starting the deployment again for the runs after it ({n} of 2)")
+
+
+NO_RESTART = "the deployment did not start again after a failed reload: service policy did not start"
+NOT_SERVED = "; the runs after it were not served (gym eval resubmit serves them)"
+EXHAUSTED = "x (the deployment was started again 2 times already)"  # run 0 has a and b, run 1 c, run 2 d
 
 RELOADS = {
     "turns in order: each loaded once the turn before has no driver left": (
@@ -143,7 +152,7 @@ RELOADS = {
             ([("ended", "d", "0")], [ok("d"), ("finish", "1", "2 benchmark(s) failed", "driver-failed")]),
         ],
     ),
-    "broken: the server failed the reload, so every benchmark still queued fails and the lane ends": (
+    "broken: the server failed the reload, so that run fails and the deployment starts again for the next": (
         1,
         {"a": 0, "b": 1, "c": 2, "d": 2},
         [
@@ -153,18 +162,20 @@ RELOADS = {
                 [("reloaded", "1", str(Reload.FAILED), "")],
                 [
                     ("log", "ERROR: weights.py exited with status 4"),
-                    *[("phase", b, "failed", NOT_LOADED + "weights.py exited with status 4") for b in "bcd"],
-                    (
-                        "finish",
-                        "1",
-                        "weights.py exited with status 4; the runs after it were not served (gym eval resubmit serves them)",
-                        "weights-failed",
-                    ),
+                    ("phase", "b", "failed", NOT_LOADED + "weights.py exited with status 4"),
+                    restarting(1),
+                    ("restart",),
                 ],
             ),
+            ([], []),  # nothing launches while it starts
+            # It serves its starting weights (turn 0's): the next turn is loaded over them.
+            ([("restarted", "0", "")], [("reload", "2", "c", "d")]),
+            ([("reloaded", "2", "0", "")], launch("c")),
+            ([("ended", "c", "0")], [ok("c"), *launch("d")]),
+            ([("ended", "d", "0")], [ok("d"), ("finish", "1", "1 benchmark(s) failed", "driver-failed")]),
         ],
     ),
-    "broken while a driver of the turn before winds down: the lane ends once it has": (
+    "broken while a driver of the turn before winds down: the deployment starts again, it goes on": (
         2,
         {"a": 0, "b": 1, "c": 2},
         [
@@ -175,19 +186,73 @@ RELOADS = {
                 [
                     ("log", "ERROR: the server is gone"),
                     ("phase", "b", "failed", NOT_LOADED + "the server is gone"),
-                    ("phase", "c", "failed", NOT_LOADED + "the server is gone"),
+                    restarting(1),
+                    ("restart",),
                 ],
             ),
+            ([("restarted", "0", ""), ("ended", "a", "0")], [ok("a"), ("reload", "2", "c")]),
+        ],
+    ),
+    "broken at the last run: nothing is left to serve, so nothing starts again": (
+        1,
+        {"a": 0, "b": 1},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("ended", "a", "0")], [ok("a"), ("reload", "1", "b")]),
             (
-                [("ended", "a", "0")],
+                [("reloaded", "1", str(Reload.FAILED), "gone")],
                 [
-                    ok("a"),
-                    (
-                        "finish",
-                        "1",
-                        "the server is gone; the runs after it were not served (gym eval resubmit serves them)",
-                        "weights-failed",
-                    ),
+                    ("log", "ERROR: gone"),
+                    ("phase", "b", "failed", NOT_LOADED + "gone"),
+                    ("finish", "1", "1 benchmark(s) failed", "driver-failed"),
+                ],
+            ),
+        ],
+    ),
+    "the deployment does not start again: the runs still waiting fail, named, and the lane ends": (
+        1,
+        {"a": 0, "b": 1, "c": 2, "d": 3},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("ended", "a", "0")], [ok("a"), ("reload", "1", "b")]),
+            (
+                [("reloaded", "1", str(Reload.FAILED), "gone")],
+                [("log", "ERROR: gone"), ("phase", "b", "failed", NOT_LOADED + "gone"), restarting(1), ("restart",)],
+            ),
+            (
+                [("restarted", "1", "service policy did not start")],
+                [
+                    ("log", "ERROR: " + NO_RESTART),
+                    ("phase", "c", "failed", NO_RESTART),
+                    ("phase", "d", "failed", NO_RESTART),
+                    ("finish", "1", NO_RESTART + NOT_SERVED, "weights-failed"),
+                ],
+            ),
+        ],
+    ),
+    "every reload breaks the server: past MAX_RESTARTS the runs still waiting fail": (
+        1,
+        {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("ended", "a", "0")], [ok("a"), ("reload", "1", "b")]),
+            (
+                [("reloaded", "1", str(Reload.FAILED), "x")],
+                [("log", "ERROR: x"), ("phase", "b", "failed", NOT_LOADED + "x"), restarting(1), ("restart",)],
+            ),
+            ([("restarted", "0", "")], [("reload", "2", "c")]),
+            (
+                [("reloaded", "2", str(Reload.FAILED), "x")],
+                [("log", "ERROR: x"), ("phase", "c", "failed", NOT_LOADED + "x"), restarting(2), ("restart",)],
+            ),
+            ([("restarted", "0", "")], [("reload", "3", "d")]),
+            (
+                [("reloaded", "3", str(Reload.FAILED), "x")],
+                [
+                    ("log", "ERROR: x"),
+                    ("phase", "d", "failed", NOT_LOADED + "x"),
+                    ("phase", "e", "failed", "the lane's server failed a reload before its turn: " + EXHAUSTED),
+                    ("finish", "1", EXHAUSTED + NOT_SERVED, "weights-failed"),
                 ],
             ),
         ],
@@ -408,6 +473,7 @@ EVENT_WORDS = [
     (["ended", "-x", "0", "answered", "y"], [("ended", "-x", "0"), ("answered", "y")]),
     (["died", "ended"], [("died", "ended")]),  # a service may be named like an event
     (["reloaded", "1", "3", "/why"], [("reloaded", "1", "3", "/why")]),
+    (["restarted", "1", "/why", "ended", "a", "0"], [("restarted", "1", "/why"), ("ended", "a", "0")]),
     (["cancelled", "-x", "ended", "a", "1"], [("cancelled", "-x"), ("ended", "a", "1")]),
     ([], []),
 ]
@@ -460,6 +526,18 @@ def test_the_state_file_carries_the_queue_between_calls(tmp_path, capsys) -> Non
         "finish\t1\t1 benchmark(s) failed\tdriver-failed",
     ]
     assert main([state, "nonsense"]) == 2
+
+
+def test_a_restart_s_reason_is_read_from_its_file(tmp_path, capsys) -> None:
+    state = str(tmp_path / "queue.json")
+    main([state, "start", "1", "a", "0", "b", "1", "c", "2"])
+    main([state, "step", "ended", "a", "0"])
+    main([state, "step", "reloaded", "1", str(Reload.FAILED), str(tmp_path / "none")])
+    capsys.readouterr()
+    (tmp_path / "why").write_text("noise\nservice policy did not start\n")
+    main([state, "step", "restarted", "1", str(tmp_path / "why")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"log\tERROR: {NO_RESTART}", lines
 
 
 def test_the_shipped_program_runs_with_only_its_tree(tmp_path) -> None:

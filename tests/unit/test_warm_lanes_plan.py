@@ -73,7 +73,9 @@ def test_only_the_host_s_policy_server_opens_its_reload_endpoint_and_only_to_its
     files = host.staged.files
     assert f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.SHIPPED_DIR}/nemo_gym/orchestration/reload_guard.py" in files
     script = files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
-    assert script.count("gym_wait_http policy") == 1  # the deployment starts once for the lane
+    # The deployment starts once for the lane, and again only after a reload that broke it.
+    start, restart = script.split("gym_restart_deployment() {")
+    assert start.count("gym_wait_http policy") == restart.count("gym_wait_http policy") == 1
     assert "GYM_WEIGHTS=( /ckpt/step-0 /ckpt/step-100 )" in script
 
 

@@ -237,6 +237,8 @@ STARTED_DIR = "started"
 MERGED_FILE = "merged"  # a shard's job merged its benchmark's shards (its job then exports them)
 # A shared deployment's queue of benchmarks as its decider (shared_queue.py) left it, between two calls.
 SHARED_QUEUE_FILE = "shared-queue.json"
+# Why a warm lane's services did not start again after a failed reload (one line, for shared_queue.py).
+RESTART_WHY_FILE = "restart-why"
 # .gym/<id>.attempt-<n>: an earlier run of a job Slurm requeued (the word on disk is "attempt").
 REQUEUED_RUN_SUFFIX = ".attempt-"
 
@@ -310,6 +312,7 @@ EVENT_DRIVER_START = "driver-start"
 EVENT_DRIVER_END = "driver-end"  # + exit status
 EVENT_COLLECTOR_STOPPED = "collector-stopped"
 EVENT_RELOAD = "reload"  # + the warm lane's turn whose weights are asked for
+EVENT_RESTART = "restart"  # a warm lane's services started again after a failed reload
 EVENT_JOB_END = "job-end"  # + exit status
 
 

@@ -209,6 +209,7 @@ def _reload_context(plan: RunPlan, backend: Backend) -> dict[str, Any] | None:
         "weights": [turn.weights for turn in plan.reload.turns],
         "turn_of_dir": by_driver,
         "program": shipping.launch_words(Program.WEIGHTS),
+        "restarts": backend.restarts_services,
     }
 
 

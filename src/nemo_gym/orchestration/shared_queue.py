@@ -8,6 +8,13 @@ server anything (every one still running has written all its rows: ``weights.py 
 before turn T's first driver starts. A plain shared deployment is a lane of one turn, 0, loaded
 from the start.
 
+A reload the server fails (not a checkpoint refused before the server was touched) leaves weights
+nobody can name: that run's benchmarks fail, and the lane starts its deployment again, on its
+starting weights, before the next turn is loaded; at most ``MAX_RESTARTS`` times a lane, since
+each start costs minutes on a GPU node and a lane whose every checkpoint breaks the server should
+stop paying for them. After that, or when the deployment does not start again, the runs still
+waiting fail (``gym eval resubmit`` serves them).
+
 ``gym eval cancel`` of some of the runs (or benchmarks) the job serves leaves the job running and
 writes each one's cancel marker, which the script reports (``cancelled``): a benchmark still
 waiting is dropped, a running one's driver is stopped, and a turn left with no benchmark is never
@@ -23,10 +30,10 @@ Command line (a fixed number of words per event, so a benchmark named ``-x`` is 
 
     shared_queue.py STATE start AT_ONCE [BENCHMARK TURN]...
     shared_queue.py STATE step [ended BENCHMARK RC | answered BENCHMARK | died SERVICE
-                                | reloaded TURN RC WHY_FILE | cancelled BENCHMARK]...
+                                | reloaded TURN RC WHY_FILE | restarted RC WHY_FILE | cancelled BENCHMARK]...
 
 Its answer is one action a line, its words separated by tabs (``Do``). The answer to ``reload`` is
-the next call's ``reloaded`` event, before any other.
+the next call's ``reloaded`` event, before any other; to ``restart``, its ``restarted`` event.
 
 Stdlib only, Python 3.8 syntax: it runs on the node with its ``python3``, shipped with the shared
 job (``shipping.Program.SHARED_QUEUE``).
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration import contract as c
 
+MAX_RESTARTS = 2  # starts of a lane's deployment after failed reloads, beyond its first
 WHY_BYTES = 400  # of a failed reload's reason, as the state file and the status show it
 WHY_TAIL_BYTES = 65536  # how much of the end of weights.py's stderr is read for its last line
 _ONE_LINE = {ord(ch): " " for ch in "\t\n\r"}  # an action's word, kept to its field of a line
@@ -55,6 +63,7 @@ class Do(c.Word):
     LAUNCH = "launch"  # BENCHMARK: start its driver
     ASK_ANSWERED = "ask-answered"  # BENCHMARK...: each tick, whether they wrote every row (weights.py)
     RELOAD = "reload"  # TURN BENCHMARK...: load the turn's weights (weights.py), its benchmarks' provenance
+    RESTART = "restart"  # stop the deployment's services and start them again, on the starting weights
     LOG = "log"  # LINE: into the job's log
     STOP = "stop"  # BENCHMARK: TERM its driver (cancelled while it ran)
     KILL_DRIVERS = "kill-drivers"  # TERM every driver still running
@@ -68,13 +77,22 @@ class Happened(c.Word):
     ENDED = "ended"  # BENCHMARK RC: its driver exited (reaped, its exports done)
     ANSWERED = "answered"  # BENCHMARK: it has written every row it expects
     RELOADED = "reloaded"  # TURN RC WHY: weights.py's exit status (contract.Reload) and its last line
+    RESTARTED = "restarted"  # RC WHY: whether the deployment serves again (0), and why not
     DIED = "died"  # SERVICE: a service of the deployment died
     CANCELLED = "cancelled"  # BENCHMARK: its cancel marker appeared (gym eval cancel of its run)
 
 
-ARITY = {Happened.ENDED: 2, Happened.ANSWERED: 1, Happened.RELOADED: 3, Happened.DIED: 1, Happened.CANCELLED: 1}
+ARITY = {
+    Happened.ENDED: 2,
+    Happened.ANSWERED: 1,
+    Happened.RELOADED: 3,
+    Happened.RESTARTED: 2,
+    Happened.DIED: 1,
+    Happened.CANCELLED: 1,
+}
+WHY_LAST = (Happened.RELOADED, Happened.RESTARTED)  # events whose last word names a file of reasons
 if TYPE_CHECKING:  # annotations only: the node's python3 may be 3.8
-    Event = tuple[str, ...]  # (Happened, its words): RELOADED's last is the reason itself, not the file
+    Event = tuple[str, ...]  # (Happened, its words): WHY_LAST's last is the reason itself, not the file
     Action = tuple[str, ...]  # (Do, its words)
 
 
@@ -95,6 +113,8 @@ class Queue:
     stopping: list[str] = field(default_factory=list)
     cancelled: int = 0  # benchmarks cancelled so far (by gym eval cancel)
     broken: str = ""  # why the lane's server serves no more turns (its weights are unknown)
+    restarting: bool = False  # its deployment is being started again: nothing launches meanwhile
+    restarts: int = 0  # starts of the deployment after failed reloads
 
 
 def start(at_once: int, turn_of: dict[str, int]) -> tuple[Queue, list[Action]]:
@@ -125,6 +145,8 @@ def _apply(queue: Queue, event: Event, actions: list[Action]) -> Queue:
         return replace(queue, answered=queue.answered + done)
     if kind == Happened.RELOADED:
         return _reloaded(queue, int(event[1]), int(event[2]), event[3], actions)
+    if kind == Happened.RESTARTED:
+        return _restarted(queue, int(event[1]), event[2], actions)
     if kind == Happened.CANCELLED:
         return _cancelled(queue, event[1], actions)
     raise ValueError(f"no such event: {kind}")
@@ -160,19 +182,50 @@ def _driver_ended(queue: Queue, bench: str, rc: int, actions: list[Action]) -> Q
 
 
 def _reloaded(queue: Queue, turn: int, rc: int, why: str, actions: list[Action]) -> Queue:
-    """A switch to ``turn`` done, or failed: its benchmarks fail with the reason, and so does every
-    one still waiting unless the checkpoint was merely refused (the server kept the weights it had)."""
+    """A switch to ``turn`` done, or failed: its benchmarks fail with the reason. A checkpoint
+    merely refused leaves the server on the weights it had; a server that failed the reload is
+    started again for the turns after (``_broken``)."""
     if rc == c.Reload.LOADED:
         return replace(queue, loaded=turn)
     why = why or f"weights.py exited with status {rc}"
     actions.append((Do.LOG, f"ERROR: {why}"))
-    refused = rc == c.Reload.REFUSED
-    kept = [b for b in queue.waiting if refused and queue.turn_of[b] != turn]
-    for bench in (b for b in queue.waiting if b not in kept):
-        actions.append((Do.PHASE, bench, c.Phase.FAILED, f"its checkpoint's weights were not loaded: {why}"))
-    failed = queue.failed + len(queue.waiting) - len(kept)
-    broken = queue.broken if refused else why
-    return replace(queue, waiting=kept, failed=failed, broken=broken)
+    queue = _fail_waiting(queue, actions, f"its checkpoint's weights were not loaded: {why}", turn)
+    return queue if rc == c.Reload.REFUSED else _broken(queue, why, actions)
+
+
+def _fail_waiting(queue: Queue, actions: list[Action], why: str, turn: int | None = None) -> Queue:
+    """The waiting benchmarks of ``turn`` (of every turn: None) fail with ``why``."""
+    failing = [b for b in queue.waiting if turn is None or queue.turn_of[b] == turn]
+    actions += [(Do.PHASE, bench, c.Phase.FAILED, why) for bench in failing]
+    waiting = [b for b in queue.waiting if b not in failing]
+    return replace(queue, waiting=waiting, failed=queue.failed + len(failing))
+
+
+def _broken(queue: Queue, why: str, actions: list[Action]) -> Queue:
+    """The server's weights are unknown: its deployment starts again for the runs still waiting,
+    or, past the lane's restarts, they fail."""
+    if not queue.waiting:
+        return queue
+    if queue.restarts < MAX_RESTARTS:
+        actions.append(
+            (Do.LOG, f"starting the deployment again for the runs after it ({queue.restarts + 1} of {MAX_RESTARTS})")
+        )
+        actions.append((Do.RESTART,))
+        return replace(queue, restarting=True)
+    why = f"{why} (the deployment was started again {MAX_RESTARTS} times already)"
+    queue = _fail_waiting(queue, actions, f"the lane's server failed a reload before its turn: {why}")
+    return replace(queue, broken=why)
+
+
+def _restarted(queue: Queue, rc: int, why: str, actions: list[Action]) -> Queue:
+    """The deployment serves again, on the weights it started with (turn 0's); or it did not
+    start, and the runs still waiting fail."""
+    queue = replace(queue, restarting=False, restarts=queue.restarts + 1)
+    if rc == 0:
+        return replace(queue, loaded=0)
+    why = f"the deployment did not start again after a failed reload: {why or f'exit status {rc}'}"
+    actions.append((Do.LOG, f"ERROR: {why}"))
+    return replace(_fail_waiting(queue, actions, why), broken=why)
 
 
 def _service_died(queue: Queue, service: str) -> list[Action]:
@@ -191,6 +244,8 @@ def _next(queue: Queue) -> tuple[Queue, list[Action]]:
     """Launches while there is room, the next turn's weights once nothing may ask the old ones,
     and the job's end once no benchmark is left."""
     actions: list[Action] = []
+    if queue.restarting:
+        return queue, actions
     while queue.waiting and len(queue.running) - len(queue.answered) < queue.at_once:
         bench = queue.waiting[0]
         if queue.turn_of[bench] != queue.loaded:
@@ -278,9 +333,7 @@ def main(argv: list[str]) -> int:
         pairs = words[1:]
         queue, actions = start(int(words[0]), {pairs[i]: int(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)})
     else:
-        events = [
-            (e[0], e[1], e[2], reload_reason(e[3])) if e[0] == Happened.RELOADED else e for e in parse_events(words)
-        ]
+        events = [(*e[:-1], reload_reason(e[-1])) if e[0] in WHY_LAST else e for e in parse_events(words)]
         queue, actions = decide(load(state), events)
     save(queue, state)
     sys.stdout.write(answer_lines(actions))

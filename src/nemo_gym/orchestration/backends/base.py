@@ -191,6 +191,9 @@ class Backend(ABC):
     # Whether its jobs' servers share a node's ports with other jobs' (no network of their own per
     # job): then a job of one node claims its servers' ports on its node when it starts (ports.py).
     claims_ports: ClassVar[bool] = False
+    # Whether a job script can stop its services' steps and launch them again (a warm lane whose
+    # server broke in a reload starts it again): not where each service is a container of its own.
+    restarts_services: ClassVar[bool] = True
 
     @property
     def supports_resume(self) -> bool:

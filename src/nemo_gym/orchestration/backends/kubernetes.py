@@ -97,6 +97,8 @@ class KubernetesBackend(Backend):
     submit_command: ClassVar[str] = "kubectl apply"
     cancel_command: ClassVar[str] = "kubectl delete job"
     scheduler_name: ClassVar[str] = "Kubernetes"
+    # Its services are the pod's sidecar containers: the job script waits for them, never starts them.
+    restarts_services: ClassVar[bool] = False
 
     # -- what it runs -----------------------------------------------------------------------------
 

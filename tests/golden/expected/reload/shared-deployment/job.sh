@@ -229,6 +229,29 @@ gym_stop_driver() {
         kill "-$signal" -- "-$child" 2>/dev/null || kill "-$signal" "$child" 2>/dev/null
     done
 }
+# A warm lane whose server failed a reload holds weights nobody can name: its services are stopped
+# and started again, on the starting weights (recorded anew), for the runs after it. Returns 1, why
+# in restart-why, when they do not start; they are stopped then, and watched no more.
+gym_restart_deployment() {
+    local step steps=(policy)
+    gym_stop_steps "${steps[@]}"
+    for step in "${steps[@]}"; do
+        rm -f "$(gym_state_dir)/exit/$step@"* "$(gym_state_dir)/why/$step@"* "$(gym_state_dir)/ready/$step@"*
+    done
+    # service policy, step policy: one process, nodes 0..0
+    srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="$(gym_node_list 0 1)" --output=logs/policy-"$GYM_JOB_ID".log --container-image=vllm:latest --container-mounts=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment:/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment --no-container-mount-home --container-workdir=/lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment bash /lustre/runs/gym-job-20260101T000000Z-000000/shared-deployment/steps/policy.sh &
+    GYM_STEP_PID[policy]=$!
+    gym_event "launched policy"
+    gym_wait_http policy "http://$(gym_node_name 0):${GYM_PORT_POLICY}/health" 60 gym-job-20260101T000000Z-000000-shared-deployment-policy || { echo "service policy did not start again" >"$(gym_state_dir)/restart-why"; return 1; }
+    gym_weights started 0 || gym_log "WARNING: the starting weights could not be recorded"
+}
+gym_restart_or_stop() {
+    : >"$(gym_state_dir)/restart-why"
+    gym_restart_deployment && return 0
+    gym_stop_steps policy
+    GYM_SERVICE_STEPS=()
+    return 1
+}
 # A warm lane: each run's benchmarks are answered by its own checkpoint's weights, reloaded in
 # place. weights.py checks and records each switch (VERB TURN BENCHMARK...: those benchmarks'
 # provenance); its exit status goes back to shared_queue.py.
@@ -264,6 +287,11 @@ gym_act() {
             gym_event "reload $2"
             gym_weights reload "${@:2}"
             gym_told+=(reloaded "$2" "$?" "$(gym_state_dir)/weights-why")
+            ;;
+        restart)
+            gym_event "restart"
+            gym_restart_or_stop
+            gym_told+=(restarted "$?" "$(gym_state_dir)/restart-why")
             ;;
         log) gym_log "$2" ;;
         stop)

@@ -372,29 +372,42 @@ gym_stop_collector() {
     gym_event "collector-stopped"
 }
 
-# Stop every step still running (their process groups in a local run), and wait for them: a
-# server still holding its port after its job has ended would be found there by the next job.
+# Stop the named steps, or every step still running (their process groups in a local run), and
+# wait for them: a server still holding its port after its job has ended would be found there by
+# the next job (or by a warm lane's server started again on it).
 gym_stop_steps() {
-    local step pid child groups=() i
-    for step in "${!GYM_STEP_PID[@]}"; do
-        pid=${GYM_STEP_PID[$step]}
+    local step pid child groups=() others=() i steps=("$@")
+    [ $# -gt 0 ] || steps=("${!GYM_STEP_PID[@]}")
+    for step in "${steps[@]}"; do
+        pid=${GYM_STEP_PID[$step]:-}
+        [ -n "$pid" ] || continue
         # A step started from a function runs one level down, in a process group of its own.
         for child in $(pgrep -P "$pid" 2>/dev/null) "$pid"; do
             if kill -TERM -- "-$child" 2>/dev/null; then
                 groups+=("$child")
-            else
-                kill -TERM "$child" 2>/dev/null
+            elif kill -TERM "$child" 2>/dev/null; then
+                # An srun: it ends once the step's processes on their nodes have.
+                others+=("$child")
             fi
         done
     done
     for ((i = 0; i < 150; i++)); do
-        gym_any_alive "${groups[@]+"${groups[@]}"}" || return 0
+        gym_any_alive "${groups[@]+"${groups[@]}"}" || gym_any_running "${others[@]+"${others[@]}"}" || return 0
         sleep 0.1
     done
     for pid in "${groups[@]+"${groups[@]}"}"; do
         kill -KILL -- "-$pid" 2>/dev/null
     done
     return 0
+}
+
+# Whether any of the given processes still runs.
+gym_any_running() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
 }
 
 # Whether any of the given process groups still has a process.
