@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 settings.register_profile("gym", deadline=None)
 settings.load_profile("gym")
 EXAMPLES = REPO / "examples"
+HALVES = ("cluster", "host")  # scripts/test's two halves of the real tier (--only-half)
 
 _BASE: dict[str, Any] = {
     "services": {
@@ -28,13 +29,25 @@ _BASE: dict[str, Any] = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests for scripts/test's two workers (``--dist loadgroup``; without it the marks are
-    inert): every test that uses the local Slurm cluster on one worker, in collection order, because
-    they share one cluster that some of them preempt, take down or restart; every other test on the other."""
-    for item in items:
-        group = "cluster" if "slurm" in getattr(item, "fixturenames", ()) else "host"
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--only-half",
+        choices=HALVES,
+        help="run only the tests that use the local Slurm cluster (cluster) or only the others (host): "
+        "scripts/test runs the two halves of the real tier at once",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keeps the half ``--only-half`` names. The tests that use the cluster run in one process, in
+    order, because they share one cluster that some of them preempt, take down or restart; the
+    others (local runs, Ray, the stores, the browser) beside them, in a second process."""
+    half = config.getoption("only_half")
+    if half is None:
+        return
+    halves = {id(item): "cluster" if "slurm" in getattr(item, "fixturenames", ()) else "host" for item in items}
+    config.hook.pytest_deselected(items=[item for item in items if halves[id(item)] != half])
+    items[:] = [item for item in items if halves[id(item)] == half]
 
 
 @pytest.fixture(autouse=True)
