@@ -120,3 +120,23 @@ def test_per_benchmark_checkpoint_sweeps_are_told_they_could_reload(config_file)
     data["job"]["deployment"] = "per_benchmark"
     config_file.write_text(yaml.safe_dump(data))
     assert any("job.deployment=reload" in note for note in prepared(config_file, checkpoints(0, 100)).notes)
+
+
+def test_a_lane_restarts_its_services_after_a_broken_reload_where_its_backend_can(config_file) -> None:
+    """Slurm's job script stops and relaunches its service steps; a Kubernetes pod's services are
+    sidecar containers the script cannot start again, so its lane says so and serves no more runs."""
+    slurm = prepared(config_file, checkpoints(0, 100)).runs
+    [script] = [
+        run.staged.files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
+        for run in slurm
+        if run.plan.reload is not None
+    ]
+    restart = script.split("gym_restart_deployment() {")[1].split("\n}\n")[0]
+    assert "gym_stop_steps" in restart and "GYM_STEP_PID[policy]=$!" in restart
+    config = yaml.safe_load(config_file.read_text())
+    config["compute"] = {"k8s": {"type": "kubernetes", "namespace": "ns", "gpus_per_node": 1, "pvc_name": "runs"}}
+    config_file.write_text(yaml.safe_dump(config))
+    [run] = [run for run in prepared(config_file, checkpoints(0, 100)).runs if run.plan.reload is not None]
+    script = run.staged.files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
+    restart = script.split("gym_restart_deployment() {")[1].split("\n}\n")[0]
+    assert "cannot start a job's services again" in restart and "GYM_STEP_PID" not in restart
