@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,6 @@ class PageSeen:
     console_errors: list[str] = field(default_factory=list)  # console errors and warnings, uncaught exceptions
     charts: list[bytes] = field(default_factory=list)  # a PNG screenshot of each chart on the page
     text: str = ""  # the page's visible text
-    seconds: list[float] = field(default_factory=list)  # each load's, from navigation to the load event
 
 
 def require_chromium() -> None:
@@ -61,8 +59,8 @@ def open_report(path: Path, screenshot: Path | None = None) -> PageSeen:
     return open_page(path.resolve().as_uri(), screenshot)
 
 
-def open_page(url: str, screenshot: Path | None = None, click: str | None = None, loads: int = 1) -> PageSeen:
-    """Load ``url`` (``loads`` times, each timed; and, with ``click``, follow the link of that text),
+def open_page(url: str, screenshot: Path | None = None, click: str | None = None) -> PageSeen:
+    """Load ``url`` (and, with ``click``, follow the link of that text),
     record every request and the console, screenshot each chart (and the whole page to ``screenshot``)."""
     from playwright.sync_api import sync_playwright
 
@@ -82,10 +80,7 @@ def open_page(url: str, screenshot: Path | None = None, click: str | None = None
                 ),
             )
             page.on("pageerror", lambda error: seen.console_errors.append(f"exception: {error}"))
-            for _ in range(loads):
-                start = time.perf_counter()
-                page.goto(seen.url, wait_until="load")
-                seen.seconds.append(time.perf_counter() - start)
+            page.goto(seen.url, wait_until="load")
             page.wait_for_load_state("networkidle")
             if click is not None:
                 page.get_by_role("link", name=click).first.click()
