@@ -233,7 +233,8 @@ gym_stop_driver() {
 # and started again, on the starting weights (recorded anew), for the runs after it. Returns 1, why
 # in restart-why, when they do not start; they are stopped then, and watched no more.
 gym_restart_deployment() {
-    local step steps=(policy)
+    local step steps
+    read -r -a steps <<<"${GYM_SERVICE_STEPS[*]}"
     gym_stop_steps "${steps[@]}"
     for step in "${steps[@]}"; do
         rm -f "$(gym_state_dir)/exit/$step@"* "$(gym_state_dir)/why/$step@"* "$(gym_state_dir)/ready/$step@"*
@@ -247,8 +248,10 @@ gym_restart_deployment() {
 }
 gym_restart_or_stop() {
     : >"$(gym_state_dir)/restart-why"
+    local steps
     gym_restart_deployment && return 0
-    gym_stop_steps policy
+    read -r -a steps <<<"${GYM_SERVICE_STEPS[*]}"
+    gym_stop_steps "${steps[@]}"
     GYM_SERVICE_STEPS=()
     return 1
 }
