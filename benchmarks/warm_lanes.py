@@ -1,13 +1,17 @@
-"""A checkpoint sweep both ways, in one run: one deployment per checkpoint (per_benchmark) vs one
-warm lane (job.deployment: reload), with the real vLLM CPU server and the real gym driver over
-scripts/setup-envs' tiny-judge checkpoints (step-0, step-30, step-80), at temperature 0.
+"""A checkpoint sweep three ways, in one run: one deployment per checkpoint (per_benchmark), one
+warm lane (job.deployment: reload) and one restart lane (reload where the weights cannot be
+switched in place: here no served_model_name, so each checkpoint is served under its own path),
+with the real vLLM CPU server and the real gym driver over scripts/setup-envs' tiny-judge
+checkpoints (step-0, step-30, step-80), at temperature 0.
 
     .venv/bin/python benchmarks/warm_lanes.py [--slurm]
 
 Prints, for each way: allocation-seconds (the sum over the sweep's jobs of job end - job start,
 from the jobs' own event files: what a cluster bills), vLLM starts (the policy step launched),
-jobs submitted, wall time and each checkpoint's reward; then the ratio of allocation-seconds and
-whether the rewards agree checkpoint by checkpoint. Needs scripts/setup-envs (and
+jobs submitted, wall time and each checkpoint's reward; then the ratios of allocation-seconds and
+whether the rewards agree checkpoint by checkpoint. On this machine local jobs take turns and
+queue for nothing, so a restart lane's gain (no queue wait between checkpoints, one submission)
+shows only in its jobs; its allocation is about the per-checkpoint one's. Needs scripts/setup-envs (and
 scripts/local-slurm up for --slurm).
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ENVS = Path(os.environ.get("GYM_ENVS_DIR", Path.home() / ".cache" / "gym-orchestration" / "envs"))
 TEMPERATURE_0 = "++driver.benchmarks.answer-judge.run.responses_create_params.temperature=0.0"
+WAYS = {
+    "per_benchmark": ("++job.deployment=per_benchmark",),
+    "reload": ("++job.deployment=reload",),
+    "restart-lane": ("++job.deployment=reload", "~services.policy.served_model_name"),
+}
+POLICY_LAUNCHED = re.compile(r"launched policy(\.turn\d+)?")  # the first turn's step, or a later turn's
 
 
 def gym(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -54,12 +65,12 @@ def checkpoints() -> list[str]:
     return [str(p) for p in found]
 
 
-def sweep(mode: str, slurm: bool, env: dict) -> dict:
+def sweep(way: str, slurm: bool, env: dict) -> dict:
     config = REPO / "examples" / ("quickstart-slurm.yaml" if slurm else "quickstart.yaml")
     models = ",".join(checkpoints())
     start = time.time()
     proc = gym("submit", "-c", str(config), "--json", "-m", f"services.policy.model={models}",
-               f"++job.deployment={mode}", TEMPERATURE_0, env=env)  # fmt: skip
+               *WAYS[way], TEMPERATURE_0, env=env)  # fmt: skip
     if proc.returncode != 0:
         sys.exit(proc.stderr)
     submitted = json.loads(proc.stdout)
@@ -71,7 +82,7 @@ def sweep(mode: str, slurm: bool, env: dict) -> dict:
         seen = _ended(job_dir / ".gym" / job_id / "events")
         stamps = {name.split(" ")[0]: t for t, name in seen}
         alloc += stamps["job-end"] - stamps["job-start"]
-        starts += sum(1 for _, name in seen if name == "launched policy")
+        starts += sum(1 for _, name in seen if POLICY_LAUNCHED.fullmatch(name))
     results = json.loads(gym("results", submitted["sweep_id"], "--json", env=env).stdout or "{}")
     return {"alloc": alloc, "wall": wall, "starts": starts, "jobs": len(jobs), "rewards": _rewards(results, submitted)}
 
@@ -104,7 +115,7 @@ def main() -> int:
     parser.add_argument("--slurm", action="store_true")
     args = parser.parse_args()
     env = {**os.environ, "GYM_ENVS_DIR": str(ENVS), "GYM_RUNS_DIR": "/tmp/gym-bench-lanes"}
-    rows = {mode: sweep(mode, args.slurm, env) for mode in ("per_benchmark", "reload")}
+    rows = {way: sweep(way, args.slurm, env) for way in WAYS}
     print(
         f"{len(checkpoints())} tiny-judge checkpoints, answer-judge at temperature 0, {'slurm' if args.slurm else 'local'}"
     )
@@ -112,9 +123,10 @@ def main() -> int:
     for mode, row in rows.items():
         rewards = ", ".join(f"{k} {v}" for k, v in sorted(row["rewards"].items()))
         print(f"  {mode:<14} {row['alloc']:13.1f} {row['starts']:12d} {row['jobs']:5d} {row['wall']:8.1f}  {rewards}")
-    print(f"  reload / per_benchmark allocation: {rows['reload']['alloc'] / rows['per_benchmark']['alloc']:.2f}")
-    same = rows["reload"]["rewards"] == rows["per_benchmark"]["rewards"]
-    print(f"  rewards equal checkpoint by checkpoint: {'yes' if same else 'NO'}")
+    for way in ("reload", "restart-lane"):
+        print(f"  {way} / per_benchmark allocation: {rows[way]['alloc'] / rows['per_benchmark']['alloc']:.2f}")
+    same = all(rows[way]["rewards"] == rows["per_benchmark"]["rewards"] for way in ("reload", "restart-lane"))
+    print(f"  rewards equal checkpoint by checkpoint, every way: {'yes' if same else 'NO'}")
     return 0
 
 

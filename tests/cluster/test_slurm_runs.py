@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import standin_records, state_of
+from test_sweeps import submit_sweep_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -353,9 +354,14 @@ def test_gym_install_from_a_local_repository(cluster_run, tmp_path) -> None:
 RAY_ENV = Path(os.environ.get("GYM_ENVS_DIR", Path.home() / ".cache" / "gym-orchestration" / "envs")) / "ray-serve"
 
 
-def test_ray_gateway_serves_replicas_across_nodes_with_real_ray(cluster_run) -> None:
+def test_ray_gateway_serves_replicas_across_nodes_with_real_ray_and_starts_anew_for_each_checkpoint(
+    cluster_run,
+) -> None:
     """use_ray_serve: a real Ray cluster over two nodes, our gateway on the first, two replicas
-    (stand-in vLLM: no GPU here) behind one endpoint, the driver talking to the gateway."""
+    (stand-in vLLM: no GPU here) behind one endpoint, the driver talking to the gateway. Two
+    checkpoints with job.deployment: reload are a restart lane (a gateway's weights cannot be
+    switched in place): one allocation, the Ray cluster and the gateway started anew on the second
+    checkpoint once the first's run has been served, each run answered through its own."""
     if not (RAY_ENV / "bin" / "ray").exists():
         reason = "no Ray environment (scripts/envs/ray-env.sh)"
         pytest.fail(reason) if os.environ.get("GYM_REQUIRE_CLUSTER") == "1" else pytest.skip(reason)
@@ -376,17 +382,27 @@ def test_ray_gateway_serves_replicas_across_nodes_with_real_ray(cluster_run) -> 
         driver={"policy_model": "policy"},
         compute={"walltime": "00:10:00"},
     )
-    [job] = cluster_run.submit(config)["benchmarks"]
-    fields = cluster_run.wait(job["job_id"], timeout=400)
-    assert fields["JobState"] == "COMPLETED", slurm_out(job) + "".join(
-        p.read_text()[-3000:] for p in Path(job["job_dir"], "logs").glob("policy*")
+    config["job"]["deployment"] = "reload"
+    proc = submit_sweep_cli(cluster_run, config, "services.policy.model=/ckpt/step-1,/ckpt/step-2")
+    assert proc.returncode == 0 and "2 checkpoint run(s) in 1 restart lane(s)" in proc.stderr, proc.stderr
+    records = json.loads(proc.stdout)["records"]
+    [job_id] = {b["job_id"] for r in records for b in r["benchmarks"]}  # one allocation
+    cluster_run.job_ids.append(job_id)
+    lane = Path(records[0]["run_dir"], "shared-deployment")
+    fields = cluster_run.wait(job_id, timeout=600)
+    assert fields["JobState"] == "COMPLETED", Path(lane, f"slurm-{job_id}.out").read_text() + "".join(
+        p.read_text()[-3000:] for p in Path(lane, "logs").glob("policy*")
     )
-    replicas = standin_records(job["job_dir"], "vllm")
-    assert len(replicas) == 2
+    replicas = standin_records(str(lane), "vllm")
+    assert sorted(r["argv"][1] for r in replicas) == ["/ckpt/step-1"] * 2 + ["/ckpt/step-2"] * 2
     for replica in replicas:
         assert "--distributed-executor-backend" in replica["argv"] and replica["env"].get("RAY_ADDRESS")
-    [driver] = standin_records(job["job_dir"], "gym-run")
-    assert driver["policy_models"]["data"][0]["id"] == "tiny"  # through the gateway on port 8000
+    for record in records:
+        [bench] = record["benchmarks"]
+        assert state_of(bench["job_dir"])["phase"] == "succeeded"
+        [driver] = standin_records(bench["job_dir"], "gym-run")
+        assert driver["policy_models"]["data"][0]["id"] == "tiny"  # through the gateway on port 8000
+        assert driver["policy_models"]["data"][0]["standin_weights"] == record["model"]
 
 
 def _ray_minimal_bin() -> Path:

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, job_fields
+from conftest import REPO, STANDIN_PATH, job_fields, standin_records
 from standin_checkpoints import checkpoint
-from test_sweeps import submit_sweep, sweep_config
+from test_sweeps import submit_sweep, submit_sweep_cli, sweep_config
 
 from nemo_gym.orchestration import contract
 
@@ -245,3 +245,52 @@ def test_a_checkpoint_that_breaks_the_server_fails_alone_and_the_lane_starts_its
     asked = [json.loads(line) for log in Path(lane_dir, "standin").glob("requests-*.jsonl") for line in log.open()]
     # Nothing was asked of the unknown weights but the reload's own answer: the next run waited for the new server.
     assert not [a for a in asked if a["weights"] is None and a["path"] != "/collective_rpc"], asked
+
+
+def test_a_prefill_decode_sweep_is_one_restart_lane_each_checkpoint_served_by_its_own_pair(
+    cluster_run, tmp_path, router_bin
+) -> None:
+    """Prefill/decode cannot switch weights in place: a restart lane. One allocation serves the
+    three checkpoints; for each, both tiers start on its checkpoint and the real vllm-router in
+    front of them, on the ports the job claimed once. The middle checkpoint's tiers do not start:
+    that run fails, named, and the last run is served by a pair started on its own checkpoint."""
+    models = [
+        checkpoint(tmp_path / "ckpt", 100, 0.1),
+        checkpoint(tmp_path / "FAIL_AT_START", 200, 0.2),
+        checkpoint(tmp_path / "ckpt", 300, 0.3),
+    ]
+    run = {"standin_rollouts": 2, "standin_rollout_seconds": 0.2}
+    config = sweep_config(cluster_run, {"math": {"run": run}})
+    config["services"]["policy"] = {
+        "type": "vllm_pd",
+        "model": "/placeholder",
+        "env": {"PATH": STANDIN_PATH, "GYM_ROUTER_BIN": f"lit:{router_bin}"},
+        "container": "standin:latest",
+        "prefill": {"node_pool": "gpu"},
+        "decode": {"node_pool": "gpu"},
+    }
+    config["job"].update(deployment="reload")
+    proc = submit_sweep_cli(cluster_run, config, "services.policy.model=" + ",".join(models))
+    assert proc.returncode == 0, proc.stderr
+    assert "3 checkpoint run(s) in 1 restart lane(s)" in proc.stderr and "vllm_pd" in proc.stderr, proc.stderr
+    sweep = json.loads(proc.stdout)
+    records = sweep["records"]
+    cluster_run.job_ids += [b["job_id"] for r in records for b in r["benchmarks"] if b["job_id"]]
+    assert len({b["job_id"] for r in records for b in r["benchmarks"]}) == 1  # one allocation
+    jobs = wait_final(cluster_run, sweep["sweep_id"], 3)
+    assert [jobs[r["gym_job_id"]]["state"] for r in records] == ["succeeded", "failed", "succeeded"], jobs
+    failed = jobs[records[1]["gym_job_id"]]["detail"]
+    assert "deployment did not start" in failed and "policy-prefill" in failed, failed
+    lane_dir = Path(records[0]["benchmarks"][0]["job_dir"]).parent / contract.SHARED_DEPLOYMENT_DIR
+    started = [r for r in standin_records(str(lane_dir), "vllm") if r["tool"] == "vllm"]
+    # Each turn's tiers started on its own checkpoint (the failed one's too: a pair starts together).
+    for role in ("kv_producer", "kv_consumer"):
+        assert sorted(r["argv"][1] for r in started if role in str(r["argv"])) == sorted(models)
+    assert len({r["argv"][r["argv"].index("--port") + 1] for r in started if "kv_producer" in str(r["argv"])}) == 1
+    assert len(standin_records(str(lane_dir), "vllm-router")) == 3  # the router started anew with each pair
+    for record in (records[0], records[2]):
+        [bench] = record["benchmarks"]
+        assert _provenance(bench["job_dir"])["weights"] == record["model"]
+        assert _provenance(bench["job_dir"])["weights.how"] == "started"
+        rows = [json.loads(line) for line in Path(bench["job_dir"], contract.ROLLOUTS_FILE).read_text().splitlines()]
+        assert rows and {row.get("standin_weights") for row in rows} == {record["model"]}, rows

@@ -18,6 +18,8 @@ import pytest
 import yaml
 from standin_checkpoints import checkpoint
 
+from nemo_gym.orchestration import contract
+
 STANDINS = Path(__file__).resolve().parents[1] / "standins"
 PATH = f"lit:{STANDINS}:/usr/local/bin:/usr/bin:/bin"
 
@@ -543,26 +545,15 @@ def test_two_runs_submitted_one_after_the_other_take_turns_and_each_is_answered_
         assert served == [name, f"{run_id}-bench-policy"]
 
 
-def test_a_local_lane_whose_reload_breaks_the_server_starts_it_again_and_goes_on(tmp_path) -> None:
-    """A warm lane of three checkpoints on this machine, the middle one failing the reload
-    half-way (the stand-in then holds weights nobody can name): that run fails, named; the lane's
-    server is stopped and started again on the same port, and the last run is answered by its own
-    weights."""
-    models = [checkpoint(tmp_path / "ckpt", step, step / 1000) for step in (100, 200, 300)]
-    (Path(models[1]) / "standin-corrupt").write_text("")
+def submit_lane(tmp_path: Path, models: list[str], **policy: str) -> subprocess.CompletedProcess:
+    """`gym eval submit --json` of a checkpoint sweep (job.deployment: reload) of the stand-in
+    vLLM on this machine, the policy's settings given."""
+    service = {"type": "vllm", "model": "/p", "container": "unused", "env": {"PATH": PATH}, **policy}
     path = tmp_path / "config.yaml"
     path.write_text(
         yaml.safe_dump(
             {
-                "services": {
-                    "policy": {
-                        "type": "vllm",
-                        "model": "/p",
-                        "served_model_name": "policy",
-                        "container": "unused",
-                        "env": {"PATH": PATH},
-                    }
-                },
+                "services": {"policy": service},
                 "compute": {"here": {"type": "local"}},
                 "driver": {"policy_model": "policy", "benchmarks": {"math": {}}, "env": {"PATH": PATH}},
                 "job": {"output_path": str(tmp_path / "runs"), "deployment": "reload"},
@@ -572,13 +563,22 @@ def test_a_local_lane_whose_reload_breaks_the_server_starts_it_again_and_goes_on
     )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     cli = [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval"]
-    proc = subprocess.run(
+    return subprocess.run(
         [*cli, "submit", "-c", str(path), "-m", "services.policy.model=" + ",".join(models), "--json"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
+
+
+def test_a_local_lane_whose_reload_breaks_the_server_starts_it_again_and_goes_on(tmp_path) -> None:
+    """A warm lane of three checkpoints on this machine, the middle one failing the reload
+    half-way (the stand-in then holds weights nobody can name): that run fails, named; the lane's
+    server is stopped and started again on the same port, and the last run is answered by its own
+    weights."""
+    models = [checkpoint(tmp_path / "ckpt", step, step / 1000) for step in (100, 200, 300)]
+    (Path(models[1]) / "standin-corrupt").write_text("")
+    proc = submit_lane(tmp_path, models, served_model_name="policy")
     assert proc.returncode == 0, proc.stderr
-    sweep = json.loads(proc.stdout)
-    jobs = [r["benchmarks"][0] for r in sweep["records"]]
+    jobs = [r["benchmarks"][0] for r in json.loads(proc.stdout)["records"]]
     assert [wait_state(job, 120)["phase"] for job in jobs] == ["succeeded", "failed", "succeeded"]
     assert "weights were not loaded" in wait_state(jobs[1])["detail"]
     lane = Path(jobs[0]["job_dir"]).parent / "shared-deployment"
@@ -590,3 +590,40 @@ def test_a_local_lane_whose_reload_breaks_the_server_starts_it_again_and_goes_on
         "starting the deployment again for the runs after it (1 of 2)"
         in Path(lane, f"slurm-{jobs[0]['job_id']}.out").read_text()
     )
+
+
+def test_a_local_restart_lane_starts_each_checkpoint_s_server_in_one_job_and_a_failed_start_fails_alone(
+    tmp_path,
+) -> None:
+    """No served_model_name, so the weights cannot be switched in place: a restart lane. One job
+    serves the three checkpoints, each from a server started on its own checkpoint on the job's one
+    claimed port; the middle checkpoint's server does not start (its run fails, named) and the
+    last run is still served, by its own weights."""
+    models = [
+        checkpoint(tmp_path / "ckpt", 100, 0.1),
+        checkpoint(tmp_path / "FAIL_AT_START", 200, 0.2),
+        checkpoint(tmp_path / "ckpt", 300, 0.3),
+    ]
+    proc = submit_lane(tmp_path, models)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 checkpoint run(s) in 1 restart lane(s)" in proc.stderr, proc.stderr
+    sweep = json.loads(proc.stdout)
+    jobs = [r["benchmarks"][0] for r in sweep["records"]]
+    assert len({job["job_id"] for job in jobs}) == 1  # one job serves the lane
+    assert [wait_state(job, 120)["phase"] for job in jobs] == ["succeeded", "failed", "succeeded"]
+    assert "deployment did not start" in wait_state(jobs[1])["detail"]
+    lane = Path(jobs[0]["job_dir"]).parent / "shared-deployment"
+    starts = [json.loads(p.read_text()) for p in lane.glob("standin/vllm-*.json")]
+    assert sorted(s["argv"][1] for s in starts) == sorted(models), starts  # each started on its own checkpoint
+    assert len({s["argv"][s["argv"].index("--port") + 1] for s in starts}) == 1, starts
+    for job, model in ((jobs[0], models[0]), (jobs[2], models[2])):
+        [driver] = [json.loads(p.read_text()) for p in Path(job["job_dir"], "standin").glob("gym-run-*.json")]
+        assert [m["standin_weights"] for m in driver["policy_models"]["data"]] == [model, model]
+        provenance = Path(job["job_dir"], contract.PROVENANCE_FILE).read_text()
+        assert f"weights={model}\n" in provenance and "weights.how=started\n" in provenance
+    # Each turn's server has a log of its own.
+    assert sorted(p.name.split("-")[0] for p in (lane / "logs").glob("policy*.log")) == [
+        "policy",
+        "policy.turn1",
+        "policy.turn2",
+    ]

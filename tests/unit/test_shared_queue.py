@@ -18,6 +18,7 @@ from nemo_gym.orchestration.shared_queue import Queue, answer_lines, decide, mai
 
 QUEUED = "waiting for its turn on the shared services"
 NOT_LOADED = "its checkpoint's weights were not loaded: "
+NOT_STARTED = "its checkpoint's deployment did not start: "
 
 
 def launch(bench: str) -> list[tuple[str, ...]]:
@@ -150,6 +151,24 @@ RELOADS = {
             ),
             ([("reloaded", "2", "0", "")], launch("d")),
             ([("ended", "d", "0")], [ok("d"), ("finish", "1", "2 benchmark(s) failed", "driver-failed")]),
+        ],
+    ),
+    "a restart lane's turn whose deployment does not start fails alone; the next turn starts its own": (
+        1,
+        {"a": 0, "b": 1, "c": 2},
+        [
+            ([], [*launch("a"), ("ask-answered", "a")]),
+            ([("ended", "a", "0")], [ok("a"), ("reload", "1", "b")]),
+            (
+                [("reloaded", "1", str(Reload.NOT_STARTED), "service policy did not start on this run's checkpoint")],
+                [
+                    ("log", "ERROR: service policy did not start on this run's checkpoint"),
+                    ("phase", "b", "failed", NOT_STARTED + "service policy did not start on this run's checkpoint"),
+                    ("reload", "2", "c"),  # no restart of turn 0's: turn 2 starts its own
+                ],
+            ),
+            ([("reloaded", "2", "0", "")], launch("c")),
+            ([("ended", "c", "0")], [ok("c"), ("finish", "1", "1 benchmark(s) failed", "driver-failed")]),
         ],
     ),
     "broken: the server failed the reload, so that run fails and the deployment starts again for the next": (

@@ -4,6 +4,8 @@ each reason a reload cannot be trusted keeping a deployment per run, said in the
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -83,7 +85,7 @@ def test_a_lane_shares_its_node_and_reloads_its_server_on_the_port_it_claimed(co
     runs = prepared(config_file, checkpoints(0, 100)).runs
     host = next(run for run in runs if run.plan.reload is not None)
     job = host.plan.shared
-    assert host.plan.reload.port == job.steps[0].claimed_port and job.steps[0].claimed_port in job.ports
+    assert host.plan.reload.in_place.port == job.steps[0].claimed_port and job.steps[0].claimed_port in job.ports
     assert job.node_sharing.startswith("nodes shared (auto)")
     script = host.staged.files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
     assert '--url "http://$(gym_node_name 0):${GYM_PORT_POLICY}"' in script
@@ -94,19 +96,81 @@ def test_a_lane_is_told_in_the_dry_run(config_file) -> None:
     assert any("5 checkpoint run(s) in 2 warm lane(s)" in note for note in notes), notes
 
 
-@pytest.mark.parametrize(
-    ("override", "why"),
-    [
-        ("~services.policy.served_model_name", "served_model_name is not set"),
-        ("+services.policy.number_of_instances=2", "not one vLLM server on one node"),
-        ("+services.policy.env.PYTHONPATH=lit:/opt/x", "sets PYTHONPATH"),
-    ],
-)
-def test_a_reload_that_cannot_be_trusted_keeps_a_deployment_per_run_and_says_why(config_file, override, why) -> None:
+UNTRUSTED = [
+    ("~services.policy.served_model_name", "served_model_name is not set"),
+    ("+services.policy.number_of_instances=2", "not one vLLM server on one node"),
+    ("+services.policy.env.PYTHONPATH=lit:/opt/x", "sets PYTHONPATH"),
+]
+
+
+def shared_script(run) -> str:
+    return run.staged.files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
+
+
+@pytest.mark.parametrize(("override", "why"), UNTRUSTED)
+def test_a_reload_that_cannot_be_trusted_makes_a_restart_lane_and_says_why(config_file, override, why) -> None:
+    """One job still serves every checkpoint, each from a deployment of its own run's started in it."""
+    prepared_runs = prepared(config_file, checkpoints(0, 100, 200), override)
+    assert lanes_of(prepared_runs.runs) == [["/ckpt/step-0", "/ckpt/step-100", "/ckpt/step-200"]]
+    [host] = [run for run in prepared_runs.runs if run.plan.reload is not None]
+    assert host.plan.reload.in_place is None
+    assert any("3 checkpoint run(s) in 1 restart lane(s)" in n and why in n for n in prepared_runs.notes)
+    files = host.staged.files
+    for turn, weights in ((1, "/ckpt/step-100"), (2, "/ckpt/step-200")):
+        [step] = host.plan.reload.turns[turn].steps
+        assert step.name == step.launch.step == f"policy.turn{turn}"
+        assert step.launch.job_dir == host.plan.shared.job_dir
+        # Its own script, serving its own run's checkpoint.
+        assert weights in files[f"{contract.SHARED_DEPLOYMENT_DIR}/steps/policy.turn{turn}.sh"].content
+    script = shared_script(host)
+    assert "gym_start_turn() {" in script and 'gym_switch_turn "${@:2}"' in script
+    # Nothing reloads in place: no token, no reload endpoint, no guard.
+    assert "--url" not in script and contract.RELOAD_TOKEN_FILE not in script
+    assert "gym_restart_deployment" not in script and GUARD not in str(host.plan.shared.steps)
+
+
+@pytest.mark.parametrize(("override", "why"), UNTRUSTED)
+def test_where_services_cannot_start_again_an_untrusted_reload_keeps_a_deployment_per_run(
+    config_file, override, why
+) -> None:
+    config = yaml.safe_load(config_file.read_text())
+    config["compute"] = {"k8s": {"type": "kubernetes", "namespace": "ns", "gpus_per_node": 2, "pvc_name": "runs"}}
+    config_file.write_text(yaml.safe_dump(config))
     prepared_runs = prepared(config_file, checkpoints(0, 100), override)
     assert lanes_of(prepared_runs.runs) == []
     assert all(run.plan.host is None and run.plan.submitted_jobs for run in prepared_runs.runs)
-    assert any(why in note for note in prepared_runs.notes), prepared_runs.notes
+    assert any(why in n and "cannot start a job's services again" in n for n in prepared_runs.notes)
+
+
+def test_a_prefill_decode_sweep_is_one_restart_lane_that_restarts_the_whole_pair(config_file) -> None:
+    """Its tiers repeat the checkpoint (they inherit the model): still one lane, every step of the
+    pair (both tiers and the router) started anew for each turn, on the ports the job claimed."""
+    config = yaml.safe_load(config_file.read_text())
+    config["services"]["policy"] = {
+        "type": "vllm_pd",
+        "container": "vllm:latest",
+        "model": "/ckpt/step-0",
+        "prefill": {"node_pool": "gpu"},
+        "decode": {"node_pool": "gpu"},
+    }
+    config["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "batch", "gpus_per_node": 4}}
+    config_file.write_text(yaml.safe_dump(config))
+    runs = prepared(config_file, checkpoints(0, 100)).runs
+    assert lanes_of(runs) == [["/ckpt/step-0", "/ckpt/step-100"]]
+    [host] = [run for run in runs if run.plan.reload is not None]
+    job = host.plan.shared
+    turn = host.plan.reload.turns[1].steps
+    assert [s.name for s in turn] == [f"{s.name}.turn1" for s in job.steps] and len(turn) == 3
+    assert [s.claimed_port for s in turn] == [s.claimed_port for s in job.steps]
+    script = shared_script(host)
+    assert (
+        "GYM_SERVICE_STEPS=( [policy-prefill]=policy-prefill.turn1 [policy-decode]=policy-decode.turn1 [policy]=policy.turn1 )"
+        in script
+    )
+    assert subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True).returncode == 0
+    if shutil.which("shellcheck"):  # scripts/test installs it; the goldens hold a lane of one turn
+        proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, text=True, capture_output=True)
+        assert proc.returncode == 0, proc.stdout
 
 
 def test_runs_whose_servers_differ_beyond_the_checkpoint_go_in_separate_lanes(config_file) -> None:

@@ -171,6 +171,12 @@ def step_script(step: str) -> str:
     return f"{STEPS_DIR}/{step}.sh"
 
 
+def turn_step(step: str, turn: int) -> str:
+    """Step ``step`` as a restart lane's turn ``turn`` (after the first) starts it again: a script,
+    log and markers of its own, so each checkpoint's server log stays whole."""
+    return f"{step}.turn{turn}"
+
+
 def job_log(job_id: str) -> str:
     """The job's own log (Slurm's default batch output name; the local runner uses it too)."""
     return f"slurm-{job_id}.out"
@@ -208,6 +214,7 @@ class Reload(IntEnum):
     LOADED = 0
     REFUSED = 3  # the checkpoint cannot be loaded over the current one; the server was not touched
     FAILED = 4  # the server failed the reload (or its health after it): its weights are unknown
+    NOT_STARTED = 5  # a restart lane: the turn's deployment did not start; the next turn starts its own
     USAGE = 2
 
 

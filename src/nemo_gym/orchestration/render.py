@@ -16,7 +16,16 @@ from typing import Any
 
 from nemo_gym.orchestration import contract, exporters, shipping
 from nemo_gym.orchestration.backends import Backend, backend_named
-from nemo_gym.orchestration.plan.model import COLLECTOR_STEP, DRIVER_STEP, JobPlan, ResumePlan, RunPlan, VllmGatewayStep
+from nemo_gym.orchestration.plan.model import (
+    COLLECTOR_STEP,
+    DRIVER_STEP,
+    JobPlan,
+    ResumePlan,
+    RunPlan,
+    Step,
+    VllmGatewayStep,
+    services_of,
+)
 from nemo_gym.orchestration.plan.sharding import MERGE_START_TIMEOUT
 from nemo_gym.orchestration.ports import PORTS_FILE, VARIABLE_PREFIX
 from nemo_gym.orchestration.resume import EXIT_MISSING, EXIT_STOP
@@ -134,7 +143,7 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
         files[contract.step_script(COLLECTOR_STEP)] = StagedFile(
             render_template("collector.sh.j2", otel=job.otel), EXECUTABLE
         )
-    if any(isinstance(step, VllmGatewayStep) for step in job.steps):
+    if any(isinstance(step, VllmGatewayStep) for step in _every_step(plan, job)):
         files.update(_shipped(Program.GATEWAY))
     if job is plan.shared:
         files.update(_shipped(Program.SHARED_QUEUE))
@@ -143,7 +152,7 @@ def _job_files(plan: RunPlan, job: JobPlan, backend: Backend) -> dict[str, Stage
     if job.ports or job.driver_ports:
         files.update(_shipped(Program.PORTS))
     gateway_run = shipping.launch_words(Program.GATEWAY, isolated=False)
-    for step in job.steps:
+    for step in _every_step(plan, job):
         files[contract.step_script(step.name)] = StagedFile(
             render_template("step.sh.j2", run_id=plan.run_id, job=job, step=step, gateway_run=gateway_run), EXECUTABLE
         )
@@ -180,7 +189,11 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
         backend_name=backend.name,
         **backend_context(backend),
         runtime=plan.runtime,
-        probe_hosts={step.name: [backend.node_host(n) for n in step.health.nodes] for step in job.steps if step.health},
+        probe_hosts={
+            step.name: [backend.node_host(n) for n in step.health.nodes]
+            for step in _every_step(plan, job)
+            if step.health
+        },
         otel=otel,
         otel_host=backend.node_host(otel.launch.nodes.start) if otel else "",
         shared=shared,
@@ -194,8 +207,15 @@ def _job_script(plan: RunPlan, job: JobPlan, backend: Backend) -> str:
     )
 
 
+def _every_step(plan: RunPlan, job: JobPlan) -> tuple[Step, ...]:
+    """The job's steps, and a restart lane's turns' after them (each a script of its own)."""
+    turns = plan.reload.turns if job is plan.shared and plan.reload is not None else ()
+    return job.steps + tuple(step for turn in turns for step in turn.steps)
+
+
 def _reload_context(plan: RunPlan, backend: Backend) -> dict[str, Any] | None:
-    """A warm lane's turns for its job script: each run's weights and its benchmarks' drivers."""
+    """A lane's turns for its job script: each run's weights and its benchmarks' drivers; a warm
+    lane's server, or a restart lane's deployment of each turn after the first."""
     if plan.reload is None:
         return None
     turn_of = {turn.run_id: i for i, turn in enumerate(plan.reload.turns)}
@@ -203,10 +223,13 @@ def _reload_context(plan: RunPlan, backend: Backend) -> dict[str, Any] | None:
         b.job_dir: turn_of[plan.run_id if b in plan.jobs else b.job_dir.rsplit("/", 2)[-2]]
         for b in (*plan.jobs, *plan.guests)
     }
+    in_place = plan.reload.in_place
     return {
-        "host": backend.node_host(plan.reload.node),
-        "port": plan.reload.port,
+        "in_place": in_place is not None,
+        "host": backend.node_host(in_place.node) if in_place else "",
+        "port": in_place.port if in_place else 0,
         "weights": [turn.weights for turn in plan.reload.turns],
+        "turns": [{"steps": turn.steps, "services": services_of(turn.steps)} for turn in plan.reload.turns],
         "turn_of_dir": by_driver,
         "program": shipping.launch_words(Program.WEIGHTS),
         "restarts": backend.restarts_services,

@@ -8,6 +8,10 @@ server anything (every one still running has written all its rows: ``weights.py 
 before turn T's first driver starts. A plain shared deployment is a lane of one turn, 0, loaded
 from the start.
 
+In a restart lane (a policy whose weights cannot be switched in place) the "reload" starts the
+turn's own deployment in place of the last; one that does not start fails its turn alone, and
+the next turn starts its own.
+
 A reload the server fails (not a checkpoint refused before the server was touched) leaves weights
 nobody can name: that run's benchmarks fail, and the lane starts its deployment again, on its
 starting weights, before the next turn is loaded; at most ``MAX_RESTARTS`` times a lane, since
@@ -189,6 +193,9 @@ def _reloaded(queue: Queue, turn: int, rc: int, why: str, actions: list[Action])
         return replace(queue, loaded=turn)
     why = why or f"weights.py exited with status {rc}"
     actions.append((Do.LOG, f"ERROR: {why}"))
+    if rc == c.Reload.NOT_STARTED:
+        # A restart lane: its deployment is stopped, and the next turn starts its own.
+        return _fail_waiting(queue, actions, f"its checkpoint's deployment did not start: {why}", turn)
     queue = _fail_waiting(queue, actions, f"its checkpoint's weights were not loaded: {why}", turn)
     return queue if rc == c.Reload.REFUSED else _broken(queue, why, actions)
 

@@ -1,13 +1,17 @@
-"""Warm lanes (``job.deployment: reload``): a checkpoint sweep's runs served by few warm servers.
+"""Lanes of checkpoints (``job.deployment: reload``): a checkpoint sweep's runs served by few jobs.
 
 Runs whose deployments differ only in the policy's checkpoint (``weights_key``) are put in step
 order and dealt round-robin into lanes, as many as ``job.max_concurrent`` (one when unset): each
-lane is one job, its first run's shared job, which starts the deployment once and, for each of
-its runs in turn, has the server reload that run's weights in place (``weights.py``) and runs its
-benchmarks. The others queue nothing, like a shared deployment's guests (``sharing``).
+lane is one job, its first run's shared job, which serves its runs in turn. The others queue
+nothing, like a shared deployment's guests (``sharing``).
 
-Where an in-place reload cannot be trusted (``why_not_reloadable``), each run keeps a deployment
-of its own and the dry run says why.
+A warm lane starts the deployment once and has the policy's server reload each run's weights in
+place (``weights.py``). Where an in-place reload cannot be trusted (``why_not_in_place``: not
+one vLLM server, no one served name), a restart lane stops the deployment after each run and
+starts the next run's own (its steps, named for the turn), in the same allocation: it saves the
+queue waits and submissions, not the starts. Where neither can be had (no policy service, a
+backend that cannot start a job's services again), each run keeps a deployment of its own. The
+dry run says which, and why.
 """
 
 from __future__ import annotations
@@ -16,8 +20,18 @@ import posixpath
 from dataclasses import replace
 
 from nemo_gym.orchestration import contract
+from nemo_gym.orchestration.backends import backend_named
 from nemo_gym.orchestration.feeding import dealt
-from nemo_gym.orchestration.plan.model import EnvVar, JobPlan, PlainStep, ReloadPlan, RunPlan, WeightsTurn
+from nemo_gym.orchestration.plan.model import (
+    EnvVar,
+    InPlace,
+    JobPlan,
+    PlainStep,
+    ReloadPlan,
+    RunPlan,
+    Step,
+    WeightsTurn,
+)
 from nemo_gym.orchestration.plan.services import SERVED_NAME_FLAG
 from nemo_gym.orchestration.plan.sharing import counted_by_host, deployment_key
 from nemo_gym.orchestration.reload_guard import TOKEN_ENV
@@ -45,15 +59,36 @@ def weights_key(plan: RunPlan) -> str:
         return deployment_key(plan)
     name, service = policy
     config = dict(plan.resolved_config)
-    config["services"] = {**config["services"], name: {**service, "model": None}}
+    config["services"] = {**config["services"], name: _without(service, service.get("model"))}
     return deployment_key(replace(plan, resolved_config=config))
 
 
-def why_not_reloadable(plan: RunPlan) -> str | None:
+def _without(value: object, model: object) -> object:
+    """``value`` with every string equal to ``model`` (the checkpoint, wherever the service's
+    config repeats it: a prefill/decode pair's tiers inherit it) left out."""
+    if isinstance(value, dict):
+        return {k: _without(v, model) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, model) for v in value]
+    return None if value == model else value
+
+
+def why_no_lane(plan: RunPlan) -> str | None:
+    """Why this run cannot be served in a lane at all (each keeps a deployment of its own), or None."""
+    if policy_of(plan) is None:
+        return "driver.policy_model names no model service whose weights would change"
+    if not backend_named(plan.backend).restarts_services and why_not_in_place(plan) is not None:
+        return (
+            f"{why_not_in_place(plan)}, and the {plan.backend} backend cannot start a job's services again "
+            f"(each is a container of its own) for a restart lane"
+        )
+    return None
+
+
+def why_not_in_place(plan: RunPlan) -> str | None:
     """Why this run's policy server cannot have its weights switched in place, or None."""
     policy = policy_of(plan)
-    if policy is None:
-        return "driver.policy_model names no model service whose weights would change"
+    assert policy is not None
     name, service = policy
     if service.get("type") != "vllm":
         return f"services.{name} is {service.get('type')}: only a vLLM server reloads its weights in place (yet)"
@@ -93,24 +128,34 @@ def warm_lanes(plans: list[RunPlan]) -> tuple[list[RunPlan], list[str]]:
             groups.setdefault(weights_key(plan), []).append(i)
     out, notes = list(plans), []
     for members in groups.values():
-        why = why_not_reloadable(plans[members[0]])
-        if why is not None:
-            notes.append(f"job.deployment=reload: {len(members)} run(s) each start a deployment of their own: {why}")
+        cannot = why_no_lane(plans[members[0]])
+        if cannot is not None:
+            notes.append(f"job.deployment=reload: {len(members)} run(s) each start a deployment of their own: {cannot}")
             continue
+        why = why_not_in_place(plans[members[0]])
         ordered = sorted(members, key=lambda i: _step_order(plans[i]))
         wanted = plans[ordered[0]].resolved_config.get("job", {}).get("max_concurrent")
         lanes = dealt(len(ordered), min(wanted or 1, len(ordered)))
         for lane in lanes.lanes:
-            for i, made in zip((ordered[j] for j in lane), _lane([plans[ordered[j]] for j in lane])):
+            for i, made in zip((ordered[j] for j in lane), _lane([plans[ordered[j]] for j in lane], why is None)):
                 out[i] = made
-        notes.append(
-            f"job.deployment=reload: {len(ordered)} checkpoint run(s) in {len(lanes.lanes)} warm lane(s) (one job each "
-            f"that starts the deployment once and reloads the weights between runs; job.max_concurrent sets how many lanes)"
-        )
+        notes.append(_lanes_note(len(ordered), len(lanes.lanes), why))
     return out, notes
 
 
-def _lane(members: list[RunPlan]) -> list[RunPlan]:
+def _lanes_note(runs: int, lanes: int, why_restart: str | None) -> str:
+    how = "(one job each that starts the deployment once and reloads the weights between runs"
+    kind = "warm"
+    if why_restart is not None:
+        kind = "restart"
+        how = (
+            "(one job each, no queue wait between runs, that starts the deployment anew for each checkpoint: "
+            f"{why_restart}"
+        )
+    return f"job.deployment=reload: {runs} checkpoint run(s) in {lanes} {kind} lane(s) {how}; job.max_concurrent sets how many lanes)"
+
+
+def _lane(members: list[RunPlan], in_place: bool) -> list[RunPlan]:
     """One lane's runs: the first hosts the job that serves them all, in this order."""
     host = members[0]
     assert host.shared is not None
@@ -121,9 +166,33 @@ def _lane(members: list[RunPlan]) -> list[RunPlan]:
         jobs = tuple(counted_by_host(job) for job in member.jobs)
         made.append(replace(member, jobs=jobs, host=where))
         guests += jobs
-    turns = tuple(WeightsTurn(m.run_id, m.model or "") for m in members)
-    shared, reload = _guarded(host.shared, host, turns)
-    return [replace(host, shared=shared, guests=tuple(guests), reload=reload), *made]
+    if in_place:
+        turns = tuple(WeightsTurn(m.run_id, m.model or "") for m in members)
+        shared, reload = _guarded(host.shared, host, turns)
+        return [replace(host, shared=shared, guests=tuple(guests), reload=reload), *made]
+    turns = tuple(
+        WeightsTurn(m.run_id, m.model or "", _as_turn(m, host.shared.job_dir, turn) if turn else ())
+        for turn, m in enumerate(members)
+    )
+    policy = policy_of(host)
+    assert policy is not None
+    reload = ReloadPlan(service=policy[0], turns=turns)
+    return [replace(host, guests=tuple(guests), reload=reload), *made]
+
+
+def _as_turn(member: RunPlan, job_dir: str, turn: int) -> tuple[Step, ...]:
+    """A restart lane's run's own deployment (its steps as its own shared job would run them),
+    started by the lane's job in ``job_dir``: each step named for the turn, its script and log there.
+    Its ports are the job's (the same services claim the same ports, once)."""
+    assert member.shared is not None
+    return tuple(
+        replace(
+            step,
+            name=contract.turn_step(step.name, turn),
+            launch=replace(step.launch, step=contract.turn_step(step.name, turn), job_dir=job_dir),
+        )
+        for step in member.shared.steps
+    )
 
 
 def _guarded(job: JobPlan, host: RunPlan, turns: tuple[WeightsTurn, ...]) -> tuple[JobPlan, ReloadPlan]:
@@ -140,5 +209,5 @@ def _guarded(job: JobPlan, host: RunPlan, turns: tuple[WeightsTurn, ...]) -> tup
     guarded = replace(step, env=step.env + env, argv=step.argv + ("--middleware", GUARD))
     steps = tuple(guarded if s is step else s for s in job.steps)
     port = step.claimed_port if step.claimed_port is not None else int(service["port"])
-    reload = ReloadPlan(service=name, node=step.nodes.start, port=port, turns=turns)
+    reload = ReloadPlan(service=name, turns=turns, in_place=InPlace(node=step.nodes.start, port=port))
     return replace(job, steps=steps), reload

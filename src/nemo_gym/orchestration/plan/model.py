@@ -409,30 +409,47 @@ class JobPlan:
 
     def services(self) -> dict[str, list[str]]:
         """Service -> its steps' names, in order: what the job watches."""
-        out: dict[str, list[str]] = {}
-        for step in self.steps:
-            out.setdefault(step.service, []).append(step.name)
-        return out
+        return services_of(self.steps)
+
+
+def services_of(steps: tuple[Step, ...]) -> dict[str, list[str]]:
+    """Service -> the names of its steps among ``steps``, in order."""
+    out: dict[str, list[str]] = {}
+    for step in steps:
+        out.setdefault(step.service, []).append(step.name)
+    return out
 
 
 @dataclass(frozen=True)
 class WeightsTurn:
-    """One run of a warm lane: the checkpoint whose weights answer its benchmarks."""
+    """One run of a lane: the checkpoint whose weights answer its benchmarks."""
 
     run_id: str
     weights: str
+    # A restart lane's turn after the first: the deployment it starts in the lane's job, its run's
+    # own steps named for the turn (``contract.turn_step``); the first turn's are the job's.
+    steps: tuple[Step, ...] = ()
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """How a warm lane's one vLLM server is reached to switch its weights in place."""
+
+    node: int  # where it runs, in the job's allocation
+    port: Port  # its serving port: the configured one, or claimed as the job starts
 
 
 @dataclass(frozen=True)
 class ReloadPlan:
-    """A warm lane (``job.deployment: reload``): its host's shared job starts the policy's vLLM
-    server once, on the first run's weights, and reloads them in place for each next run, after
-    the last request of the run before and before the first of the next (``weights``)."""
+    """A lane of checkpoints (``job.deployment: reload``): its host's shared job serves each run in
+    turn, after the last request of the run before and before the first of the next. A warm lane
+    (``in_place``) starts the policy's vLLM server once, on the first run's weights, and reloads
+    them in place for each next run (``weights``); a restart lane (``in_place`` None: a policy
+    whose weights cannot be switched in place) stops the deployment and starts each next turn's."""
 
-    service: str  # the policy service, one plain vLLM server
-    node: int  # where it runs, in the job's allocation
-    port: Port  # its serving port: the configured one, or claimed as the job starts
+    service: str  # the policy service
     turns: tuple[WeightsTurn, ...]  # in the order they are served: the host's own run first
+    in_place: InPlace | None = None
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def _sharing_notes(plans: list[RunPlan]) -> list[str]:
     if max(checkpoints.values()) > 1:
         return [
             f"{max(checkpoints.values())} runs of the sweep differ only in the policy's checkpoint: job.deployment=reload "
-            f"would start the deployment once per lane and reload the weights between runs"
+            f"would serve them in lanes, one job each (the weights reloaded in place where the policy allows it)"
         ]
     return []
 

@@ -255,8 +255,8 @@ gym_restart_or_stop() {
     GYM_SERVICE_STEPS=()
     return 1
 }
-# A warm lane: each run's benchmarks are answered by its own checkpoint's weights, reloaded in
-# place. weights.py checks and records each switch (VERB TURN BENCHMARK...: those benchmarks'
+# A lane: each run's benchmarks are answered by its own checkpoint's weights, reloaded in place.
+# weights.py checks and records each switch (VERB TURN BENCHMARK...: those benchmarks'
 # provenance); its exit status goes back to shared_queue.py.
 GYM_WEIGHTS=( /ckpt/step-100 )
 gym_weights() {
