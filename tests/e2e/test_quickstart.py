@@ -370,17 +370,6 @@ def test_a_local_sweep_over_three_temperatures_starts_vllm_once(envs, tmp_path) 
     assert results.returncode == 0, results.stdout + results.stderr
 
 
-def test_quickstart_on_the_slurm_cluster(envs, slurm, tmp_path, mlflow_server, backend_python) -> None:
-    record, status = run_quickstart(tmp_path, "quickstart-slurm.yaml")
-    assert record["executor"] == "slurm"
-    assert_real_results(record, status)
-    assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=0)  # the config names no GPUs; no accounting here
-    assert_info_says_what_it_ran(tmp_path, record)
-    assert_results_can_be_trusted_and_compared(tmp_path, record)
-    assert_the_next_dry_run_is_estimated_from_this_run(tmp_path, status, "quickstart-slurm.yaml")
-    assert_exported_after_the_fact(tmp_path, record, mlflow_server, backend_python)
-
-
 def assert_exported_after_the_fact(tmp_path: Path, record: dict, server, python: str) -> None:
     """The run was submitted without job.export: gym eval export sends it to a real MLflow server
     named on the command line, one run with its metrics and its rollouts."""
@@ -515,11 +504,15 @@ def _clock(log: str, words: str) -> str:
     return next(line[5:13] for line in log.splitlines() if line.startswith("[gym ") and words in line)
 
 
-def test_two_real_quickstarts_on_one_slurm_node_at_once_claim_their_own_ports(envs, slurm, tmp_path) -> None:
+def test_two_real_quickstarts_on_one_slurm_node_at_once_claim_their_own_ports(
+    envs, slurm, tmp_path, mlflow_server, backend_python
+) -> None:
     """Two runs of the real quickstart (real vLLM, real gym) placed on the same node at the same
     time, exclusive_nodes left to auto (a job of one node shares it): each claims its server's and
     gym's head server's ports on n1 when it starts, both end 12/12, each driver was answered by its
-    own server (the model name it answered with is that run's), and their ports differ."""
+    own server (the model name it answered with is that run's), and their ports differ. The first
+    is also held to everything a Slurm run of the quickstart owes its user (its usage, info,
+    results, the next dry run's estimate, an export after the fact): one real start serves both."""
     homes = tmp_path / "one", tmp_path / "two"
     records = []
     for home, name in zip(homes, ("tiny-one", "tiny-two")):
@@ -534,9 +527,10 @@ def test_two_real_quickstarts_on_one_slurm_node_at_once_claim_their_own_ports(en
         )
         assert submitted.returncode == 0, submitted.stderr
         records.append(json.loads(submitted.stdout))
-    claimed, spans = [], []
+    claimed, spans, statuses = [], [], []
     for home, record, name in zip(homes, records, ("tiny-one", "tiny-two")):
         status = json.loads(gym(home, "status", record["gym_job_id"], "--watch", "--json", "--interval", "1").stdout)
+        statuses.append(status)
         assert_real_results(record, status)
         [job] = status["jobs"]
         job_dir = Path(job["job_dir"])
@@ -550,3 +544,10 @@ def test_two_real_quickstarts_on_one_slurm_node_at_once_claim_their_own_ports(en
     assert claimed[0]["gym_head_server"] != claimed[1]["gym_head_server"], claimed
     (start_a, end_a), (start_b, end_b) = spans
     assert start_a < end_b and start_b < end_a, spans  # at the same time on n1
+    record, status = records[0], statuses[0]
+    assert record["executor"] == "slurm"
+    assert_usage_is_the_jobs_own_record(status["jobs"][0], gpus=0)  # the config names no GPUs; no accounting here
+    assert_info_says_what_it_ran(homes[0], record)
+    assert_results_can_be_trusted_and_compared(homes[0], record)
+    assert_the_next_dry_run_is_estimated_from_this_run(homes[0], status, "quickstart-slurm.yaml")
+    assert_exported_after_the_fact(homes[0], record, mlflow_server, backend_python)

@@ -621,6 +621,13 @@ def test_a_local_restart_lane_starts_each_checkpoint_s_server_in_one_job_and_a_f
         assert [m["standin_weights"] for m in driver["policy_models"]["data"]] == [model, model]
         provenance = Path(job["job_dir"], contract.PROVENANCE_FILE).read_text()
         assert f"weights={model}\n" in provenance and "weights.how=started\n" in provenance
+    # Resubmit says plainly that it cannot queue a lane's run again (not that it would serve it).
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    resubmit = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.orchestration.cli.main", "eval", "resubmit", sweep["records"][1]["gym_job_id"]],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert resubmit.returncode == 1 and "share one deployment (one job)" in resubmit.stdout, resubmit.stdout
     # Each turn's server has a log of its own.
     assert sorted(p.name.split("-")[0] for p in (lane / "logs").glob("policy*.log")) == [
         "policy",

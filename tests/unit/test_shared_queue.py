@@ -86,7 +86,9 @@ def restarting(n: int) -> tuple[str, ...]:
 
 
 NO_RESTART = "the deployment did not start again after a failed reload: service policy did not start"
-NOT_SERVED = "; the runs after it were not served (gym eval resubmit serves them)"
+NOT_SERVED = (
+    "; the runs after it were not served: submit them again (gym eval resubmit does not queue a lane's runs yet)"
+)
 EXHAUSTED = "x (the deployment was started again 2 times already)"  # run 0 has a and b, run 1 c, run 2 d
 
 RELOADS = {

@@ -360,7 +360,7 @@ class Cause(Word):
     # is freed.
     DISK_FULL = ("disk-full", True, False, "the filesystem of its directory was full")
     # A warm lane's server failed to load a checkpoint: it holds weights nobody can name, so the
-    # lane's runs after it were not served (resubmit serves them).
+    # lane's runs after it were not served (they are submitted again).
     WEIGHTS_FAILED = ("weights-failed", False, False, "its server failed to load a checkpoint's weights")
 
     @classmethod

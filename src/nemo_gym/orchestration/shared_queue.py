@@ -17,7 +17,7 @@ nobody can name: that run's benchmarks fail, and the lane starts its deployment 
 starting weights, before the next turn is loaded; at most ``MAX_RESTARTS`` times a lane, since
 each start costs minutes on a GPU node and a lane whose every checkpoint breaks the server should
 stop paying for them. After that, or when the deployment does not start again, the runs still
-waiting fail (``gym eval resubmit`` serves them).
+waiting fail (they are submitted again: resubmit does not queue a lane's runs yet).
 
 ``gym eval cancel`` of some of the runs (or benchmarks) the job serves leaves the job running and
 writes each one's cancel marker, which the script reports (``cancelled``): a benchmark still
@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 from nemo_gym.orchestration import contract as c
 
+NOT_RESUBMITTED = "gym eval resubmit does not queue a lane's runs yet"
 MAX_RESTARTS = 2  # starts of a lane's deployment after failed reloads, beyond its first
 WHY_BYTES = 400  # of a failed reload's reason, as the state file and the status show it
 WHY_TAIL_BYTES = 65536  # how much of the end of weights.py's stderr is read for its last line
@@ -273,7 +274,7 @@ def _next(queue: Queue) -> tuple[Queue, list[Action]]:
 
 def _finish(queue: Queue) -> Action:
     if queue.broken:
-        detail = f"{queue.broken}; the runs after it were not served (gym eval resubmit serves them)"
+        detail = f"{queue.broken}; the runs after it were not served: submit them again ({NOT_RESUBMITTED})"
         return (Do.FINISH, "1", detail, c.Cause.WEIGHTS_FAILED)
     if queue.failed:
         return (Do.FINISH, "1", f"{queue.failed} benchmark(s) failed", c.Cause.DRIVER_FAILED)

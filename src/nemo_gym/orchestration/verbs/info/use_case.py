@@ -170,7 +170,8 @@ def _blocked(record: SubmissionRecord, job: JobStatus) -> str:
         return "its record names no job id this scheduler gives; submit it again"
     if own is not None and own.continues_from_disk:
         return ""
-    if sum(1 for b in record.units if b.job_id and own is not None and b.job_id == own.job_id) > 1:
+    if record.deployment_host is not None or sum(1 for b in record.units if own and b.job_id == own.job_id) > 1:
+        # job.deployment shared or reload: one job served several benchmarks (of several runs, in a lane).
         return "its benchmarks share one deployment (one job), which resubmit does not queue again yet; submit it again"
     return (
         "its job cannot be told to keep the samples on disk (a benchmark's own command, or a run submitted "
