@@ -204,3 +204,10 @@ def test_a_lane_restarts_its_services_after_a_broken_reload_where_its_backend_ca
     script = run.staged.files[f"{contract.SHARED_DEPLOYMENT_DIR}/{contract.JOB_SCRIPT}"].content
     restart = script.split("gym_restart_deployment() {")[1].split("\n}\n")[0]
     assert "cannot start a job's services again" in restart and "GYM_STEP_PID" not in restart
+
+
+def test_a_served_name_that_is_each_checkpoint_s_path_keeps_the_runs_apart(config_file) -> None:
+    """Each run serves under its own name, so no server could answer two of them: no lane."""
+    runs = prepared(config_file, checkpoints(0, 100), "services.policy.served_model_name=${services.policy.model}").runs
+    assert sorted(lanes_of(runs)) == [["/ckpt/step-0"], ["/ckpt/step-100"]]  # a lane of one each
+    assert len({weights_key(run.plan) for run in runs}) == 2

@@ -64,13 +64,14 @@ def weights_key(plan: RunPlan) -> str:
 
 
 def _without(value: object, model: object) -> object:
-    """``value`` with every string equal to ``model`` (the checkpoint, wherever the service's
-    config repeats it: a prefill/decode pair's tiers inherit it) left out."""
+    """``value`` with its ``model`` keys that name the checkpoint left out, wherever the service's
+    config repeats it (a prefill/decode pair's tiers inherit it). Only those: a served name that
+    is the checkpoint's path still tells the runs apart."""
     if isinstance(value, dict):
-        return {k: _without(v, model) for k, v in value.items()}
+        return {k: None if k == "model" and v == model else _without(v, model) for k, v in value.items()}
     if isinstance(value, list):
         return [_without(v, model) for v in value]
-    return None if value == model else value
+    return value
 
 
 def why_no_lane(plan: RunPlan) -> str | None:
