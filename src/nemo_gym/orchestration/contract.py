@@ -556,6 +556,10 @@ ENV_JOB_DIR = "GYM_JOB_DIR"
 ENV_JOB_ID = "GYM_JOB_ID"
 ENV_NODES = "GYM_NODES"  # comma-separated node names of the allocation, in order
 ENV_REQUEUE = "GYM_ATTEMPT"  # the job's requeue (0 the first run; the word is the environment's, not an attempt)
+# A restart lane's next turn: how long a step waits for its port, which the turn before's servers
+# may still hold for seconds after they were stopped (Ray Serve's proxy does), before it says "in use".
+PORT_WAIT_ENV = "GYM_PORT_WAIT_SECONDS"
+PORT_WAIT_SECONDS = 60
 ENV_STEP_NAME = "GYM_STEP_NAME"
 ENV_STEP_RANK = "GYM_STEP_RANK"
 NODE_ADDRESS_ENV_PREFIX = "GYM_NODE_"  # GYM_NODE_<i>: an address of allocation node i

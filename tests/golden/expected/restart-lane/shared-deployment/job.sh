@@ -255,6 +255,7 @@ gym_start_turn() {
     gym_stop_steps "${steps[@]}"
     for step in "${steps[@]}"; do unset 'GYM_STEP_PID[$step]'; done
     GYM_SERVICE_STEPS=()
+    export GYM_PORT_WAIT_SECONDS=60
     case "$1" in
         *) return 1 ;;
     esac

@@ -173,13 +173,15 @@ gym_ray_alive_nodes() {
 # worse, the job would talk to whoever holds the port. Says why where the job reads it. The port
 # is remembered: a server that dies as another takes the port (both started at once) is named too.
 gym_port_free() {
-    local port=$1 when=${2:-before $GYM_STEP_NAME started} why
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    local port=$1 when=${2:-before $GYM_STEP_NAME started} why tries=$((${GYM_PORT_WAIT_SECONDS:-0} * 2))
+    while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        # A restart lane's next turn: the turn before's servers may still be letting go of it.
+        [ "$tries" -le 0 ] || { tries=$((tries - 1)); sleep 0.5; continue; }
         why="port $port on node $(gym_this_node) was already in use $when: another run on this node?"
         gym_log "ERROR: $why"
         printf '%s\n' "$why" >"$(gym_state_dir)/why/$GYM_STEP_NAME@$(gym_this_node)"
         return 1
-    fi
+    done
     GYM_STEP_PORT=$port
     return 0
 }
